@@ -1,0 +1,107 @@
+package emu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// eventQueue is a kernel event file (a completion channel or the async event file): the
+// application holds a real descriptor that becomes readable when an event is queued and
+// yields one event struct per read(2), as ib_uverbs_event_read does. It is one end of an
+// AF_UNIX SOCK_SEQPACKET pair, so message boundaries are kept and poll/epoll/O_NONBLOCK
+// behave as on the kernel's file; the other end stays with the emulator. Events are
+// queued without bound (the kernel's event lists are unbounded too) and written by one
+// goroutine, so the NIC's callbacks never block on a slow reader.
+type eventQueue struct {
+	userFd int      // the application's descriptor; it owns and closes it
+	ours   *os.File // the emulator's end
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending [][]byte
+	closed  bool
+	done    chan struct{}
+}
+
+func newEventQueue(name string) (*eventQueue, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: socketpair: %w", name, err)
+	}
+	q := &eventQueue{userFd: fds[0], ours: os.NewFile(uintptr(fds[1]), name), done: make(chan struct{})}
+	// Reading is the application's job; the emulator's end only writes.
+	_ = unix.Shutdown(fds[1], unix.SHUT_RD)
+	q.cond = sync.NewCond(&q.mu)
+	go q.writer()
+	return q, nil
+}
+
+func (q *eventQueue) writer() {
+	defer close(q.done)
+	for {
+		q.mu.Lock()
+		for len(q.pending) == 0 && !q.closed {
+			q.cond.Wait()
+		}
+		if q.closed {
+			q.mu.Unlock()
+			return
+		}
+		ev := q.pending[0]
+		q.pending = q.pending[1:]
+		q.mu.Unlock()
+		if _, err := q.ours.Write(ev); err != nil {
+			// The application closed its end: nobody can read events any more.
+			q.mu.Lock()
+			q.pending = nil
+			q.mu.Unlock()
+		}
+	}
+}
+
+func (q *eventQueue) push(ev []byte) {
+	q.mu.Lock()
+	if !q.closed {
+		q.pending = append(q.pending, ev)
+		q.cond.Signal()
+	}
+	q.mu.Unlock()
+}
+
+// pushComp queues a struct ib_uverbs_comp_event_desc { __aligned_u64 cq_handle; }, where
+// cq_handle is the user_handle the application gave at create_cq.
+func (q *eventQueue) pushComp(userHandle uint64) {
+	b := make([]byte, 8)
+	binary.NativeEndian.PutUint64(b, userHandle)
+	q.push(b)
+}
+
+// pushAsync queues a struct ib_uverbs_async_event_desc { __aligned_u64 element; __u32
+// event_type; __u32 reserved; }: element is the object's user_handle, or the port number
+// for port events.
+func (q *eventQueue) pushAsync(element uint64, eventType uint32) {
+	b := make([]byte, 16)
+	binary.NativeEndian.PutUint64(b, element)
+	binary.NativeEndian.PutUint32(b[8:], eventType)
+	q.push(b)
+}
+
+// close stops the writer, drops undelivered events and closes the emulator's end; a reader
+// then sees end of file. The application's descriptor is left to the application.
+func (q *eventQueue) close() {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	q.closed = true
+	q.pending = nil
+	q.cond.Broadcast()
+	q.mu.Unlock()
+	<-q.done
+	q.ours.Close()
+}
