@@ -1,0 +1,3 @@
+package uverbs
+
+//go:generate sh gen.sh
