@@ -1,0 +1,216 @@
+package mlx5
+
+// WCStatus is enum ibv_wc_status (infiniband/verbs.h), the status a completion reports.
+type WCStatus uint32
+
+// Work completion statuses, in the order of enum ibv_wc_status.
+const (
+	WCSuccess        WCStatus = iota // IBV_WC_SUCCESS
+	WCLocLenErr                      // IBV_WC_LOC_LEN_ERR
+	WCLocQPOpErr                     // IBV_WC_LOC_QP_OP_ERR
+	WCLocEECOpErr                    // IBV_WC_LOC_EEC_OP_ERR
+	WCLocProtErr                     // IBV_WC_LOC_PROT_ERR
+	WCWRFlushErr                     // IBV_WC_WR_FLUSH_ERR
+	WCMWBindErr                      // IBV_WC_MW_BIND_ERR
+	WCBadRespErr                     // IBV_WC_BAD_RESP_ERR
+	WCLocAccessErr                   // IBV_WC_LOC_ACCESS_ERR
+	WCRemInvReqErr                   // IBV_WC_REM_INV_REQ_ERR
+	WCRemAccessErr                   // IBV_WC_REM_ACCESS_ERR
+	WCRemOpErr                       // IBV_WC_REM_OP_ERR
+	WCRetryExcErr                    // IBV_WC_RETRY_EXC_ERR
+	WCRNRRetryExcErr                 // IBV_WC_RNR_RETRY_EXC_ERR
+	WCLocRDDViolErr                  // IBV_WC_LOC_RDD_VIOL_ERR
+	WCRemInvRdReqErr                 // IBV_WC_REM_INV_RD_REQ_ERR
+	WCRemAbortErr                    // IBV_WC_REM_ABORT_ERR
+	WCInvEECNErr                     // IBV_WC_INV_EECN_ERR
+	WCInvEECStateErr                 // IBV_WC_INV_EEC_STATE_ERR
+	WCFatalErr                       // IBV_WC_FATAL_ERR
+	WCRespTimeoutErr                 // IBV_WC_RESP_TIMEOUT_ERR
+	WCGeneralErr                     // IBV_WC_GENERAL_ERR
+)
+
+var wcStatusNames = [...]string{
+	"SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR",
+	"WR_FLUSH_ERR", "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR",
+	"REM_ACCESS_ERR", "REM_OP_ERR", "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",
+	"REM_INV_RD_REQ_ERR", "REM_ABORT_ERR", "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR",
+	"RESP_TIMEOUT_ERR", "GENERAL_ERR",
+}
+
+// String returns the IBV_WC_ name without the prefix.
+func (s WCStatus) String() string {
+	if int(s) < len(wcStatusNames) {
+		return wcStatusNames[s]
+	}
+	return "WC_STATUS_" + hex8(uint8(s))
+}
+
+// StatusFromSyndrome maps an error CQE syndrome to a work completion status exactly as
+// rdma-core's providers/mlx5/cq.c mlx5_handle_error_cqe does; unknown syndromes become
+// IBV_WC_GENERAL_ERR.
+func StatusFromSyndrome(syndrome uint8) WCStatus {
+	switch syndrome {
+	case SyndromeLocalLengthErr:
+		return WCLocLenErr
+	case SyndromeLocalQPOpErr:
+		return WCLocQPOpErr
+	case SyndromeLocalProtErr:
+		return WCLocProtErr
+	case SyndromeWRFlushErr:
+		return WCWRFlushErr
+	case SyndromeMWBindErr:
+		return WCMWBindErr
+	case SyndromeBadRespErr:
+		return WCBadRespErr
+	case SyndromeLocalAccessErr:
+		return WCLocAccessErr
+	case SyndromeRemoteInvalReqErr:
+		return WCRemInvReqErr
+	case SyndromeRemoteAccessErr:
+		return WCRemAccessErr
+	case SyndromeRemoteOpErr:
+		return WCRemOpErr
+	case SyndromeTransportRetryExc:
+		return WCRetryExcErr
+	case SyndromeRNRRetryExc:
+		return WCRNRRetryExcErr
+	case SyndromeRemoteAbortedErr:
+		return WCRemAbortErr
+	}
+	return WCGeneralErr
+}
+
+// SyndromeForStatus is the inverse a device model needs: the syndrome an mlx5 NIC reports for
+// a status. Statuses mlx5 never produces return ok=false.
+func SyndromeForStatus(s WCStatus) (syndrome uint8, ok bool) {
+	switch s {
+	case WCLocLenErr:
+		return SyndromeLocalLengthErr, true
+	case WCLocQPOpErr:
+		return SyndromeLocalQPOpErr, true
+	case WCLocProtErr:
+		return SyndromeLocalProtErr, true
+	case WCWRFlushErr:
+		return SyndromeWRFlushErr, true
+	case WCMWBindErr:
+		return SyndromeMWBindErr, true
+	case WCBadRespErr:
+		return SyndromeBadRespErr, true
+	case WCLocAccessErr:
+		return SyndromeLocalAccessErr, true
+	case WCRemInvReqErr:
+		return SyndromeRemoteInvalReqErr, true
+	case WCRemAccessErr:
+		return SyndromeRemoteAccessErr, true
+	case WCRemOpErr:
+		return SyndromeRemoteOpErr, true
+	case WCRetryExcErr:
+		return SyndromeTransportRetryExc, true
+	case WCRNRRetryExcErr:
+		return SyndromeRNRRetryExc, true
+	case WCRemAbortErr:
+		return SyndromeRemoteAbortedErr, true
+	}
+	return 0, false
+}
+
+// WCOpcode is enum ibv_wc_opcode (infiniband/verbs.h).
+type WCOpcode uint32
+
+// Work completion opcodes used by RC.
+const (
+	WCSend            WCOpcode = 0          // IBV_WC_SEND
+	WCRDMAWrite       WCOpcode = 1          // IBV_WC_RDMA_WRITE
+	WCRDMARead        WCOpcode = 2          // IBV_WC_RDMA_READ
+	WCCompSwap        WCOpcode = 3          // IBV_WC_COMP_SWAP
+	WCFetchAdd        WCOpcode = 4          // IBV_WC_FETCH_ADD
+	WCBindMW          WCOpcode = 5          // IBV_WC_BIND_MW
+	WCLocalInv        WCOpcode = 6          // IBV_WC_LOCAL_INV
+	WCRecv            WCOpcode = 1 << 7     // IBV_WC_RECV
+	WCRecvRDMAWithImm WCOpcode = WCRecv + 1 // IBV_WC_RECV_RDMA_WITH_IMM
+)
+
+// String returns the IBV_WC_ name without the prefix.
+func (o WCOpcode) String() string {
+	switch o {
+	case WCSend:
+		return "SEND"
+	case WCRDMAWrite:
+		return "RDMA_WRITE"
+	case WCRDMARead:
+		return "RDMA_READ"
+	case WCCompSwap:
+		return "COMP_SWAP"
+	case WCFetchAdd:
+		return "FETCH_ADD"
+	case WCBindMW:
+		return "BIND_MW"
+	case WCLocalInv:
+		return "LOCAL_INV"
+	case WCRecv:
+		return "RECV"
+	case WCRecvRDMAWithImm:
+		return "RECV_RDMA_WITH_IMM"
+	}
+	return "WC_OPCODE_" + hex8(uint8(o))
+}
+
+// WCFlags is enum ibv_wc_flags (infiniband/verbs.h).
+type WCFlags uint32
+
+// Work completion flags.
+const (
+	WCFlagGRH     WCFlags = 1 << 0 // IBV_WC_GRH
+	WCFlagWithImm WCFlags = 1 << 1 // IBV_WC_WITH_IMM
+	WCFlagWithInv WCFlags = 1 << 3 // IBV_WC_WITH_INV
+)
+
+// RequesterOpcode maps the send opcode of a requester CQE (top byte of sop_drop_qpn) to the
+// work completion opcode and flags, as handle_good_req in providers/mlx5/cq.c does; lenFrom
+// says where byte_len comes from. NOP and the other driver opcodes take their opcode from the provider's per-WQE table; they
+// return ok=false here.
+func RequesterOpcode(op Opcode) (opc WCOpcode, flags WCFlags, lenFrom ReqLen, ok bool) {
+	switch op {
+	case OpcodeRDMAWriteImm:
+		return WCRDMAWrite, WCFlagWithImm, ReqLenNone, true
+	case OpcodeRDMAWrite:
+		return WCRDMAWrite, 0, ReqLenNone, true
+	case OpcodeSendImm:
+		return WCSend, WCFlagWithImm, ReqLenNone, true
+	case OpcodeSend, OpcodeSendInval:
+		return WCSend, 0, ReqLenNone, true
+	case OpcodeRDMARead:
+		return WCRDMARead, 0, ReqLenByteCnt, true
+	case OpcodeAtomicCS:
+		return WCCompSwap, 0, ReqLenAtomic, true
+	case OpcodeAtomicFA:
+		return WCFetchAdd, 0, ReqLenAtomic, true
+	}
+	return 0, 0, ReqLenNone, false
+}
+
+// ReqLen says where a requester completion's byte_len comes from.
+type ReqLen uint8
+
+// Sources of a requester completion's byte_len.
+const (
+	ReqLenNone    ReqLen = iota // not reported (left as the caller initialised it)
+	ReqLenByteCnt               // the CQE's byte_cnt (RDMA READ)
+	ReqLenAtomic                // 8 (atomics)
+)
+
+// ResponderOpcode maps the CQE opcode of a responder CQE to the work completion opcode and
+// flags, as handle_responder in providers/mlx5/cq.c does.
+func ResponderOpcode(cqeOpcode uint8) (opc WCOpcode, flags WCFlags, ok bool) {
+	switch cqeOpcode {
+	case CQERespWrImm:
+		return WCRecvRDMAWithImm, WCFlagWithImm, true
+	case CQERespSend:
+		return WCRecv, 0, true
+	case CQERespSendImm:
+		return WCRecv, WCFlagWithImm, true
+	case CQERespSendInv:
+		return WCRecv, WCFlagWithInv, true
+	}
+	return 0, 0, false
+}
