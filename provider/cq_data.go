@@ -1,0 +1,8 @@
+package provider
+
+// Poll fills wcs with up to len(wcs) completions and returns how many (ibv_poll_cq). An empty
+// CQ returns 0, nil. It allocates nothing, takes no lock and makes no system call; calls on
+// one CQ must not run concurrently.
+func (c *CQ) Poll(wcs []WC) (int, error) {
+	return c.ring.poll(wcs)
+}

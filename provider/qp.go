@@ -1,0 +1,57 @@
+package provider
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// QP is an RC queue pair. Its data path (PostSend, PostRecv) runs without locks against the
+// rings; control verbs (Modify, Query, Destroy) serialise on mu and publish the state with an
+// atomic store the data path reads.
+type QP struct {
+	ctx    *Context
+	pd     *PD
+	sendCQ *CQ
+	recvCQ *CQ
+	handle uint32
+	qpn    uint32
+	cap    QPCap
+
+	state atomic.Uint32 // QPState
+	mu    sync.Mutex
+
+	mem   *Buffer // RQ followed by SQ (mlx5_alloc_qp_buf)
+	dbMem *Buffer // doorbell record page (owned when not shared)
+	dbrec []byte  // 8 bytes: receive counter, send counter
+	sq    *sendQueue
+	rq    *recvQueue
+	bf    bfReg
+	bfIdx uint32 // bfreg index the kernel assigned
+	dead  bool
+}
+
+// QPN is the QP number.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// Cap is what the QP really provides (rounded as libmlx5 reports it back).
+func (q *QP) Cap() QPCap { return q.cap }
+
+// initRings lays the rings over the QP buffer as mlx5_alloc_qp_buf does: RQ at offset 0, SQ
+// at sqOffset.
+func (q *QP) initRings(l qpLayout, signalAll bool) {
+	b := q.mem.Bytes()
+	if l.sqWQECnt > 0 {
+		q.sq = newSendQueue(b[l.sqOffset:l.sqOffset+l.sqWQECnt*sendWQEBB], uint32(l.sqWQECnt),
+			uint32(l.sqMaxPost), l.sqMaxGS, l.maxInline, q.qpn, signalAll)
+	} else {
+		q.sq = &sendQueue{}
+	}
+	if l.rqWQECnt > 0 {
+		q.rq = newRecvQueue(b[:l.rqWQECnt<<l.rqWQEShift], uint32(l.rqWQECnt), l.rqWQEShift,
+			uint32(l.rqMaxPost), l.rqMaxGS)
+	} else {
+		q.rq = &recvQueue{}
+	}
+	q.cap = QPCap{MaxSendWR: uint32(l.sqMaxPost), MaxRecvWR: uint32(l.rqMaxPost),
+		MaxSendSGE: uint32(l.sqMaxGS), MaxRecvSGE: uint32(l.rqMaxGS), MaxInlineData: uint32(max(l.maxInline, 0))}
+}

@@ -1,0 +1,53 @@
+package provider
+
+import "github.com/shift-rdma/shift/mlx5"
+
+// PostSend posts a list of send WRs with one doorbell (ibv_post_send). The whole list is
+// validated first — QP state, SQ room, SGE count, inline size, opcode — and on any error
+// nothing is written and a *WRError names the WR and the limit. It allocates nothing and
+// takes no lock; calls on one QP must not run concurrently (as with one libmlx5 sq.lock).
+func (q *QP) PostSend(wrs []SendWR) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	if err := q.checkSend(wrs); err != nil {
+		return err
+	}
+	ds, ctrl, inl := q.sq.write(wrs)
+	q.ringSQ(len(wrs), inl, ds, ctrl)
+	return nil
+}
+
+func (q *QP) checkSend(wrs []SendWR) error {
+	if q.sq == nil || q.sq.wqeCnt == 0 {
+		return &WRError{Op: "post_send", Index: 0, Err: ErrSQFull}
+	}
+	if st := q.State(); !st.canSend() {
+		return &WRError{Op: "post_send", Index: 0, Err: ErrQPState}
+	}
+	return q.sq.validate(wrs)
+}
+
+// PostRecv posts receive WRs (ibv_post_recv): validated as a whole, then written and published
+// with one doorbell-record update. It allocates nothing and takes no lock.
+func (q *QP) PostRecv(wrs []RecvWR) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	if q.rq == nil || q.rq.wqeCnt == 0 {
+		return &WRError{Op: "post_recv", Index: 0, Err: ErrRQFull}
+	}
+	if st := q.State(); !st.canRecv() {
+		return &WRError{Op: "post_recv", Index: 0, Err: ErrQPState}
+	}
+	if err := q.rq.validate(wrs); err != nil {
+		return err
+	}
+	q.rq.write(wrs)
+	// The receive doorbell record publishes the WQEs; the atomic store orders them first.
+	storeBE32(q.dbrec, mlx5.RcvDBR*4, q.rq.head&0xffff)
+	return nil
+}
+
+// State is the QP state as last set by Modify (an atomic load; the data path checks it).
+func (q *QP) State() QPState { return QPState(q.state.Load()) }
