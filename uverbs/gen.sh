@@ -5,8 +5,10 @@
 # Run through `go generate ./uverbs` or `make generate`.
 set -eu
 cd "$(dirname "$0")"
+obj=$(mktemp -d)
+trap 'rm -rf "$obj"' EXIT
 {
-	go tool cgo -godefs types_linux.go |
+	go tool cgo -objdir "$obj" -godefs types_linux.go |
 		sed -e "s/_Ctype_struct___1/OdpTransportCaps/" \
 		    -e "2a // Regenerate: go generate ./uverbs (runs uverbs/gen.sh: this command, then a rename of\\n// _Ctype_struct___1 to OdpTransportCaps, defined at the end of the file)."
 	# cgo -godefs names the anonymous per_transport_caps struct of ib_uverbs_odp_caps
@@ -15,5 +17,4 @@ cd "$(dirname "$0")"
 } > ztypes_linux.go.tmp
 gofmt ztypes_linux.go.tmp > ztypes_linux.go
 rm -f ztypes_linux.go.tmp
-rm -rf _obj
 go run ./internal/cabi/genlayout -types types_linux.go -out internal/cabi/zlayout_cgo.go

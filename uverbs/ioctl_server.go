@@ -50,11 +50,11 @@ type AttrKind uint8
 
 // Attribute kinds.
 const (
-	AttrPtrIn  AttrKind = iota + 1 // data in, inline up to 8 bytes
-	AttrPtrOut                     // data out through the pointer
-	AttrIDR                        // object handle (in, or new object out)
-	AttrFD                         // file descriptor (in, or new fd out)
-	AttrConstIn                    // integer constant passed inline (uverbs_get_const)
+	AttrPtrIn   AttrKind = iota + 1 // data in, inline up to 8 bytes
+	AttrPtrOut                      // data out through the pointer
+	AttrIDR                         // object handle (in, or new object out)
+	AttrFD                          // file descriptor (in, or new fd out)
+	AttrConstIn                     // integer constant passed inline (uverbs_get_const)
 )
 
 // AttrSpec describes one attribute a method accepts, as the kernel's method definitions do.

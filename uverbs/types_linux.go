@@ -95,19 +95,19 @@ type RxeCreateQPResp C.struct_rxe_create_qp_resp
 
 // ABI version and framing.
 const (
-	AbiVersion             = C.IB_USER_VERBS_ABI_VERSION
-	CmdCommandMask         = C.IB_USER_VERBS_CMD_COMMAND_MASK
-	CmdFlagExtended        = C.IB_USER_VERBS_CMD_FLAG_EXTENDED
-	RDMAIoctlMagic         = C.RDMA_IOCTL_MAGIC
-	RDMAVerbsIoctl         = C.RDMA_VERBS_IOCTL
-	AttrFMandatory         = C.UVERBS_ATTR_F_MANDATORY
-	AttrFValidOutput       = C.UVERBS_ATTR_F_VALID_OUTPUT
-	UdataDriverDataFlag    = C.UVERBS_UDATA_DRIVER_DATA_FLAG
-	AttrUHWIn              = C.UVERBS_ATTR_UHW_IN
-	AttrUHWOut             = C.UVERBS_ATTR_UHW_OUT
-	DriverIDUnknown        = C.RDMA_DRIVER_UNKNOWN
-	DriverIDMLX5           = C.RDMA_DRIVER_MLX5
-	DriverIDRXE            = C.RDMA_DRIVER_RXE
+	AbiVersion                  = C.IB_USER_VERBS_ABI_VERSION
+	CmdCommandMask              = C.IB_USER_VERBS_CMD_COMMAND_MASK
+	CmdFlagExtended             = C.IB_USER_VERBS_CMD_FLAG_EXTENDED
+	RDMAIoctlMagic              = C.RDMA_IOCTL_MAGIC
+	RDMAVerbsIoctl              = C.RDMA_VERBS_IOCTL
+	AttrFMandatory              = C.UVERBS_ATTR_F_MANDATORY
+	AttrFValidOutput            = C.UVERBS_ATTR_F_VALID_OUTPUT
+	UdataDriverDataFlag         = C.UVERBS_UDATA_DRIVER_DATA_FLAG
+	AttrUHWIn                   = C.UVERBS_ATTR_UHW_IN
+	AttrUHWOut                  = C.UVERBS_ATTR_UHW_OUT
+	DriverIDUnknown             = C.RDMA_DRIVER_UNKNOWN
+	DriverIDMLX5                = C.RDMA_DRIVER_MLX5
+	DriverIDRXE                 = C.RDMA_DRIVER_RXE
 	CoreSupportOptionalMRAccess = C.IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS
 )
 
@@ -158,18 +158,18 @@ const (
 
 // Extended write() command numbers; sent OR'ed with CmdFlagExtended.
 const (
-	ExCmdQueryDevice     = C.IB_USER_VERBS_EX_CMD_QUERY_DEVICE
-	ExCmdCreateCQ        = C.IB_USER_VERBS_EX_CMD_CREATE_CQ
-	ExCmdCreateQP        = C.IB_USER_VERBS_EX_CMD_CREATE_QP
-	ExCmdModifyQP        = C.IB_USER_VERBS_EX_CMD_MODIFY_QP
-	ExCmdCreateFlow      = C.IB_USER_VERBS_EX_CMD_CREATE_FLOW
-	ExCmdDestroyFlow     = C.IB_USER_VERBS_EX_CMD_DESTROY_FLOW
-	ExCmdCreateWQ        = C.IB_USER_VERBS_EX_CMD_CREATE_WQ
-	ExCmdModifyWQ        = C.IB_USER_VERBS_EX_CMD_MODIFY_WQ
-	ExCmdDestroyWQ       = C.IB_USER_VERBS_EX_CMD_DESTROY_WQ
-	ExCmdCreateRWQIndTbl = C.IB_USER_VERBS_EX_CMD_CREATE_RWQ_IND_TBL
+	ExCmdQueryDevice      = C.IB_USER_VERBS_EX_CMD_QUERY_DEVICE
+	ExCmdCreateCQ         = C.IB_USER_VERBS_EX_CMD_CREATE_CQ
+	ExCmdCreateQP         = C.IB_USER_VERBS_EX_CMD_CREATE_QP
+	ExCmdModifyQP         = C.IB_USER_VERBS_EX_CMD_MODIFY_QP
+	ExCmdCreateFlow       = C.IB_USER_VERBS_EX_CMD_CREATE_FLOW
+	ExCmdDestroyFlow      = C.IB_USER_VERBS_EX_CMD_DESTROY_FLOW
+	ExCmdCreateWQ         = C.IB_USER_VERBS_EX_CMD_CREATE_WQ
+	ExCmdModifyWQ         = C.IB_USER_VERBS_EX_CMD_MODIFY_WQ
+	ExCmdDestroyWQ        = C.IB_USER_VERBS_EX_CMD_DESTROY_WQ
+	ExCmdCreateRWQIndTbl  = C.IB_USER_VERBS_EX_CMD_CREATE_RWQ_IND_TBL
 	ExCmdDestroyRWQIndTbl = C.IB_USER_VERBS_EX_CMD_DESTROY_RWQ_IND_TBL
-	ExCmdModifyCQ        = C.IB_USER_VERBS_EX_CMD_MODIFY_CQ
+	ExCmdModifyCQ         = C.IB_USER_VERBS_EX_CMD_MODIFY_CQ
 )
 
 // ioctl object ids (enum uverbs_default_objects).
@@ -195,20 +195,20 @@ const (
 
 // ioctl method ids.
 const (
-	MethodInvokeWrite       = C.UVERBS_METHOD_INVOKE_WRITE
-	MethodInfoHandles       = C.UVERBS_METHOD_INFO_HANDLES
-	MethodQueryPort         = C.UVERBS_METHOD_QUERY_PORT
-	MethodGetContext        = C.UVERBS_METHOD_GET_CONTEXT
-	MethodQueryContext      = C.UVERBS_METHOD_QUERY_CONTEXT
-	MethodQueryGIDTable     = C.UVERBS_METHOD_QUERY_GID_TABLE
-	MethodQueryGIDEntry     = C.UVERBS_METHOD_QUERY_GID_ENTRY
-	MethodPDDestroy         = C.UVERBS_METHOD_PD_DESTROY
-	MethodMRDestroy         = C.UVERBS_METHOD_MR_DESTROY
-	MethodCQCreate          = C.UVERBS_METHOD_CQ_CREATE
-	MethodCQDestroy         = C.UVERBS_METHOD_CQ_DESTROY
-	MethodQPCreate          = C.UVERBS_METHOD_QP_CREATE
-	MethodQPDestroy         = C.UVERBS_METHOD_QP_DESTROY
-	MethodAsyncEventAlloc   = C.UVERBS_METHOD_ASYNC_EVENT_ALLOC
+	MethodInvokeWrite     = C.UVERBS_METHOD_INVOKE_WRITE
+	MethodInfoHandles     = C.UVERBS_METHOD_INFO_HANDLES
+	MethodQueryPort       = C.UVERBS_METHOD_QUERY_PORT
+	MethodGetContext      = C.UVERBS_METHOD_GET_CONTEXT
+	MethodQueryContext    = C.UVERBS_METHOD_QUERY_CONTEXT
+	MethodQueryGIDTable   = C.UVERBS_METHOD_QUERY_GID_TABLE
+	MethodQueryGIDEntry   = C.UVERBS_METHOD_QUERY_GID_ENTRY
+	MethodPDDestroy       = C.UVERBS_METHOD_PD_DESTROY
+	MethodMRDestroy       = C.UVERBS_METHOD_MR_DESTROY
+	MethodCQCreate        = C.UVERBS_METHOD_CQ_CREATE
+	MethodCQDestroy       = C.UVERBS_METHOD_CQ_DESTROY
+	MethodQPCreate        = C.UVERBS_METHOD_QP_CREATE
+	MethodQPDestroy       = C.UVERBS_METHOD_QP_DESTROY
+	MethodAsyncEventAlloc = C.UVERBS_METHOD_ASYNC_EVENT_ALLOC
 )
 
 // ioctl attribute ids, per method.
@@ -225,14 +225,14 @@ const (
 	AttrQueryContextNumCompVectors = C.UVERBS_ATTR_QUERY_CONTEXT_NUM_COMP_VECTORS
 	AttrQueryContextCoreSupport    = C.UVERBS_ATTR_QUERY_CONTEXT_CORE_SUPPORT
 
-	AttrQueryGIDTableEntrySize     = C.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE
-	AttrQueryGIDTableFlags         = C.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS
-	AttrQueryGIDTableRespEntries   = C.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES
+	AttrQueryGIDTableEntrySize      = C.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE
+	AttrQueryGIDTableFlags          = C.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS
+	AttrQueryGIDTableRespEntries    = C.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES
 	AttrQueryGIDTableRespNumEntries = C.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES
-	AttrQueryGIDEntryPort          = C.UVERBS_ATTR_QUERY_GID_ENTRY_PORT
-	AttrQueryGIDEntryGIDIndex      = C.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX
-	AttrQueryGIDEntryFlags         = C.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS
-	AttrQueryGIDEntryRespEntry     = C.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY
+	AttrQueryGIDEntryPort           = C.UVERBS_ATTR_QUERY_GID_ENTRY_PORT
+	AttrQueryGIDEntryGIDIndex       = C.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX
+	AttrQueryGIDEntryFlags          = C.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS
+	AttrQueryGIDEntryRespEntry      = C.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY
 
 	AttrDestroyPDHandle = C.UVERBS_ATTR_DESTROY_PD_HANDLE
 	AttrDestroyMRHandle = C.UVERBS_ATTR_DESTROY_MR_HANDLE
@@ -271,16 +271,16 @@ const (
 
 // Memory access flags (enum ib_uverbs_access_flags).
 const (
-	AccessLocalWrite        = C.IB_UVERBS_ACCESS_LOCAL_WRITE
-	AccessRemoteWrite       = C.IB_UVERBS_ACCESS_REMOTE_WRITE
-	AccessRemoteRead        = C.IB_UVERBS_ACCESS_REMOTE_READ
-	AccessRemoteAtomic      = C.IB_UVERBS_ACCESS_REMOTE_ATOMIC
-	AccessMWBind            = C.IB_UVERBS_ACCESS_MW_BIND
-	AccessZeroBased         = C.IB_UVERBS_ACCESS_ZERO_BASED
-	AccessOnDemand          = C.IB_UVERBS_ACCESS_ON_DEMAND
-	AccessHugeTLB           = C.IB_UVERBS_ACCESS_HUGETLB
-	AccessRelaxedOrdering   = C.IB_UVERBS_ACCESS_RELAXED_ORDERING
-	AccessOptionalRange     = C.IB_UVERBS_ACCESS_OPTIONAL_RANGE
+	AccessLocalWrite      = C.IB_UVERBS_ACCESS_LOCAL_WRITE
+	AccessRemoteWrite     = C.IB_UVERBS_ACCESS_REMOTE_WRITE
+	AccessRemoteRead      = C.IB_UVERBS_ACCESS_REMOTE_READ
+	AccessRemoteAtomic    = C.IB_UVERBS_ACCESS_REMOTE_ATOMIC
+	AccessMWBind          = C.IB_UVERBS_ACCESS_MW_BIND
+	AccessZeroBased       = C.IB_UVERBS_ACCESS_ZERO_BASED
+	AccessOnDemand        = C.IB_UVERBS_ACCESS_ON_DEMAND
+	AccessHugeTLB         = C.IB_UVERBS_ACCESS_HUGETLB
+	AccessRelaxedOrdering = C.IB_UVERBS_ACCESS_RELAXED_ORDERING
+	AccessOptionalRange   = C.IB_UVERBS_ACCESS_OPTIONAL_RANGE
 )
 
 // QP types (enum ib_uverbs_qp_type) and CQ/QP creation flags.
@@ -293,9 +293,9 @@ const (
 	QPTypeXRCTgt    = C.IB_UVERBS_QPT_XRC_TGT
 	QPTypeDriver    = C.IB_UVERBS_QPT_DRIVER
 
-	QPCreateSQSigAll        = C.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
+	QPCreateSQSigAll           = C.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
 	CQFlagsTimestampCompletion = C.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
-	CQFlagsIgnoreOverrun    = C.IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN
+	CQFlagsIgnoreOverrun       = C.IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN
 )
 
 // GID types (enum ib_uverbs_gid_type).
@@ -371,24 +371,24 @@ const (
 
 // Async event types (enum ib_event_type / ibv_event_type).
 const (
-	EventCQErr              = C.IBV_EVENT_CQ_ERR
-	EventQPFatal            = C.IBV_EVENT_QP_FATAL
-	EventQPReqErr           = C.IBV_EVENT_QP_REQ_ERR
-	EventQPAccessErr        = C.IBV_EVENT_QP_ACCESS_ERR
-	EventCommEst            = C.IBV_EVENT_COMM_EST
-	EventSQDrained          = C.IBV_EVENT_SQ_DRAINED
-	EventPathMig            = C.IBV_EVENT_PATH_MIG
-	EventPathMigErr         = C.IBV_EVENT_PATH_MIG_ERR
-	EventDeviceFatal        = C.IBV_EVENT_DEVICE_FATAL
-	EventPortActive         = C.IBV_EVENT_PORT_ACTIVE
-	EventPortErr            = C.IBV_EVENT_PORT_ERR
-	EventLIDChange          = C.IBV_EVENT_LID_CHANGE
-	EventPkeyChange         = C.IBV_EVENT_PKEY_CHANGE
-	EventSMChange           = C.IBV_EVENT_SM_CHANGE
-	EventSRQErr             = C.IBV_EVENT_SRQ_ERR
-	EventSRQLimitReached    = C.IBV_EVENT_SRQ_LIMIT_REACHED
-	EventQPLastWQEReached   = C.IBV_EVENT_QP_LAST_WQE_REACHED
-	EventClientReregister   = C.IBV_EVENT_CLIENT_REREGISTER
-	EventGIDChange          = C.IBV_EVENT_GID_CHANGE
-	EventWQFatal            = C.IBV_EVENT_WQ_FATAL
+	EventCQErr            = C.IBV_EVENT_CQ_ERR
+	EventQPFatal          = C.IBV_EVENT_QP_FATAL
+	EventQPReqErr         = C.IBV_EVENT_QP_REQ_ERR
+	EventQPAccessErr      = C.IBV_EVENT_QP_ACCESS_ERR
+	EventCommEst          = C.IBV_EVENT_COMM_EST
+	EventSQDrained        = C.IBV_EVENT_SQ_DRAINED
+	EventPathMig          = C.IBV_EVENT_PATH_MIG
+	EventPathMigErr       = C.IBV_EVENT_PATH_MIG_ERR
+	EventDeviceFatal      = C.IBV_EVENT_DEVICE_FATAL
+	EventPortActive       = C.IBV_EVENT_PORT_ACTIVE
+	EventPortErr          = C.IBV_EVENT_PORT_ERR
+	EventLIDChange        = C.IBV_EVENT_LID_CHANGE
+	EventPkeyChange       = C.IBV_EVENT_PKEY_CHANGE
+	EventSMChange         = C.IBV_EVENT_SM_CHANGE
+	EventSRQErr           = C.IBV_EVENT_SRQ_ERR
+	EventSRQLimitReached  = C.IBV_EVENT_SRQ_LIMIT_REACHED
+	EventQPLastWQEReached = C.IBV_EVENT_QP_LAST_WQE_REACHED
+	EventClientReregister = C.IBV_EVENT_CLIENT_REREGISTER
+	EventGIDChange        = C.IBV_EVENT_GID_CHANGE
+	EventWQFatal          = C.IBV_EVENT_WQ_FATAL
 )
