@@ -9,7 +9,7 @@ obj=$(mktemp -d)
 trap 'rm -rf "$obj"' EXIT
 {
 	go tool cgo -objdir "$obj" -godefs types_linux.go |
-		sed -e "s/_Ctype_struct___1/OdpTransportCaps/" \
+		sed -e "s/_Ctype_struct___1/OdpTransportCaps/" -e "2s|-objdir [^ ]* ||" \
 		    -e "2a // Regenerate: go generate ./uverbs (runs uverbs/gen.sh: this command, then a rename of\\n// _Ctype_struct___1 to OdpTransportCaps, defined at the end of the file)."
 	# cgo -godefs names the anonymous per_transport_caps struct of ib_uverbs_odp_caps
 	# _Ctype_struct___1 and leaves it undefined; give it a name (checked by the cabi test).
