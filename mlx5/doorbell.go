@@ -1,0 +1,165 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// UARPage is a mapped UAR system page (write-combining or non-cached device memory on real
+// hardware, shared memory watched by the device model in the emulator). Registers are written
+// with 8-byte atomic stores: a real NIC must see each 8-byte doorbell as one TLP (rdma-core's
+// mmio_write64_be), and the emulated NIC loads them atomically from another goroutine.
+type UARPage struct {
+	mem []byte
+}
+
+// NewUARPage wraps a mapping of at least one adapter page; it must be 8-byte aligned.
+func NewUARPage(mem []byte) (UARPage, error) {
+	if len(mem) < AdapterPageSize || len(mem)%AdapterPageSize != 0 || !aligned(mem, 8) {
+		return UARPage{}, newErr("uar page", ErrGeometry, unix.EINVAL, "mapping of %d bytes", len(mem))
+	}
+	return UARPage{mem: mem}, nil
+}
+
+// Len is the size of the mapping.
+func (u UARPage) Len() int { return len(u.mem) }
+
+// Store64 writes the 8 bytes v, in that order, at the 8-byte aligned offset off.
+func (u UARPage) Store64(off int, v [8]byte) {
+	atomic.StoreUint64(at64(u.mem[:off+8], off), ne.Uint64(v[:]))
+}
+
+// Load64 reads the 8 bytes at off as a device would.
+func (u UARPage) Load64(off int) [8]byte {
+	var v [8]byte
+	ne.PutUint64(v[:], atomic.LoadUint64(at64(u.mem[:off+8], off)))
+	return v
+}
+
+// CQDoorbellValue composes the 8 bytes mlx5_arm_cq writes to MLX5_CQ_DOORBELL:
+// big-endian (sn<<28 | cmd | ci) << 32 | cqn.
+func CQDoorbellValue(cqn, armWord uint32) [8]byte {
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], uint64(armWord)<<32|uint64(cqn&qpnMask))
+	return v
+}
+
+// ParseCQDoorbell splits a CQ doorbell value into the arm word and CQ number.
+func ParseCQDoorbell(v [8]byte) (cqn, armWord uint32) {
+	x := binary.BigEndian.Uint64(v[:])
+	return uint32(x) & qpnMask, uint32(x >> 32)
+}
+
+// ArmCQ requests a completion event for the next (solicited == false) or next solicited or
+// error (solicited == true) CQE after consumer index ci, as mlx5_arm_cq does. sn is the arm
+// sequence number (incremented by the caller on each completion event, mlx5_cq_event).
+func ArmCQ(db DBRec, uar UARPage, cqn, sn, ci uint32, solicited bool) {
+	w := ArmWord(sn, solicited, ci)
+	// The NIC decides whether an event is due by comparing the arm word in the doorbell
+	// record with its own state; the record must hold the new word before the UAR write
+	// tells the NIC to look at it.
+	db.Store(CQArmDB, w)
+	// mmio_wc_start: the record store must not pass the following device write.
+	WCStart()
+	uar.Store64(CQDoorbellOffset, CQDoorbellValue(cqn, w))
+	// mmio_flush_writes: push the doorbell out of the write-combining buffer now rather than
+	// when the buffer happens to drain, or the event could be delayed indefinitely.
+	FlushWrites()
+}
+
+// BFReg is one blue-flame register of a UAR page (struct mlx5_bf in libmlx5): the place a QP
+// rings its send doorbell, either with the first 8 bytes of the WQE or, for a small single WQE,
+// with a BlueFlame copy of the whole WQE that saves the NIC a DMA read.
+type BFReg struct {
+	uar     UARPage
+	base    int
+	bufSize int
+	offset  int
+	index   uint32
+	// NeedLock makes Ring serialise on the register, for bfregs shared between QPs
+	// (need_uuar_lock in libmlx5); the write-combining flush must happen inside the lock.
+	NeedLock bool
+	// PreferBF uses BlueFlame for non-inline single WQEs too (MLX5_POST_SEND_PREFER_BF).
+	PreferBF bool
+	// ShutUpBF never uses BlueFlame (MLX5_SHUT_UP_BF).
+	ShutUpBF bool
+	mu       sync.Mutex
+}
+
+// NewBFReg returns the register b of uar.
+func NewBFReg(uar UARPage, b Bfreg) (*BFReg, error) {
+	if b.Offset < 0 || b.Offset%8 != 0 || b.Offset+2*max(b.BufSize, 8) > uar.Len() {
+		return nil, newErr("bfreg", ErrGeometry, unix.EINVAL, "register at %#x (half %d) outside a %d-byte UAR", b.Offset, b.BufSize, uar.Len())
+	}
+	return &BFReg{uar: uar, base: b.Offset, bufSize: b.BufSize, index: b.Index}, nil
+}
+
+// Index is the gross bfreg index.
+func (r *BFReg) Index() uint32 { return r.index }
+
+// CurrentOffset is the offset in the UAR page the next doorbell will be written to.
+func (r *BFReg) CurrentOffset() int { return r.base + r.offset }
+
+// Ring rings the SQ doorbell after nreq WQEs were built, the last one at lastOff spanning ds
+// 16-byte units, following rdma-core's post_send_db step by step. inline tells whether that
+// WQE carries inline data (BlueFlame is then used by default).
+func (r *BFReg) Ring(q *SQ, db DBRec, nreq int, last Posted, inline bool) {
+	if nreq == 0 {
+		return
+	}
+	// 1. udma_to_device_barrier: the WQE stores must reach memory the NIC reads before the
+	//    doorbell record advertises them; otherwise a NIC that fetches WQEs on its own
+	//    (after a previous doorbell) could read a half-written WQE.
+	ToDeviceBarrier()
+	// 2. The doorbell record: the NIC uses the send counter to know how far it may read.
+	db.SetSendCounter(q.curPost)
+	if r.NeedLock {
+		r.mu.Lock()
+	}
+	// 3. mmio_wc_start: the record store must be globally visible before the UAR write, or
+	//    the NIC could act on the doorbell and read a stale counter.
+	WCStart()
+	ds := int(last.DS)
+	if !r.ShutUpBF && nreq == 1 && r.index != 0 && (inline || r.PreferBF) && ds > 1 && ds <= r.bufSize/SegSize {
+		// 4a. BlueFlame: copy the WQE in 64-byte blocks, 8 bytes at a time in order (never
+		//     memcpy, whose string instructions do not keep store order), wrapping at the
+		//     end of the ring as mlx5_bf_copy does.
+		q.copyTo(r.uar, r.base+r.offset, last.Offset, (ds*SegSize+SendWQEBB-1)/SendWQEBB*SendWQEBB)
+	} else {
+		// 4b. The 8-byte doorbell: the first 8 bytes of the control segment (opmod, WQE
+		//     index, opcode, QPN, DS), one atomic store.
+		var v [8]byte
+		copy(v[:], q.buf[last.Offset:last.Offset+8])
+		r.uar.Store64(r.base+r.offset, v)
+	}
+	// 5. mmio_flush_writes inside the lock: if another CPU's doorbell could be flushed
+	//    before ours while ours waits in this CPU's write-combining buffer, the NIC would
+	//    see the doorbells out of order.
+	FlushWrites()
+	// 6. Alternate halves, so the next BlueFlame copy never overwrites a buffer the NIC may
+	//    still be reading.
+	r.offset ^= r.bufSize
+	if r.NeedLock {
+		r.mu.Unlock()
+	}
+}
+
+// SQDoorbell is what the 8-byte send doorbell tells the NIC.
+type SQDoorbell struct {
+	Opmod    uint8
+	WQEIndex uint16
+	Opcode   Opcode
+	QPN      uint32
+	DS       uint8
+}
+
+// ParseSQDoorbell decodes the 8 bytes of a send doorbell (the first 8 bytes of the last WQE's
+// control segment).
+func ParseSQDoorbell(v [8]byte) SQDoorbell {
+	w0 := binary.BigEndian.Uint32(v[0:])
+	w1 := binary.BigEndian.Uint32(v[4:])
+	return SQDoorbell{Opmod: uint8(w0 >> 24), WQEIndex: uint16(w0 >> 8), Opcode: Opcode(w0), QPN: w1 >> 8, DS: uint8(w1)}
+}
