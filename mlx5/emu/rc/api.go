@@ -45,7 +45,8 @@ type Status uint8
 const (
 	StatusSuccess        Status = 0  // IBV_WC_SUCCESS
 	StatusLocLenErr      Status = 1  // IBV_WC_LOC_LEN_ERR: receive buffer too small (responder)
-	StatusLocQPOpErr     Status = 2  // IBV_WC_LOC_QP_OP_ERR: malformed request (e.g. atomic result buffer not 8 bytes)
+	StatusLocQPOpErr     Status = 2  // IBV_WC_LOC_QP_OP_ERR: responder got an invalid request
+	StatusLocAccessErr   Status = 8  // IBV_WC_LOC_ACCESS_ERR: responder refused a remote access
 	StatusWRFlushErr     Status = 5  // IBV_WC_WR_FLUSH_ERR: flushed because the QP is in ERR
 	StatusBadRespErr     Status = 7  // IBV_WC_BAD_RESP_ERR: unexpected response opcode or length
 	StatusRemInvReqErr   Status = 9  // IBV_WC_REM_INV_REQ_ERR: NAK invalid request
@@ -192,8 +193,11 @@ type Host interface {
 	SendCompleted(c SendCompletion)
 	// RecvCompleted reports the completion of a receive.
 	RecvCompleted(c RecvCompletion)
-	// QPError reports that the engine moved the QP to StateError by itself; status is the
-	// cause (the error completion's status, or the responder-side error).
+	// QPError reports that the engine moved the QP to StateError by itself. status is the
+	// cause: on the requester side the failing WR's status (RETRY_EXC, RNR_RETRY_EXC,
+	// REM_ACCESS, REM_INV_REQ, REM_OP, BAD_RESP); on the responder side StatusLocAccessErr
+	// (a refused rkey/range/right: IBV_EVENT_QP_ACCESS_ERR) or StatusLocQPOpErr /
+	// StatusLocLenErr (an invalid request: IBV_EVENT_QP_REQ_ERR).
 	QPError(status Status)
 }
 
