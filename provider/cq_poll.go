@@ -103,7 +103,9 @@ func (c *cqRing) poll(wcs []WC) (int, error) {
 		}
 		n++
 	}
-	c.updateCI()
+	if n > 0 || err != nil {
+		c.updateCI()
+	}
 	return n, err
 }
 

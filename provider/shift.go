@@ -1,0 +1,250 @@
+package provider
+
+import (
+	"fmt"
+
+	"github.com/shift-rdma/shift/mlx5"
+)
+
+// Ring operations for SHIFT's failover layer. They work on the same rings as PostSend and
+// PostRecv and follow the same rule: one goroutine drives a QP's send side at a time, and
+// these calls must not run concurrently with PostSend on that QP. Positions are free-running
+// WQEBB counters of the SQ (the low 16 bits are the wqe_counter CQEs carry).
+
+// SendWQE describes one send WQE still in the SQ: posted and not yet retired by a completion
+// (of its own or of a later signaled WQE).
+type SendWQE struct {
+	Pos      uint32      // producer position of its first WQEBB
+	WQEBBs   int         // blocks it occupies
+	WRID     uint64      // the wr_id it was posted with
+	Opcode   mlx5.Opcode // PRM opcode
+	Signaled bool
+	// Rung reports whether the doorbell covering it has been rung (false for WQEs posted
+	// with PostSendNoDoorbell and not yet released by RingSendDoorbell).
+	Rung bool
+}
+
+// OutstandingSends appends to dst the send WQEs from the last retired one to the producer
+// index, oldest first, and returns the extended slice. It does not allocate when dst has room.
+func (q *QP) OutstandingSends(dst []SendWQE) []SendWQE {
+	sq := q.sq
+	if sq.wqeCnt == 0 {
+		return dst
+	}
+	for p := sq.done.Load(); p != sq.cur; {
+		idx := p & sq.mask
+		off := int(idx) * mlx5.SendWQEBB
+		c, _ := mlx5.DecodeCtrlSeg(sq.buf[off : off+16])
+		n := int(sq.nbb[idx])
+		dst = append(dst, SendWQE{Pos: p, WQEBBs: n, WRID: sq.wrid[idx], Opcode: c.Opcode,
+			Signaled: c.Signaled(), Rung: int32(sq.rung-p) > 0})
+		p += uint32(n)
+	}
+	return dst
+}
+
+// RecvWQE is one posted receive not yet consumed by a completion.
+type RecvWQE struct {
+	Index uint32 // free-running receive counter value it was posted at
+	WRID  uint64
+}
+
+// OutstandingRecvs appends the receive WQEs from the last consumed one to the producer index.
+func (q *QP) OutstandingRecvs(dst []RecvWQE) []RecvWQE {
+	rq := q.rq
+	for i := rq.tail.Load(); i != rq.head; i++ {
+		dst = append(dst, RecvWQE{Index: i, WRID: rq.wrid[i&rq.mask]})
+	}
+	return dst
+}
+
+// RecvSGL appends the scatter list of the receive WQE at counter value index, read back from
+// the ring.
+func (q *QP) RecvSGL(index uint32, dst []SGE) []SGE {
+	rq := q.rq
+	base := int(index&rq.mask) << rq.shift
+	for j := 0; j < rq.maxGS; j++ {
+		o := base + j*mlx5.DataSegSize
+		d, _ := mlx5.DecodeDataSeg(rq.buf[o : o+16])
+		if d.IsTerminator() {
+			break
+		}
+		dst = append(dst, SGE{Addr: d.Addr, Length: d.ByteCount, LKey: d.LKey})
+	}
+	return dst
+}
+
+// SendProducer is the SQ producer position (what the next WQE gets); SendRung is the position
+// the doorbell was last rung up to.
+func (q *QP) SendProducer() uint32 { return q.sq.cur }
+
+// SendRung is the position the send doorbell was last rung up to.
+func (q *QP) SendRung() uint32 { return q.sq.rung }
+
+// SendWRID returns the wr_id of the send WQE whose first block is at pos (the per-WQE wr_id
+// table, as rdma-core's sq.wrid).
+func (q *QP) SendWRID(pos uint32) uint64 { return q.sq.wrid[pos&q.sq.mask] }
+
+// PostSendNoDoorbell writes the WQEs exactly as PostSend does but neither updates the doorbell
+// record nor writes the UAR: the NIC cannot see them until RingSendDoorbell (or a later
+// PostSend, whose doorbell covers everything before it). It returns the producer position
+// after the list.
+func (q *QP) PostSendNoDoorbell(wrs []SendWR) (uint32, error) {
+	if len(wrs) == 0 {
+		return q.sq.cur, nil
+	}
+	if err := q.checkSend(wrs); err != nil {
+		return q.sq.cur, err
+	}
+	q.sq.write(wrs)
+	return q.sq.cur, nil
+}
+
+// RingSendDoorbell rings the send doorbell up to position upTo, which must be the end of a
+// posted WQE between the last rung position and the producer. The 8-byte doorbell carries the
+// control segment of the WQE that ends at upTo, as post_send_db would have written it.
+func (q *QP) RingSendDoorbell(upTo uint32) error {
+	sq := q.sq
+	if int32(upTo-sq.rung) < 0 || int32(sq.cur-upTo) < 0 {
+		return fmt.Errorf("provider: ring doorbell: %w: position %d outside rung %d..producer %d",
+			ErrInvalidArgument, upTo, sq.rung, sq.cur)
+	}
+	if upTo == sq.rung {
+		return nil
+	}
+	start := sq.startOf[(upTo-1)&sq.mask]
+	if start+uint32(sq.nbb[start&sq.mask]) != upTo {
+		return fmt.Errorf("provider: ring doorbell: %w: position %d is not a WQE boundary", ErrInvalidArgument, upTo)
+	}
+	saved := sq.cur
+	sq.cur = upTo // ringSQ publishes sq.cur
+	ctrl := int(start&sq.mask) * mlx5.SendWQEBB
+	q.ringSQ(2, false, 0, ctrl) // nreq 2: never BlueFlame, always the 8-byte doorbell
+	sq.cur = saved
+	return nil
+}
+
+// WQERewrite says how CopySendWQE adapts a WQE to its new QP: the control segment always gets
+// the destination's QPN and WQE index; keys are mapped by the functions (nil keeps them).
+type WQERewrite struct {
+	LKey func(uint32) uint32 // local keys of data segments
+	RKey func(uint32) uint32 // the remote key of RDMA and atomic WQEs
+}
+
+// CopySendWQE copies the send WQE at position pos of src into q's SQ at its producer position
+// without ringing the doorbell, rewriting QPN, WQE index and keys, and records the same wr_id.
+// It returns the producer position after the copy.
+func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
+	ssq, dsq := src.sq, q.sq
+	sidx := pos & ssq.mask
+	if int32(pos-ssq.done.Load()) < 0 || int32(ssq.cur-pos) <= 0 || ssq.pos[sidx] != pos {
+		return dsq.cur, fmt.Errorf("provider: copy WQE: %w: position %d is not an outstanding WQE of QP %#x",
+			ErrInvalidArgument, pos, src.qpn)
+	}
+	nbb := uint32(ssq.nbb[sidx])
+	if dsq.head-dsq.tail.Load()+1 > dsq.maxPost {
+		return dsq.cur, &WRError{Op: "copy_wqe", Limit: int(dsq.maxPost), Got: int(dsq.head-dsq.tail.Load()) + 1, Err: ErrSQFull}
+	}
+	if maxBB := uint32(alignUp(rcSQOverhead()+dsq.maxGS*dataSegSize, sendWQEBB) / sendWQEBB); nbb > max(maxBB, uint32(alignUp(rcSQOverhead()+inlineHdrSize+dsq.maxInl, sendWQEBB)/sendWQEBB)) {
+		return dsq.cur, fmt.Errorf("provider: copy WQE: %w: %d WQEBBs exceed the destination WQE size", ErrInvalidArgument, nbb)
+	}
+	soff := int(sidx) * mlx5.SendWQEBB
+	c, _ := mlx5.DecodeCtrlSeg(ssq.buf[soff : soff+16])
+	didx := dsq.cur & dsq.mask
+	doff := int(didx) * mlx5.SendWQEBB
+	for i := 0; i < int(c.DS); i++ {
+		copy(dsq.seg(doff+i*16), ssq.seg(soff+i*16))
+	}
+	c.QPN = q.qpn
+	c.WQEIndex = uint16(dsq.cur)
+	c.Put(dsq.buf[doff : doff+16])
+	raddr, atomic, _ := c.Opcode.Segments()
+	o := doff + mlx5.CtrlSegSize
+	if raddr {
+		r, _ := mlx5.DecodeRaddrSeg(dsq.seg(o))
+		if rw.RKey != nil {
+			r.RKey = rw.RKey(r.RKey)
+			r.Put(dsq.seg(o))
+		}
+		o += mlx5.RaddrSegSize
+	}
+	if atomic {
+		o += mlx5.AtomicSegSize
+	}
+	if rw.LKey != nil && !mlx5.IsInline(dsq.seg(o)) {
+		for ; o < doff+int(c.DS)*16; o += mlx5.DataSegSize {
+			d, _ := mlx5.DecodeDataSeg(dsq.seg(o))
+			d.LKey = rw.LKey(d.LKey)
+			d.Put(dsq.seg(o))
+		}
+	}
+	dsq.head++
+	dsq.wrid[didx] = ssq.wrid[sidx]
+	dsq.wqeHead[didx] = dsq.head
+	dsq.pos[didx] = dsq.cur
+	dsq.nbb[didx] = uint8(nbb)
+	dsq.startOf[(dsq.cur+nbb-1)&dsq.mask] = dsq.cur
+	dsq.cur += nbb
+	return dsq.cur, nil
+}
+
+// resetIndices is mlx5_init_qp_indices plus the doorbell records: what a QP looks like after
+// a transition to RESET, so it can be brought up again and reused.
+func (q *QP) resetIndices() {
+	if sq := q.sq; sq.wqeCnt > 0 {
+		sq.cur, sq.rung, sq.head, sq.fmCache = 0, 0, 0, 0
+		sq.tail.Store(0)
+		sq.done.Store(0)
+		clear(sq.buf)
+	}
+	if rq := q.rq; rq.wqeCnt > 0 {
+		rq.head = 0
+		rq.tail.Store(0)
+		clear(rq.buf)
+	}
+	storeBE32(q.dbrec, mlx5.RcvDBR*4, 0)
+	storeBE32(q.dbrec, mlx5.SndDBR*4, 0)
+	q.bf.offset = 0
+}
+
+// clean removes the CQEs of qpn that software has not polled yet and compacts the rest, as
+// __mlx5_cq_clean does when a QP goes to RESET or is destroyed. It must not run concurrently
+// with Poll on this CQ.
+func (c *cqRing) clean(qpn uint32) {
+	prod := c.ci
+	for {
+		if prod-c.ci == c.ncqe {
+			break
+		}
+		off := int(prod&c.mask) * mlx5.CQE64Size
+		w := loadBE32(c.buf[off:off+64], 60)
+		pass := uint8(0)
+		if prod&c.ncqe != 0 {
+			pass = 1
+		}
+		if uint8(w)>>4 == mlx5.CQEInvalid || uint8(w)&1 != pass {
+			break
+		}
+		prod++
+	}
+	freed := uint32(0)
+	for p := prod; p != c.ci; {
+		p--
+		off := int(p&c.mask) * mlx5.CQE64Size
+		cqe := c.buf[off : off+64]
+		e, _ := mlx5.DecodeCQE64(cqe)
+		if e.QPN() == qpn {
+			freed++
+		} else if freed > 0 {
+			doff := int((p+freed)&c.mask) * mlx5.CQE64Size
+			dst := c.buf[doff : doff+64]
+			owner := dst[63] & mlx5.CQEOwnerMask
+			copy(dst[:63], cqe[:63])
+			dst[63] = cqe[63]&^mlx5.CQEOwnerMask | owner
+		}
+	}
+	if freed > 0 {
+		c.ci += freed
+		c.updateCI()
+	}
+}
