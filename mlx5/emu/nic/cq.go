@@ -1,0 +1,236 @@
+package nic
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shift-rdma/shift/mlx5"
+)
+
+// CQConfig describes a completion queue as the mlx5 create_cq driver data gives it: a
+// software-allocated CQE buffer and doorbell record, and the UAR page whose CQ doorbell arms it.
+type CQConfig struct {
+	// Buf is the address of the CQE buffer: CQEs × CQESize bytes, 64-byte aligned.
+	Buf uint64
+	// CQEs is the number of entries, a power of two (1..1<<22).
+	CQEs int
+	// CQESize is the entry size in bytes; only 64 (CQE64) is supported.
+	CQESize int
+	// DBRec is the address of the 8-byte doorbell record: set_ci word then arm word.
+	DBRec uint64
+	// UAR is the page whose CQ doorbell arms this CQ (mlx5_ib_create_cq.uar_page_index); nil
+	// accepts arm doorbells from any page of the device.
+	UAR *UAR
+	// OnComp is the completion event: called once when an armed CQ receives a CQE that
+	// satisfies the arm. It must not block.
+	OnComp func()
+	// OnError is called once when the CQ overruns (IBV_EVENT_CQ_ERR). It must not block.
+	OnError func()
+}
+
+// CQ is a completion queue the device writes CQE64s into.
+type CQ struct {
+	cqn   uint32
+	dev   *Device
+	uar   *UAR
+	buf   []byte
+	dbrec []byte
+	n     uint32
+	log   uint
+	users atomic.Int32
+
+	onComp, onError func()
+
+	mu      sync.Mutex
+	pi      uint32 // CQEs written so far (producer counter)
+	errored bool
+	armed   bool
+	armSol  bool
+	hasSol  bool   // a solicited or error CQE has been written
+	solIdx  uint32 // producer index of the last such CQE
+	lastArm uint32 // last arm word acted upon (or the record's initial word)
+	armSeen bool   // lastArm came from an arm request
+}
+
+// CreateCQ creates a completion queue over software memory.
+func (d *Device) CreateCQ(cfg CQConfig) (*CQ, error) {
+	const op = "create cq"
+	if d.closed.Load() {
+		return nil, newErr(op, ErrClosed, unix.ENODEV, "device %s", d.name)
+	}
+	if cfg.CQESize != mlx5.CQE64Size {
+		return nil, newErr(op, ErrInvalid, unix.EINVAL, "cqe size %d", cfg.CQESize)
+	}
+	if cfg.CQEs <= 0 || cfg.CQEs > 1<<22 || cfg.CQEs&(cfg.CQEs-1) != 0 {
+		return nil, newErr(op, ErrInvalid, unix.EINVAL, "%d cqes", cfg.CQEs)
+	}
+	if cfg.Buf == 0 || cfg.Buf%64 != 0 || cfg.DBRec == 0 || cfg.DBRec%8 != 0 {
+		return nil, newErr(op, ErrInvalid, unix.EINVAL, "buffer %#x dbrec %#x", cfg.Buf, cfg.DBRec)
+	}
+	c := &CQ{
+		dev:     d,
+		uar:     cfg.UAR,
+		buf:     hostBytes(cfg.Buf, cfg.CQEs*cfg.CQESize),
+		dbrec:   hostBytes(cfg.DBRec, mlx5.DBRecSize),
+		n:       uint32(cfg.CQEs),
+		log:     uint(bits.TrailingZeros32(uint32(cfg.CQEs))),
+		onComp:  cfg.OnComp,
+		onError: cfg.OnError,
+	}
+	c.lastArm = loadBE32(c.dbrec, 4*mlx5.CQArmDB)
+	d.mu.Lock()
+	d.nextCQN = (d.nextCQN + 1) & 0xffffff
+	if d.nextCQN == 0 {
+		d.nextCQN = 1
+	}
+	c.cqn = d.nextCQN
+	d.mu.Unlock()
+	d.objMu.Lock()
+	d.cqs[c.cqn] = c
+	d.objMu.Unlock()
+	return c, nil
+}
+
+// CQN is the CQ number.
+func (c *CQ) CQN() uint32 { return c.cqn }
+
+// Errored reports whether the CQ overran and is in error.
+func (c *CQ) Errored() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.errored
+}
+
+// Destroy removes the CQ. It fails with ErrBusy (EBUSY) while a QP still completes into it.
+func (c *CQ) Destroy() error {
+	if n := c.users.Load(); n > 0 {
+		return newErr("destroy cq", ErrBusy, unix.EBUSY, "cq %#x used by %d qps", c.cqn, n)
+	}
+	d := c.dev
+	d.objMu.Lock()
+	defer d.objMu.Unlock()
+	if d.cqs[c.cqn] != c {
+		return newErr("destroy cq", ErrNotFound, unix.EINVAL, "cq %#x", c.cqn)
+	}
+	delete(d.cqs, c.cqn)
+	return nil
+}
+
+// push writes one CQE. solicited marks a completion that satisfies a solicited-only arm
+// (a receive of a message with the SE bit); error CQEs always do. It returns false when the
+// CQ had no free entry (overrun) or is in error.
+func (c *CQ) push(e *mlx5.CQE64, solicited bool) bool {
+	isErr := e.IsError()
+	c.mu.Lock()
+	if c.errored {
+		c.mu.Unlock()
+		return false
+	}
+	ci := loadBE32(c.dbrec, 4*mlx5.CQSetCI) & mlx5.CQDBCIMask
+	if (c.pi-ci)&mlx5.CQDBCIMask >= c.n {
+		// No free entry: the hardware reports a CQ overrun (IBV_EVENT_CQ_ERR) and stops
+		// writing to the CQ.
+		c.errored = true
+		c.armed = false
+		c.mu.Unlock()
+		if c.onError != nil {
+			c.onError()
+		}
+		return false
+	}
+	owner := uint8(c.pi>>c.log) & 1
+	e.SetOpOwn(e.Opcode(), solicited && !isErr, owner)
+	var tmp [mlx5.CQE64Size]byte
+	e.Put(tmp[:])
+	slot := c.buf[(c.pi&(c.n-1))*mlx5.CQE64Size:][:mlx5.CQE64Size]
+	// Everything but the last word first, then the word holding op_own with one atomic
+	// store: software that sees the new owner bit sees the whole entry.
+	copy(slot[:60], tmp[:60])
+	storeBE32(slot, 60, binary.BigEndian.Uint32(tmp[60:]))
+	if solicited || isErr {
+		c.hasSol, c.solIdx = true, c.pi
+	}
+	c.pi++
+	fire := c.armed && (!c.armSol || solicited || isErr)
+	if fire {
+		c.armed = false
+	}
+	c.mu.Unlock()
+	c.dev.stats.cqesWritten.Add(1)
+	if fire && c.onComp != nil {
+		c.onComp()
+	}
+	return true
+}
+
+// arm applies an arm command word (sn<<28 | cmd | ci, rdma-core mlx5_arm_cq). Like the
+// hardware, it raises the event at once when entries past the given consumer index already
+// exist, so a completion that raced with the arm is never left without an event.
+func (c *CQ) arm(word uint32) {
+	ci := word & mlx5.CQDBCIMask
+	c.mu.Lock()
+	if c.armSeen && word == c.lastArm {
+		// The same request again (its record was already seen while scanning for a hidden
+		// arm, or software rang twice): the arm sequence number did not move, so it is not
+		// a new arm.
+		c.mu.Unlock()
+		return
+	}
+	c.lastArm, c.armSeen = word, true
+	if c.errored {
+		c.mu.Unlock()
+		return
+	}
+	c.armed = true
+	c.armSol = word&mlx5.CQDBCmdMask == mlx5.CQDBReqNotSol
+	pending := (c.pi - ci) & mlx5.CQDBCIMask
+	fire := false
+	if pending > 0 && pending <= c.n {
+		if !c.armSol {
+			fire = true
+		} else if c.hasSol && (c.solIdx-ci)&mlx5.CQDBCIMask < pending {
+			fire = true
+		}
+	}
+	if fire {
+		c.armed = false
+	}
+	c.mu.Unlock()
+	if fire && c.onComp != nil {
+		c.onComp()
+	}
+}
+
+// armFromDoorbell handles a CQ doorbell written to page u. The CQ named in the doorbell is
+// armed with the doorbell's word. Every CQ of the device shares the register at
+// MLX5_CQ_DOORBELL of its page, so a second arm written before the watcher consumed the first
+// would hide it; the other CQs armed through this page are therefore checked against their
+// arm doorbell record, which software writes before the register (mlx5_arm_cq), and armed
+// when it changed since the last arm the device acted on.
+func (d *Device) armFromDoorbell(u *UAR, cqn, word uint32) {
+	d.objMu.RLock()
+	named := d.cqs[cqn]
+	var others []*CQ
+	for _, c := range d.cqs {
+		if c != named && (c.uar == nil || c.uar == u) {
+			others = append(others, c)
+		}
+	}
+	d.objMu.RUnlock()
+	if named != nil && (named.uar == nil || named.uar == u) {
+		named.arm(word)
+	}
+	for _, c := range others {
+		w := loadBE32(c.dbrec, 4*mlx5.CQArmDB)
+		c.mu.Lock()
+		changed := w != c.lastArm
+		c.mu.Unlock()
+		if changed {
+			c.arm(w)
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package nic
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"unsafe"
+)
+
+// The NIC reaches host memory by address, as a DMA engine does: the rings, doorbell records,
+// CQ buffers and registered regions all live in this process (the emulated kernel hands their
+// user addresses to the device), so an address is turned into a slice over that memory. The
+// owner of the memory (the provider) keeps it mapped while the device may touch it, exactly
+// as it must keep memory pinned and registered for a real NIC.
+
+// hostBytes returns the n bytes of host memory at addr. n == 0 yields an empty slice.
+func hostBytes(addr uint64, n int) []byte {
+	if n <= 0 || addr == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), uintptr(addr))), n)
+}
+
+// addrOf returns the address of the first byte of b (0 for an empty slice).
+func addrOf(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(&b[0])))
+}
+
+// loadBE32 atomically reads the big-endian 32-bit word at b[off:off+4], which must be 4-byte
+// aligned. Doorbell records and CQ consumer indexes are written by software with atomic
+// stores; reading them atomically keeps the Go memory model's happens-before edge.
+func loadBE32(b []byte, off int) uint32 {
+	v := atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[off])))
+	var w [4]byte
+	binary.NativeEndian.PutUint32(w[:], v)
+	return binary.BigEndian.Uint32(w[:])
+}
+
+// storeBE32 atomically writes v big-endian at b[off:off+4] (4-byte aligned). The NIC uses it
+// for the last word of a CQE, the one holding the ownership bit, so software that loads that
+// word atomically sees the rest of the CQE.
+func storeBE32(b []byte, off int, v uint32) {
+	var w [4]byte
+	binary.BigEndian.PutUint32(w[:], v)
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b[off])), binary.NativeEndian.Uint32(w[:]))
+}
+
+// swapReg atomically takes the 8-byte register at b[off:off+8] (8-byte aligned) and leaves
+// zero in its place, returning the bytes software wrote in memory order. A real doorbell
+// register is write-only and every MMIO write reaches the device as one event; taking the
+// value and clearing it is how a polling device consumes one such event.
+func swapReg(b []byte, off int) (v [8]byte, ok bool) {
+	x := atomic.SwapUint64((*uint64)(unsafe.Pointer(&b[off])), 0)
+	if x == 0 {
+		return v, false
+	}
+	binary.NativeEndian.PutUint64(v[:], x)
+	return v, true
+}
+
+// peekReg reports whether the register at b[off:off+8] holds an unconsumed write.
+func peekReg(b []byte, off int) bool {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off]))) != 0
+}

@@ -1,0 +1,128 @@
+package nic
+
+import (
+	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/mlx5/emu/rc"
+)
+
+// popRecv consumes the next posted receive WQE: software posts receives by writing the WQE
+// and advancing the receive counter of the doorbell record (no UAR doorbell, as mlx5 does),
+// so the device compares that counter with its own consumer index. Each WQE is a list of data
+// segments ended by MLX5_INVALID_LKEY or by the end of the stride.
+func (q *QP) popRecv() (rc.Recv, bool) {
+	q.rqMu.Lock()
+	defer q.rqMu.Unlock()
+	if q.rqN == 0 || q.badRecv != nil {
+		return rc.Recv{}, false
+	}
+	pi := uint16(loadBE32(q.dbrec, 4*mlx5.RcvDBR))
+	if pi == q.rqCI {
+		return rc.Recv{}, false
+	}
+	stride := 1 << q.rqShift
+	w := q.rq[int(q.rqCI&(q.rqN-1))*stride:][:stride]
+	r := rc.Recv{Index: q.rqCI}
+	for off, n := 0, 0; off+mlx5.DataSegSize <= stride; off += mlx5.DataSegSize {
+		d, _ := mlx5.DecodeDataSeg(w[off:])
+		if d.LKey == mlx5.InvalidLKey {
+			break
+		}
+		n++
+		l := d.ByteCount
+		if l == 0 {
+			l = maxMessage
+		}
+		b, ok := q.dev.localAccess(q.pd, d.LKey, d.Addr, l, true)
+		if q.maxRecvSGE > 0 && n > q.maxRecvSGE || !ok {
+			// A receive the device cannot scatter into: it completes with a local
+			// protection error and the QP goes to ERR. That must happen outside the
+			// engine's lock, so the device defers it to the watcher and answers
+			// "no receive" to the engine meanwhile.
+			st := mlx5.WCLocProtErr
+			if ok {
+				st = mlx5.WCLocQPOpErr
+			}
+			q.badRecv = &localCompletion{index: q.rqCI, status: st, receive: true}
+			q.dev.kick(q)
+			return rc.Recv{}, false
+		}
+		r.Scatter = append(r.Scatter, b)
+	}
+	q.rqCI++
+	return r, true
+}
+
+// recvErrorLocked completes a receive WQE popRecv could not use and moves the QP to ERR.
+func (q *QP) recvErrorLocked() {
+	q.rqMu.Lock()
+	bad := q.badRecv
+	if bad != nil {
+		q.badRecv = nil
+		q.rqCI++
+	}
+	q.rqMu.Unlock()
+	if bad == nil {
+		return
+	}
+	q.writeCQE(true, 0, bad.index, bad.status, 0)
+	if q.State() != QPSErr {
+		q.enterErrorLocked(bad.status)
+	}
+}
+
+// pendingRecv reports whether software posted receives the device has not consumed.
+func (q *QP) pendingRecv() bool {
+	if q.rqN == 0 {
+		return false
+	}
+	q.rqMu.Lock()
+	defer q.rqMu.Unlock()
+	return uint16(loadBE32(q.dbrec, 4*mlx5.RcvDBR)) != q.rqCI
+}
+
+// watchErr adds q to the QPs whose receive queue the watcher flushes: in ERR every receive
+// software posts completes at once with a flush error.
+func (d *Device) watchErr(q *QP) {
+	d.errMu.Lock()
+	defer d.errMu.Unlock()
+	for _, e := range d.errQPs {
+		if e == q {
+			return
+		}
+	}
+	d.errQPs = append(d.errQPs, q)
+	d.errCount.Store(int32(len(d.errQPs)))
+}
+
+// unwatchErr removes q from the flushed QPs.
+func (d *Device) unwatchErr(q *QP) {
+	d.errMu.Lock()
+	defer d.errMu.Unlock()
+	for i, e := range d.errQPs {
+		if e == q {
+			d.errQPs = append(d.errQPs[:i], d.errQPs[i+1:]...)
+			break
+		}
+	}
+	d.errCount.Store(int32(len(d.errQPs)))
+}
+
+// flushErrRecvs flushes receives posted to QPs in ERR; it reports whether it did anything.
+func (d *Device) flushErrRecvs() bool {
+	if d.errCount.Load() == 0 {
+		return false
+	}
+	d.errMu.Lock()
+	list := append(d.errScratch[:0], d.errQPs...)
+	d.errMu.Unlock()
+	did := false
+	for i, q := range list {
+		if q.State() == QPSErr && q.pendingRecv() {
+			q.tr.FlushRecv()
+			did = true
+		}
+		list[i] = nil
+	}
+	d.errScratch = list[:0]
+	return did
+}

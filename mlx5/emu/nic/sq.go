@@ -1,0 +1,256 @@
+package nic
+
+import (
+	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/mlx5/emu/rc"
+)
+
+// localCompletion is a WQE the device completes by itself rather than through the RC engine:
+// a NOP, a WQE that fails validation, or a WQE flushed because the QP is in ERR.
+type localCompletion struct {
+	index    uint16
+	opcode   mlx5.Opcode
+	status   mlx5.WCStatus
+	signaled bool
+	receive  bool
+}
+
+// maxMessage is the largest message an RC WQE may describe (2^31 bytes, the IBA limit and
+// ConnectX's max_msg_sz).
+const maxMessage = 1 << 31
+
+// rung is called by the watcher when a send doorbell for this QP was consumed.
+func (q *QP) rung() { q.process() }
+
+// process executes the send queue from the device's consumer index up to the send counter of
+// the doorbell record. It runs on the watcher goroutine only (doorbells and kicks), so WQEs
+// reach the engine in doorbell order. A QP in INIT or RTR keeps its rung WQEs until it moves
+// to RTS, as the IBA requires; a QP in RESET ignores doorbells.
+func (q *QP) process() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.destroyed {
+		return
+	}
+	q.recvErrorLocked()
+	switch q.State() {
+	case QPSReset:
+		return
+	case QPSInit, QPSRTR:
+		q.dbPending = true
+		return
+	}
+	pi := uint16(loadBE32(q.dbrec, 4*mlx5.SndDBR))
+	for q.sqCI != pi {
+		pending := pi - q.sqCI
+		var wr rc.WorkRequest
+		var lc localCompletion
+		bbs, local := q.parse(&wr, &lc, pending)
+		q.dev.stats.wqesExecuted.Add(1)
+		if !local {
+			// In ERR the engine completes the WR at once with a flush error, after the WRs
+			// it still holds, which keeps the send queue's completion order.
+			q.outstanding.Add(1)
+			q.sqCI += bbs
+			if err := q.tr.Post(&wr); err != nil {
+				// The engine refused the WR (it was closed or reset under us): complete
+				// it as flushed so software's ring accounting still moves.
+				q.outstanding.Add(-1)
+				q.localCompleteLocked(&localCompletion{index: wr.Index, opcode: sendOpcode(wr.Op), status: mlx5.WCWRFlushErr})
+			}
+			continue
+		}
+		// Completed by the device itself: keep completions in send queue order by waiting
+		// for the WRs the engine still holds.
+		if q.outstanding.Load() > 0 {
+			q.stalled.Store(true)
+			return
+		}
+		q.stalled.Store(false)
+		if q.State() == QPSErr {
+			lc.status = mlx5.WCWRFlushErr
+		}
+		q.sqCI += bbs
+		q.localCompleteLocked(&lc)
+		if lc.status != mlx5.WCSuccess && q.State() != QPSErr {
+			q.enterErrorLocked(lc.status)
+		}
+	}
+}
+
+// parse reads the WQE at the consumer index. It fills wr and returns local=false for a WQE
+// the engine executes, or fills lc and returns local=true for one the device completes itself
+// (NOP, or a validation failure with the syndrome the hardware reports). bbs is the number of
+// basic blocks the WQE occupies.
+func (q *QP) parse(wr *rc.WorkRequest, lc *localCompletion, pending uint16) (bbs uint16, local bool) {
+	size := len(q.sq)
+	base := int(q.sqCI&(q.sqBBs-1)) * mlx5.SendWQEBB
+	ctrl, _ := mlx5.DecodeCtrlSeg(q.sq[base:])
+	*lc = localCompletion{index: q.sqCI, opcode: ctrl.Opcode, signaled: ctrl.Signaled(), status: mlx5.WCLocQPOpErr}
+	ds := int(ctrl.DS) & mlx5.MaxDS
+	if ds == 0 || pending > q.sqBBs {
+		return 1, true
+	}
+	bbs = uint16(mlx5.WQEBBs(ds))
+	if bbs > pending {
+		// The doorbell record does not cover the whole WQE: software rang a partial WQE.
+		return pending, true
+	}
+	if ctrl.QPN != q.qpn {
+		return bbs, true
+	}
+	// A WQE that runs past the end of the ring continues at its start (rdma-core wraps
+	// segment pointers at qend), so gather it into one contiguous scratch copy.
+	n := ds * mlx5.SegSize
+	w := q.scratch[:n]
+	first := min(n, size-base)
+	copy(w, q.sq[base:base+first])
+	copy(w[first:], q.sq[:n-first])
+
+	raddr, atomic, ok := ctrl.Opcode.Segments()
+	if !ok || ctrl.Opcode == mlx5.OpcodeSendInval {
+		return bbs, true
+	}
+	if ctrl.Opcode == mlx5.OpcodeNOP {
+		lc.status = mlx5.WCSuccess
+		return bbs, true
+	}
+	off := mlx5.CtrlSegSize
+	*wr = rc.WorkRequest{
+		Index:     q.sqCI,
+		Op:        rcOp(ctrl.Opcode),
+		Imm:       ctrl.Imm,
+		Signaled:  ctrl.Signaled(),
+		Fence:     ctrl.Fenced(),
+		Solicited: ctrl.Solicited(),
+	}
+	if raddr {
+		if off+mlx5.RaddrSegSize > n {
+			return bbs, true
+		}
+		r, _ := mlx5.DecodeRaddrSeg(w[off:])
+		wr.RemoteAddr, wr.RKey = r.RemoteAddr, r.RKey
+		off += mlx5.RaddrSegSize
+	}
+	if atomic {
+		if off+mlx5.AtomicSegSize > n {
+			return bbs, true
+		}
+		a, _ := mlx5.DecodeAtomicSeg(w[off:])
+		wr.SwapAdd, wr.Compare = a.SwapAdd, a.Compare
+		off += mlx5.AtomicSegSize
+	}
+	scatter := ctrl.Opcode == mlx5.OpcodeRDMARead || atomic
+	var (
+		total  uint64
+		sges   int
+		inline int
+	)
+	for off < n {
+		if mlx5.IsInline(w[off:]) {
+			l := int(mlx5.InlineLen(w[off:]))
+			if scatter || off+mlx5.InlineHdrSize+l > n {
+				return bbs, true
+			}
+			inline += l
+			if q.maxInline > 0 && inline > q.maxInline {
+				return bbs, true
+			}
+			// Inline data is copied now: the scratch copy is reused for the next WQE.
+			b := make([]byte, l)
+			copy(b, w[off+mlx5.InlineHdrSize:])
+			wr.Local = append(wr.Local, b)
+			total += uint64(l)
+			off += (mlx5.InlineHdrSize + l + mlx5.SegSize - 1) / mlx5.SegSize * mlx5.SegSize
+			continue
+		}
+		d, _ := mlx5.DecodeDataSeg(w[off:])
+		off += mlx5.DataSegSize
+		sges++
+		if q.maxSendSGE > 0 && sges > q.maxSendSGE {
+			return bbs, true
+		}
+		l := d.ByteCount
+		if l == 0 {
+			l = maxMessage // the PRM encodes 2 GiB as a zero byte count
+		}
+		b, ok := q.dev.localAccess(q.pd, d.LKey, d.Addr, l, scatter)
+		if !ok {
+			lc.status = mlx5.WCLocProtErr
+			return bbs, true
+		}
+		wr.Local = append(wr.Local, b)
+		total += uint64(l)
+	}
+	if total > maxMessage {
+		lc.status = mlx5.WCLocLenErr
+		return bbs, true
+	}
+	if atomic && (len(wr.Local) != 1 || len(wr.Local[0]) != mlx5.AtomicSize) {
+		return bbs, true
+	}
+	return bbs, false
+}
+
+// rcOp maps a send WQE opcode to the engine's operation.
+func rcOp(o mlx5.Opcode) rc.Op {
+	switch o {
+	case mlx5.OpcodeSend:
+		return rc.OpSend
+	case mlx5.OpcodeSendImm:
+		return rc.OpSendImm
+	case mlx5.OpcodeRDMAWrite:
+		return rc.OpWrite
+	case mlx5.OpcodeRDMAWriteImm:
+		return rc.OpWriteImm
+	case mlx5.OpcodeRDMARead:
+		return rc.OpRead
+	case mlx5.OpcodeAtomicCS:
+		return rc.OpCompareSwap
+	case mlx5.OpcodeAtomicFA:
+		return rc.OpFetchAdd
+	}
+	return 0
+}
+
+// sendOpcode maps the engine's operation back to the WQE opcode a requester CQE reports.
+func sendOpcode(o rc.Op) mlx5.Opcode {
+	switch o {
+	case rc.OpSend:
+		return mlx5.OpcodeSend
+	case rc.OpSendImm:
+		return mlx5.OpcodeSendImm
+	case rc.OpWrite:
+		return mlx5.OpcodeRDMAWrite
+	case rc.OpWriteImm:
+		return mlx5.OpcodeRDMAWriteImm
+	case rc.OpRead:
+		return mlx5.OpcodeRDMARead
+	case rc.OpCompareSwap:
+		return mlx5.OpcodeAtomicCS
+	case rc.OpFetchAdd:
+		return mlx5.OpcodeAtomicFA
+	}
+	return mlx5.OpcodeNOP
+}
+
+// localCompleteLocked writes the CQE of a device-completed WQE: always for an error, for a
+// success only when the WQE asked for one.
+func (q *QP) localCompleteLocked(lc *localCompletion) {
+	if lc.status == mlx5.WCSuccess && !lc.signaled {
+		return
+	}
+	q.writeCQE(lc.receive, lc.opcode, lc.index, lc.status, 0)
+}
+
+// enterErrorLocked moves the QP to ERR on a device-detected error: the engine flushes what it
+// holds, posted receives are flushed, and the kernel is told.
+func (q *QP) enterErrorLocked(status mlx5.WCStatus) {
+	q.state.Store(uint32(QPSErr))
+	_ = q.tr.Modify(rc.StateError, rc.Config{LocalQPN: q.qpn, Clock: q.dev.clk})
+	q.dev.watchErr(q)
+	q.tr.FlushRecv()
+	if q.onError != nil {
+		q.onError(status)
+	}
+}

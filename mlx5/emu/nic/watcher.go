@@ -1,0 +1,178 @@
+package nic
+
+import (
+	"encoding/binary"
+	"runtime"
+	"time"
+
+	"github.com/shift-rdma/shift/mlx5"
+)
+
+// Adaptive polling of the doorbell registers. A real NIC learns of a doorbell from the MMIO
+// write itself; the emulated one must look at memory. It spins (yielding the processor between
+// passes) for spinWindow after the last doorbell, so back-to-back posts see microsecond
+// latency, then sleeps with an exponentially growing period up to maxSleep, so an idle device
+// costs almost no CPU. Anything that needs the watcher sooner (a QP moved to RTS with rung
+// doorbells pending, a stalled send queue whose earlier WRs completed) wakes it through kick.
+const (
+	spinWindow = 50 * time.Microsecond
+	minSleep   = 10 * time.Microsecond
+	maxSleep   = time.Millisecond
+)
+
+// doorbell is one consumed register write.
+type doorbell struct {
+	uar   *UAR
+	bfreg int // -1 for the CQ arm doorbell
+	val   [8]byte
+}
+
+// watch is the device's doorbell watcher goroutine.
+func (d *Device) watch() {
+	defer close(d.watchDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var (
+		dbs        = make([]doorbell, 0, 64)
+		lastActive = time.Now()
+		sleep      = minSleep
+	)
+	for {
+		select {
+		case <-d.stop:
+			return
+		default:
+		}
+		dbs = d.pollRegisters(dbs[:0])
+		active := len(dbs) > 0
+		for i := range dbs {
+			d.dispatch(&dbs[i])
+		}
+		if d.runKicks() {
+			active = true
+		}
+		if d.flushErrRecvs() {
+			active = true
+		}
+		d.stats.passes.Add(1)
+		if active {
+			lastActive = time.Now()
+			sleep = minSleep
+			runtime.Gosched()
+			continue
+		}
+		if time.Since(lastActive) < spinWindow {
+			runtime.Gosched()
+			continue
+		}
+		timer.Reset(sleep)
+		select {
+		case <-d.stop:
+			return
+		case <-d.wake:
+			if !timer.Stop() {
+				<-timer.C
+			}
+			sleep = minSleep
+			lastActive = time.Now()
+		case <-timer.C:
+			d.stats.sleeps.Add(1)
+			if sleep < maxSleep {
+				sleep *= 2
+				if sleep > maxSleep {
+					sleep = maxSleep
+				}
+			}
+		}
+	}
+}
+
+// pollRegisters consumes every written doorbell register of every watched UAR page.
+func (d *Device) pollRegisters(dbs []doorbell) []doorbell {
+	d.pollMu.Lock()
+	defer d.pollMu.Unlock()
+	list := d.uarList.Load()
+	if list == nil {
+		return dbs
+	}
+	for _, u := range *list {
+		if u.closed.Load() {
+			continue
+		}
+		if peekReg(u.mem, mlx5.CQDoorbell) {
+			if v, ok := swapReg(u.mem, mlx5.CQDoorbell); ok {
+				dbs = append(dbs, doorbell{uar: u, bfreg: -1, val: v})
+			}
+		}
+		for bf := 0; bf < BfregsPerUAR; bf++ {
+			a, b := SQDoorbellOffsets(bf)
+			for _, off := range [2]int{a, b} {
+				if !peekReg(u.mem, off) {
+					continue
+				}
+				if v, ok := swapReg(u.mem, off); ok {
+					dbs = append(dbs, doorbell{uar: u, bfreg: bf, val: v})
+				}
+			}
+		}
+	}
+	return dbs
+}
+
+// dispatch acts on one doorbell write.
+func (d *Device) dispatch(db *doorbell) {
+	if db.bfreg < 0 {
+		// CQ arm doorbell: bytes 0..3 are sn<<28 | cmd | ci, bytes 4..7 the CQN, both
+		// big-endian (rdma-core mlx5_arm_cq).
+		d.stats.cqDoorbells.Add(1)
+		word := binary.BigEndian.Uint32(db.val[0:4])
+		cqn := binary.BigEndian.Uint32(db.val[4:8]) & 0xffffff
+		d.armFromDoorbell(db.uar, cqn, word)
+		return
+	}
+	// Send doorbell: the first 8 bytes of the last posted WQE's control segment
+	// (opmod_idx_opcode, qpn_ds), written by post_send_db either as an 8-byte doorbell or as
+	// the head of a blue-flame copy.
+	d.stats.sqDoorbells.Add(1)
+	qpn := binary.BigEndian.Uint32(db.val[4:8]) >> 8
+	q := db.uar.bf[db.bfreg].Load()
+	if q == nil || q.qpn != qpn {
+		// A doorbell for a QP that does not own this register: the hardware drops it (a
+		// process cannot ring another QP's queue through its own page).
+		d.stats.strayDoorbells.Add(1)
+		return
+	}
+	q.rung()
+}
+
+// kick asks the watcher to run q's deferred work soon.
+func (d *Device) kick(q *QP) {
+	if q.kicked.Swap(true) {
+		return
+	}
+	d.kickMu.Lock()
+	d.kicks = append(d.kicks, q)
+	d.kickMu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runKicks runs the deferred work of every kicked QP; it reports whether there was any.
+func (d *Device) runKicks() bool {
+	d.kickMu.Lock()
+	if len(d.kicks) == 0 {
+		d.kickMu.Unlock()
+		return false
+	}
+	d.kickRun, d.kicks = d.kicks, d.kickRun[:0]
+	d.kickMu.Unlock()
+	for i, q := range d.kickRun {
+		q.kicked.Store(false)
+		q.process()
+		d.kickRun[i] = nil
+	}
+	return true
+}
