@@ -108,16 +108,6 @@ func (a *archive) chardev(guest string, perm, major, minor uint32) error {
 	return a.put(guest, &cpioEntry{mode: modeCharDev | perm, rmajor: major, rmin: minor})
 }
 
-// has reports whether guest is already in the archive.
-func (a *archive) has(guest string) bool {
-	p, err := clean(guest)
-	if err != nil {
-		return false
-	}
-	_, ok := a.entries[p]
-	return ok
-}
-
 // writeTo writes the archive to w in sorted path order (so every directory precedes its
 // contents) and returns the number of bytes written.
 func (a *archive) writeTo(w io.Writer) (int64, error) {

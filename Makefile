@@ -1,0 +1,85 @@
+# SHIFT-Go build and test entry points. `make test` is what CI (.ci/run) runs.
+#
+# Variables (override on the command line or in the environment):
+#   GO                Go command (default: go)
+#   TEST_TIMEOUT      per-package go test timeout (default: 20m)
+#   GOTESTFLAGS       extra flags for go test in `test` and `vm-test` (e.g. -count=1)
+#   BENCHFLAGS        flags for `bench` (default: -benchmem -count=1)
+#   STATICCHECK       staticcheck module@version run by `lint` through `go run`
+# The real-kernel tier (internal/vmtest) also reads SHIFT_VM, SHIFT_VM_CACHE, SHIFT_VM_ACCEL,
+# SHIFT_VM_KERNEL_PKG, SHIFT_VM_TIMEOUT and SHIFT_VM_REPORT; see internal/vmtest/env.go.
+
+SHELL        := bash
+.SHELLFLAGS  := -eu -o pipefail -c
+GO           ?= go
+TEST_TIMEOUT ?= 20m
+GOTESTFLAGS  ?=
+BENCHFLAGS   ?= -benchmem -count=1
+STATICCHECK  ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BUILD_DIR    := .build
+VM_REPORT    := $(BUILD_DIR)/vm-report.txt
+
+.PHONY: all deps build test vm-test bench generate lint demo clean
+
+all: build
+
+## deps: check Go >= 1.26; install missing Debian packages as root, list them otherwise
+deps:
+	@scripts/deps.sh
+
+## build: compile every package and the commands into bin/
+build:
+	$(GO) build ./...
+	@cmds=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./cmd/... 2>/dev/null || true); \
+	if [ -n "$$cmds" ]; then mkdir -p bin && $(GO) build -o bin/ $$cmds && ls bin; fi
+
+## test: vet and test everything, including the real-kernel VM tier (a normal Go test)
+test: deps
+	@mkdir -p $(BUILD_DIR); rm -f $(VM_REPORT)
+	$(GO) vet ./...
+	@start=$$(date +%s); rc=0; \
+	SHIFT_VM_REPORT=$(CURDIR)/$(VM_REPORT) $(GO) test -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./... \
+		2>&1 | tee $(BUILD_DIR)/test.log || rc=$$?; \
+	echo "== go test summary: $$(grep -c '^ok ' $(BUILD_DIR)/test.log || true) ok," \
+	     "$$(grep -c '^FAIL[[:space:]]' $(BUILD_DIR)/test.log || true) FAIL," \
+	     "$$(grep -c 'no test files' $(BUILD_DIR)/test.log || true) without tests," \
+	     "$$(( $$(date +%s) - start ))s"; \
+	if [ -s $(VM_REPORT) ]; then echo "== real-kernel tier (internal/vmtest):"; cat $(VM_REPORT); \
+	elif grep -q 'internal/vmtest.*(cached)' $(BUILD_DIR)/test.log; then \
+		echo "== real-kernel tier: result from the go test cache; 'make vm-test' re-runs it"; \
+	else echo "== real-kernel tier: did not run (skipped or failed; see above)"; fi; \
+	exit $$rc
+
+## vm-test: the real-kernel tier alone, verbose, never cached; a missing prerequisite fails
+vm-test:
+	SHIFT_VM=1 $(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./internal/vmtest/
+
+## bench: run every benchmark (no tests)
+bench:
+	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) -timeout $(TEST_TIMEOUT) ./...
+
+## generate: regenerate generated code (ABI types from the uapi headers, eBPF objects)
+generate:
+	$(GO) generate ./...
+
+## lint: gofmt must list nothing, go vet, staticcheck (skipped if it cannot be fetched)
+lint:
+	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...)); \
+	if [ -n "$$out" ]; then echo "gofmt -l lists:"; echo "$$out"; exit 1; fi; echo "gofmt: clean"
+	$(GO) vet ./...
+	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then \
+		echo "staticcheck ./... ($(STATICCHECK))"; $(GO) run $(STATICCHECK) ./...; \
+	else echo "lint: staticcheck ($(STATICCHECK)) unavailable here (no module proxy?); skipped"; fi
+
+## demo: placeholder until the failover demo exists; runs the emulator smoke tests that do
+demo:
+	@echo "demo: the SHIFT failover demo (traffic surviving a NIC/link failure) is not built yet."
+	@echo "demo: running the emulator's Demo tests instead, if any exist: go test -run Demo ./mlx5/emu/..."
+	@out=$$($(GO) test -count=1 -run Demo -v ./mlx5/emu/... 2>&1) || { echo "$$out"; exit 1; }; \
+	echo "$$out"; \
+	if ! grep -q -- '^--- PASS' <<<"$$out"; then echo "demo: no Demo test exists yet; nothing was demonstrated"; fi
+
+## clean: remove build outputs and the go test cache (the VM kernel cache is kept: see SHIFT_VM_CACHE)
+clean:
+	rm -rf bin $(BUILD_DIR)
+	$(GO) clean -testcache
