@@ -95,7 +95,7 @@ func BenchmarkPollOne(b *testing.B) {
 	ncqe := r.cq.ring.ncqe
 	fill := func() {
 		for k := uint32(0); k < ncqe; k++ {
-			pi := r.cq.ring.ci + k
+			pi := r.cq.ring.ci() + k
 			r.nicCQE(pi, mlx5.CQE64{OpOwn: mlx5.CQEReq << 4, SopDropQPN: uint32(mlx5.OpcodeRDMAWrite)<<24 | 0x1234})
 		}
 	}

@@ -1,6 +1,10 @@
 package provider
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/shift-rdma/shift/mlx5"
+)
 
 // CQ is a completion queue. Poll is lock-free; Arm and the event functions are control path.
 type CQ struct {
@@ -9,10 +13,10 @@ type CQ struct {
 	handle  uint32
 	cqn     uint32
 	cqe     int // entries the caller may rely on (ncqe - 1)
-	ring    cqRing
-	mem     *Buffer // CQE ring
-	dbMem   *Buffer // doorbell record
-	uar     []byte  // UAR page the arm doorbell goes to
+	ring    *cqRing
+	mem     *Buffer      // CQE ring
+	dbMem   *Buffer      // doorbell record
+	uar     mlx5.UARPage // UAR page the arm doorbell goes to
 	mu      sync.Mutex
 	qpsMu   sync.Mutex
 	dead    bool

@@ -6,14 +6,14 @@ import (
 	"github.com/shift-rdma/shift/mlx5"
 )
 
-// cqRing is the software side of an mlx5 CQ: ncqe 64-byte CQEs, the consumer index and the
-// doorbell record (set_ci, arm) — struct mlx5_cq in rdma-core.
+// cqRing is the software side of an mlx5 CQ (struct mlx5_cq in rdma-core): package mlx5's CQ
+// ring (ownership, consumer index) plus the QPN → QP table the poller resolves CQEs with.
 type cqRing struct {
+	ring  *mlx5.CQ
+	db    mlx5.DBRec // set_ci, arm
 	buf   []byte
 	ncqe  uint32 // power of two
 	mask  uint32
-	ci    uint32 // cons_index (free running)
-	dbrec []byte // 8 bytes: set_ci word, arm word
 	armSN uint32 // arm sequence number, bumped per completion event
 
 	// qps maps QPNs to the QPs whose completions land here; replaced as a whole on QP
@@ -21,60 +21,35 @@ type cqRing struct {
 	qps     atomic.Pointer[map[uint32]*QP]
 	last    *QP             // cache of the last QP seen (rdma-core's cur_rsc)
 	lastMap *map[uint32]*QP // the map last was found in; a new map invalidates the cache
+	cqe     mlx5.CQE64      // decode scratch
 }
 
-// initCQBuf marks every CQE invalid and owned by hardware for the first pass, as
-// mlx5_alloc_cq_buf does (op_own = MLX5_CQE_INVALID << 4).
-func initCQBuf(buf []byte) {
-	for off := 0; off+mlx5.CQE64Size <= len(buf); off += mlx5.CQE64Size {
-		buf[off+mlx5.CQE64Size-1] = mlx5.CQEInvalid << 4
+func newCQRing(buf []byte, ncqe int, db mlx5.DBRec) (*cqRing, error) {
+	r, err := mlx5.NewCQ(buf, ncqe, mlx5.CQE64Size)
+	if err != nil {
+		return nil, err
 	}
+	r.Init()
+	c := &cqRing{ring: r, db: db, buf: buf, ncqe: uint32(ncqe), mask: uint32(ncqe - 1)}
+	m := map[uint32]*QP{}
+	c.qps.Store(&m)
+	return c, nil
 }
 
-// next returns the CQE at the consumer index if software owns it (get_sw_cqe): a valid
-// opcode and an owner bit equal to the parity of the pass.
-func (c *cqRing) next() ([]byte, bool) {
-	off := int(c.ci&c.mask) * mlx5.CQE64Size
-	cqe := c.buf[off : off+mlx5.CQE64Size : off+mlx5.CQE64Size]
-	w := loadBE32(cqe, 60) // wqe_counter | signature | op_own
-	opOwn := uint8(w)
-	if opOwn>>4 == mlx5.CQEInvalid {
-		return nil, false
-	}
-	pass := uint8(0)
-	if c.ci&c.ncqe != 0 {
-		pass = 1
-	}
-	if opOwn&mlx5.CQEOwnerMask != pass {
-		return nil, false
-	}
-	return cqe, true
-}
-
-func (c *cqRing) updateCI() {
-	storeBE32(c.dbrec, mlx5.CQSetCI*4, c.ci&mlx5.CQDBCIMask)
-}
+// ci is the consumer index (cons_index).
+func (c *cqRing) ci() uint32 { return c.ring.ConsumerIndex() }
 
 // poll fills wcs from software-owned CQEs (poll_cq / mlx5_parse_cqe for RC QPs without SRQ)
 // and returns how many it filled.
 func (c *cqRing) poll(wcs []WC) (int, error) {
 	n := 0
 	var err error
-	for n < len(wcs) {
-		raw, ok := c.next()
-		if !ok {
-			break
-		}
-		cqe, _ := mlx5.DecodeCQE64(raw)
-		c.ci++
+	cqe := &c.cqe
+	for n < len(wcs) && c.ring.Poll(cqe) {
 		qpn := cqe.QPN()
 		qp := c.last
 		if m := c.qps.Load(); qp == nil || qp.qpn != qpn || m != c.lastMap {
-			if m != nil {
-				qp = (*m)[qpn]
-			} else {
-				qp = nil
-			}
+			qp = (*m)[qpn]
 			if qp == nil {
 				err = &cqError{qpn: qpn}
 				break
@@ -104,7 +79,7 @@ func (c *cqRing) poll(wcs []WC) (int, error) {
 		n++
 	}
 	if n > 0 || err != nil {
-		c.updateCI()
+		c.ring.UpdateCI(c.db)
 	}
 	return n, err
 }

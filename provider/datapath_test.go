@@ -88,8 +88,8 @@ func TestPostSendEncodesEveryOpcode(t *testing.T) {
 		}
 		pos += uint32(mlx5.WQEBBs(int(c.DS)))
 	}
-	if sq.cur != pos || sq.head != uint32(len(wrs)) {
-		t.Fatalf("cur %d head %d, want %d %d", sq.cur, sq.head, pos, len(wrs))
+	if sq.cur() != pos || sq.head != uint32(len(wrs)) {
+		t.Fatalf("cur %d head %d, want %d %d", sq.cur(), sq.head, pos, len(wrs))
 	}
 	// One doorbell for the list: the record holds the producer index and the 8-byte
 	// doorbell holds the last WQE's first 8 bytes.
@@ -97,10 +97,10 @@ func TestPostSendEncodesEveryOpcode(t *testing.T) {
 		t.Errorf("SQ dbrec %d, want %d", got, pos)
 	}
 	lastCtrl := int(sq.startOf[(pos-1)&sq.mask]&sq.mask) * 64
-	if !bytes.Equal(r.qp.bf.reg[0:8], sq.buf[lastCtrl:lastCtrl+8]) {
-		t.Errorf("doorbell % x, want % x", r.qp.bf.reg[0:8], sq.buf[lastCtrl:lastCtrl+8])
+	if !bytes.Equal(r.lastDoorbell()[0:8], sq.buf[lastCtrl:lastCtrl+8]) {
+		t.Errorf("doorbell % x, want % x", r.lastDoorbell()[0:8], sq.buf[lastCtrl:lastCtrl+8])
 	}
-	if r.qp.bf.offset != r.qp.bf.bufSize {
+	if sq.bf.CurrentOffset() != 0x900 {
 		t.Errorf("BlueFlame half did not alternate")
 	}
 }
@@ -123,7 +123,7 @@ func TestPostSendInlineWrapsAndBlueFlame(t *testing.T) {
 		payload := data.Bytes()[n : n+100]
 		wr := []SendWR{{WRID: uint64(n), Opcode: WRRDMAWrite, Flags: SendInline | SendSignaled,
 			SGL: []SGE{{Addr: sliceAddr(payload), Length: 100}}, RemoteAddr: 0x10, RKey: 1}}
-		start := sq.cur
+		start := sq.cur()
 		if err := r.qp.PostSend(wr); err != nil {
 			t.Fatalf("post %d: %v", n, err)
 		}
@@ -141,12 +141,11 @@ func TestPostSendInlineWrapsAndBlueFlame(t *testing.T) {
 			wrapped = true
 		}
 		// BlueFlame copied the whole WQE (3 blocks = 192 bytes) into the register half used.
-		half := r.qp.bf.offset ^ r.qp.bf.bufSize
-		if !bytes.Equal(r.qp.bf.reg[half:half+144], wqe) {
+		if !bytes.Equal(r.lastDoorbell()[:144], wqe) {
 			t.Fatalf("post %d: BlueFlame register does not hold the WQE", n)
 		}
 		// Complete it so the SQ never fills: a requester CQE for this WQE.
-		pi := r.cq.ring.ci
+		pi := r.cq.ring.ci()
 		r.nicCQE(pi, mlx5.CQE64{SopDropQPN: uint32(mlx5.OpcodeRDMAWrite)<<24 | 0x1234, WQECounter: uint16(start), OpOwn: mlx5.CQEReq << 4})
 		var wc [1]WC
 		if k, err := r.cq.Poll(wc[:]); k != 1 || err != nil || wc[0].WRID != uint64(n) || wc[0].Opcode != WCRDMAWrite {
@@ -200,7 +199,7 @@ func TestPostSendRejectsWithoutSideEffects(t *testing.T) {
 	if err := q.PostRecv(make([]RecvWR, 5)); !errors.Is(err, ErrRQFull) {
 		t.Errorf("recv overflow: %v", err)
 	}
-	if !bytes.Equal(before, snapshot()) || q.sq.cur != 0 || q.sq.head != 0 || q.rq.head != 0 {
+	if !bytes.Equal(before, snapshot()) || q.sq.cur() != 0 || q.sq.head != 0 || q.rq.head != 0 {
 		t.Fatal("a rejected post changed the rings")
 	}
 	if binary.BigEndian.Uint64(q.dbrec) != 0 {
@@ -247,8 +246,8 @@ func TestPostRecvAndResponderCompletions(t *testing.T) {
 	if wc[0] != want0 || wc[1] != want1 {
 		t.Fatalf("wc\n%+v\n%+v", wc[0], wc[1])
 	}
-	if q.rq.tail.Load() != 2 || binary.BigEndian.Uint32(r.cq.ring.dbrec) != 2 {
-		t.Fatalf("rq tail %d set_ci %d", q.rq.tail.Load(), binary.BigEndian.Uint32(r.cq.ring.dbrec))
+	if q.rq.tail.Load() != 2 || r.cq.ring.db.ConsumerIndex() != 2 {
+		t.Fatalf("rq tail %d set_ci %d", q.rq.tail.Load(), r.cq.ring.db.ConsumerIndex())
 	}
 }
 
@@ -268,7 +267,7 @@ func TestErrorCompletionsAndUnsignaledRetire(t *testing.T) {
 		t.Fatal("outstanding")
 	}
 	// Error CQE for the third WQE (position 8: each WQE takes 4 WQEBBs? no: ds 3 → 1 block).
-	last := q.sq.startOf[(q.sq.cur-1)&q.sq.mask]
+	last := q.sq.startOf[(q.sq.cur()-1)&q.sq.mask]
 	r.nicCQE(0, mlx5.CQE64{OpOwn: mlx5.CQEReqErr << 4, SopDropQPN: uint32(mlx5.OpcodeRDMAWrite)<<24 | 0x1234,
 		WQECounter: uint16(last), Syndrome: mlx5.SyndromeRemoteAccessErr, VendorSyndrome: 0x88})
 	var wc [2]WC
@@ -282,8 +281,8 @@ func TestErrorCompletionsAndUnsignaledRetire(t *testing.T) {
 	if wc[0].Status.String() != "remote access error" {
 		t.Errorf("status string %q", wc[0].Status)
 	}
-	if q.sq.tail.Load() != 3 || q.sq.done.Load() != q.sq.cur {
-		t.Fatalf("tail %d done %d cur %d", q.sq.tail.Load(), q.sq.done.Load(), q.sq.cur)
+	if q.sq.tail.Load() != 3 || q.sq.done.Load() != q.sq.cur() {
+		t.Fatalf("tail %d done %d cur %d", q.sq.tail.Load(), q.sq.done.Load(), q.sq.cur())
 	}
 	for syn, want := range map[uint8]WCStatus{
 		mlx5.SyndromeLocalLengthErr: WCLocLenErr, mlx5.SyndromeLocalQPOpErr: WCLocQPOpErr,
@@ -297,8 +296,8 @@ func TestErrorCompletionsAndUnsignaledRetire(t *testing.T) {
 		if err := q.PostSend([]SendWR{wr}); err != nil {
 			t.Fatal(err)
 		}
-		pi := r.cq.ring.ci
-		r.nicCQE(pi, mlx5.CQE64{OpOwn: mlx5.CQEReqErr << 4, SopDropQPN: 0x1234, WQECounter: uint16(q.sq.cur - 1), Syndrome: syn})
+		pi := r.cq.ring.ci()
+		r.nicCQE(pi, mlx5.CQE64{OpOwn: mlx5.CQEReqErr << 4, SopDropQPN: 0x1234, WQECounter: uint16(q.sq.cur() - 1), Syndrome: syn})
 		if n, _ := r.cq.Poll(wc[:1]); n != 1 || wc[0].Status != want {
 			t.Errorf("syndrome %#x: %v, want %v", syn, wc[0].Status, want)
 		}
@@ -321,7 +320,7 @@ func TestPollOwnershipAcrossWraps(t *testing.T) {
 		if n, _ := r.cq.Poll(wc[:]); n != 0 {
 			t.Fatalf("%d: polled a stale CQE of the previous pass", i)
 		}
-		r.nicCQE(i, mlx5.CQE64{OpOwn: mlx5.CQEReq << 4, SopDropQPN: uint32(mlx5.OpcodeSend)<<24 | 0x1234, WQECounter: uint16(q.sq.cur - 1)})
+		r.nicCQE(i, mlx5.CQE64{OpOwn: mlx5.CQEReq << 4, SopDropQPN: uint32(mlx5.OpcodeSend)<<24 | 0x1234, WQECounter: uint16(q.sq.cur() - 1)})
 		if n, err := r.cq.Poll(wc[:]); n != 1 || err != nil || wc[0].WRID != uint64(i) || wc[0].Opcode != WCSend {
 			t.Fatalf("%d: %d %v %+v", i, n, err, wc[0])
 		}
@@ -360,7 +359,7 @@ func TestDataPathAllocatesNothing(t *testing.T) {
 	check("Poll empty", func() { r.cq.Poll(wc[:]) })
 	check("Poll one", func() {
 		mustPost(t, q.PostSend(wrs[:1]))
-		r.nicCQE(r.cq.ring.ci, mlx5.CQE64{OpOwn: mlx5.CQEReq << 4, SopDropQPN: uint32(mlx5.OpcodeRDMAWrite)<<24 | 0x1234, WQECounter: uint16(q.sq.cur - 1)})
+		r.nicCQE(r.cq.ring.ci(), mlx5.CQE64{OpOwn: mlx5.CQEReq << 4, SopDropQPN: uint32(mlx5.OpcodeRDMAWrite)<<24 | 0x1234, WQECounter: uint16(q.sq.cur() - 1)})
 		if n, _ := r.cq.Poll(wc[:]); n != 1 {
 			t.Fatal("no completion")
 		}
@@ -377,5 +376,5 @@ func mustPost(t testing.TB, err error) {
 // allocation tests can post forever.
 func resetSQ(q *QP) {
 	q.sq.tail.Store(q.sq.head)
-	q.sq.done.Store(q.sq.cur)
+	q.sq.done.Store(q.sq.cur())
 }

@@ -42,28 +42,46 @@ func newRingQP(t testing.TB, c QPCap, blueFlame bool) *ringQP {
 	}
 	t.Cleanup(func() { mem.Free(); db.Free(); uar.Free(); cqMem.Free() })
 	qp := &QP{qpn: 0x1234, mem: mem, dbMem: db, dbrec: db.Bytes()[0:8]}
-	qp.initRings(l, false)
-	qp.bf = bfReg{reg: uar.Bytes()[0x800 : 0x800+512], bufSize: 256, blueFlame: blueFlame}
+	page, err := mlx5.NewUARPage(uar.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := uint32(0)
+	if blueFlame {
+		idx = 1
+	}
+	bf, err := mlx5.NewBFReg(page, mlx5.Bfreg{Index: idx, Offset: 0x800, BufSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.initRings(l, false, bf); err != nil {
+		t.Fatal(err)
+	}
 	qp.state.Store(uint32(QPStateRTS))
-	cq := &CQ{cqn: 7, cqe: ncqe - 1, mem: cqMem, uar: uar.Bytes()}
-	cq.ring = cqRing{buf: cqMem.Bytes(), ncqe: uint32(ncqe), mask: uint32(ncqe - 1), dbrec: db.Bytes()[8:16]}
-	initCQBuf(cq.ring.buf)
+	cqdb, err := mlx5.NewDBRec(db.Bytes()[8:16])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := newCQRing(cqMem.Bytes(), ncqe, cqdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq := &CQ{cqn: 7, cqe: ncqe - 1, mem: cqMem, uar: page, ring: ring}
 	cq.attach(qp)
 	qp.sendCQ, qp.recvCQ = cq, cq
 	return &ringQP{qp: qp, cq: cq, uar: uar}
 }
 
+// lastDoorbell is the UAR half the last send doorbell went to.
+func (r *ringQP) lastDoorbell() []byte {
+	off := r.qp.sq.bf.CurrentOffset() ^ 256
+	return r.uar.Bytes()[off : off+256]
+}
+
 // nicCQE plays the NIC: it writes a CQE64 at the CQ's producer position pi with the owner bit
 // of that pass.
 func (r *ringQP) nicCQE(pi uint32, c mlx5.CQE64) {
-	ring := &r.cq.ring
-	owner := uint8(0)
-	if pi&ring.ncqe != 0 {
-		owner = 1
-	}
-	c.OpOwn = c.OpOwn&^1 | owner
-	off := int(pi&ring.mask) * mlx5.CQE64Size
-	c.Put(ring.buf[off : off+64])
+	r.cq.ring.ring.Publish(pi, &c)
 }
 
 // sqWQE returns the bytes of the WQE whose control segment is at SQ position pos, unwrapped.

@@ -3,6 +3,8 @@ package provider
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/shift-rdma/shift/mlx5"
 )
 
 // QP is an RC queue pair. Its data path (PostSend, PostRecv) runs without locks against the
@@ -25,7 +27,6 @@ type QP struct {
 	dbrec []byte  // 8 bytes: receive counter, send counter
 	sq    *sendQueue
 	rq    *recvQueue
-	bf    bfReg
 	bfIdx uint32 // bfreg index the kernel assigned
 	dead  bool
 }
@@ -36,22 +37,34 @@ func (q *QP) QPN() uint32 { return q.qpn }
 // Cap is what the QP really provides (rounded as libmlx5 reports it back).
 func (q *QP) Cap() QPCap { return q.cap }
 
-// initRings lays the rings over the QP buffer as mlx5_alloc_qp_buf does: RQ at offset 0, SQ
-// at sqOffset.
-func (q *QP) initRings(l qpLayout, signalAll bool) {
+// initRings lays the rings over the QP buffer as mlx5_alloc_qp_buf does (RQ at offset 0, SQ
+// at sqOffset) and binds them to the doorbell record and the bfreg.
+func (q *QP) initRings(l qpLayout, signalAll bool, bf *mlx5.BFReg) error {
 	b := q.mem.Bytes()
+	db, err := mlx5.NewDBRec(q.dbrec)
+	if err != nil {
+		return err
+	}
 	if l.sqWQECnt > 0 {
-		q.sq = newSendQueue(b[l.sqOffset:l.sqOffset+l.sqWQECnt*sendWQEBB], uint32(l.sqWQECnt),
-			uint32(l.sqMaxPost), l.sqMaxGS, l.maxInline, q.qpn, signalAll)
+		ring, err := mlx5.NewSQ(b[l.sqOffset:l.sqOffset+l.sqWQECnt*sendWQEBB], l.sqWQECnt)
+		if err != nil {
+			return err
+		}
+		q.sq = newSendQueue(ring, bf, db, uint32(l.sqMaxPost), l.sqMaxGS, l.maxInline, q.qpn, signalAll)
 	} else {
-		q.sq = &sendQueue{}
+		q.sq = &sendQueue{db: db}
 	}
 	if l.rqWQECnt > 0 {
-		q.rq = newRecvQueue(b[:l.rqWQECnt<<l.rqWQEShift], uint32(l.rqWQECnt), l.rqWQEShift,
-			uint32(l.rqMaxPost), l.rqMaxGS)
+		rb := b[:l.rqWQECnt<<l.rqWQEShift]
+		ring, err := mlx5.NewRQ(rb, l.rqWQECnt, l.rqWQEShift)
+		if err != nil {
+			return err
+		}
+		q.rq = newRecvQueue(ring, rb, db, l.rqWQEShift, uint32(l.rqMaxPost))
 	} else {
-		q.rq = &recvQueue{}
+		q.rq = &recvQueue{db: db}
 	}
 	q.cap = QPCap{MaxSendWR: uint32(l.sqMaxPost), MaxRecvWR: uint32(l.rqMaxPost),
 		MaxSendSGE: uint32(l.sqMaxGS), MaxRecvSGE: uint32(l.rqMaxGS), MaxInlineData: uint32(max(l.maxInline, 0))}
+	return nil
 }

@@ -1,7 +1,5 @@
 package provider
 
-import "github.com/shift-rdma/shift/mlx5"
-
 // PostSend posts a list of send WRs with one doorbell (ibv_post_send). The whole list is
 // validated first — QP state, SQ room, SGE count, inline size, opcode — and on any error
 // nothing is written and a *WRError names the WR and the limit. It allocates nothing and
@@ -13,8 +11,8 @@ func (q *QP) PostSend(wrs []SendWR) error {
 	if err := q.checkSend(wrs); err != nil {
 		return err
 	}
-	ds, ctrl, inl := q.sq.write(wrs)
-	q.ringSQ(len(wrs), inl, ds, ctrl)
+	last, inl := q.sq.write(wrs)
+	q.ringSQ(len(wrs), last, inl)
 	return nil
 }
 
@@ -44,8 +42,6 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 		return err
 	}
 	q.rq.write(wrs)
-	// The receive doorbell record publishes the WQEs; the atomic store orders them first.
-	storeBE32(q.dbrec, mlx5.RcvDBR*4, q.rq.head&0xffff)
 	return nil
 }
 

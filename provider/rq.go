@@ -10,6 +10,8 @@ import (
 // terminated by an invalid-lkey segment when shorter than the stride (mlx5_post_recv).
 // head counts posted WRs; tail counts retired ones (each responder CQE retires one, in order).
 type recvQueue struct {
+	ring    *mlx5.RQ
+	db      mlx5.DBRec
 	buf     []byte
 	wqeCnt  uint32
 	mask    uint32
@@ -17,14 +19,16 @@ type recvQueue struct {
 	maxPost uint32
 	maxGS   int
 
-	head uint32
-	tail atomic.Uint32
-	wrid []uint64
+	head    uint32 // mirrors ring.Head()
+	tail    atomic.Uint32
+	wrid    []uint64
+	scratch []mlx5.DataSeg // one WR's scatter list in PRM form (maxGS entries)
 }
 
-func newRecvQueue(buf []byte, wqeCnt uint32, shift int, maxPost uint32, maxGS int) *recvQueue {
-	return &recvQueue{buf: buf, wqeCnt: wqeCnt, mask: wqeCnt - 1, shift: uint(shift),
-		maxPost: maxPost, maxGS: maxGS, wrid: make([]uint64, wqeCnt)}
+func newRecvQueue(ring *mlx5.RQ, buf []byte, db mlx5.DBRec, shift int, maxPost uint32) *recvQueue {
+	n := uint32(ring.WQECount())
+	return &recvQueue{ring: ring, db: db, buf: buf, wqeCnt: n, mask: n - 1, shift: uint(shift),
+		maxPost: maxPost, maxGS: ring.MaxSGE(), wrid: make([]uint64, n), scratch: make([]mlx5.DataSeg, ring.MaxSGE())}
 }
 
 func (q *recvQueue) validate(wrs []RecvWR) error {
@@ -41,28 +45,21 @@ func (q *recvQueue) validate(wrs []RecvWR) error {
 	return nil
 }
 
+// write builds the receive WQEs (mlx5_post_recv) and publishes them through the doorbell
+// record with package mlx5's RQ.
 func (q *recvQueue) write(wrs []RecvWR) {
 	for i := range wrs {
 		wr := &wrs[i]
-		idx := q.head & q.mask
-		base := int(idx) << q.shift
-		j := 0
-		for _, s := range wr.SGL {
-			if s.Length == 0 {
-				continue
-			}
-			d := mlx5.DataSeg{ByteCount: s.Length, LKey: s.LKey, Addr: s.Addr}
-			o := base + j*mlx5.DataSegSize
-			d.Put(q.buf[o : o+16])
-			j++
+		sg := q.scratch[:len(wr.SGL)]
+		for k, s := range wr.SGL {
+			sg[k] = mlx5.DataSeg{ByteCount: s.Length, LKey: s.LKey, Addr: s.Addr}
 		}
-		if j < q.maxGS {
-			o := base + j*mlx5.DataSegSize
-			mlx5.TerminatorSeg.Put(q.buf[o : o+16])
-		}
+		// Cannot fail: validate bounded the SGE count.
+		idx, _ := q.ring.Post(sg)
 		q.wrid[idx] = wr.WRID
 		q.head++
 	}
+	q.ring.Ring(q.db)
 }
 
 // retire consumes the receive WQE named by a responder CQE's wqe_counter.

@@ -31,7 +31,7 @@ func (q *QP) OutstandingSends(dst []SendWQE) []SendWQE {
 	if sq.wqeCnt == 0 {
 		return dst
 	}
-	for p := sq.done.Load(); p != sq.cur; {
+	for p, end := sq.done.Load(), sq.cur(); p != end; {
 		idx := p & sq.mask
 		off := int(idx) * mlx5.SendWQEBB
 		c, _ := mlx5.DecodeCtrlSeg(sq.buf[off : off+16])
@@ -76,7 +76,7 @@ func (q *QP) RecvSGL(index uint32, dst []SGE) []SGE {
 
 // SendProducer is the SQ producer position (what the next WQE gets); SendRung is the position
 // the doorbell was last rung up to.
-func (q *QP) SendProducer() uint32 { return q.sq.cur }
+func (q *QP) SendProducer() uint32 { return q.sq.cur() }
 
 // SendRung is the position the send doorbell was last rung up to.
 func (q *QP) SendRung() uint32 { return q.sq.rung }
@@ -91,13 +91,13 @@ func (q *QP) SendWRID(pos uint32) uint64 { return q.sq.wrid[pos&q.sq.mask] }
 // after the list.
 func (q *QP) PostSendNoDoorbell(wrs []SendWR) (uint32, error) {
 	if len(wrs) == 0 {
-		return q.sq.cur, nil
+		return q.sq.cur(), nil
 	}
 	if err := q.checkSend(wrs); err != nil {
-		return q.sq.cur, err
+		return q.sq.cur(), err
 	}
 	q.sq.write(wrs)
-	return q.sq.cur, nil
+	return q.sq.cur(), nil
 }
 
 // RingSendDoorbell rings the send doorbell up to position upTo, which must be the end of a
@@ -105,9 +105,10 @@ func (q *QP) PostSendNoDoorbell(wrs []SendWR) (uint32, error) {
 // control segment of the WQE that ends at upTo, as post_send_db would have written it.
 func (q *QP) RingSendDoorbell(upTo uint32) error {
 	sq := q.sq
-	if int32(upTo-sq.rung) < 0 || int32(sq.cur-upTo) < 0 {
+	cur := sq.cur()
+	if int32(upTo-sq.rung) < 0 || int32(cur-upTo) < 0 {
 		return fmt.Errorf("provider: ring doorbell: %w: position %d outside rung %d..producer %d",
-			ErrInvalidArgument, upTo, sq.rung, sq.cur)
+			ErrInvalidArgument, upTo, sq.rung, cur)
 	}
 	if upTo == sq.rung {
 		return nil
@@ -116,11 +117,13 @@ func (q *QP) RingSendDoorbell(upTo uint32) error {
 	if start+uint32(sq.nbb[start&sq.mask]) != upTo {
 		return fmt.Errorf("provider: ring doorbell: %w: position %d is not a WQE boundary", ErrInvalidArgument, upTo)
 	}
-	saved := sq.cur
-	sq.cur = upTo // ringSQ publishes sq.cur
-	ctrl := int(start&sq.mask) * mlx5.SendWQEBB
-	q.ringSQ(2, false, 0, ctrl) // nreq 2: never BlueFlame, always the 8-byte doorbell
-	sq.cur = saved
+	ctrlOff := int(start&sq.mask) * mlx5.SendWQEBB
+	c, _ := mlx5.DecodeCtrlSeg(sq.buf[ctrlOff : ctrlOff+16])
+	last := mlx5.Posted{Offset: ctrlOff, WQEIndex: c.WQEIndex, DS: c.DS, BBs: sq.nbb[start&sq.mask]}
+	// BFReg.Ring publishes the ring's producer counter; point it at upTo for the doorbell.
+	sq.ring.SetCurPost(upTo)
+	q.ringSQ(2, last, false) // nreq 2: never BlueFlame, always the 8-byte doorbell
+	sq.ring.SetCurPost(cur)
 	return nil
 }
 
@@ -137,26 +140,27 @@ type WQERewrite struct {
 func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 	ssq, dsq := src.sq, q.sq
 	sidx := pos & ssq.mask
-	if int32(pos-ssq.done.Load()) < 0 || int32(ssq.cur-pos) <= 0 || ssq.pos[sidx] != pos {
-		return dsq.cur, fmt.Errorf("provider: copy WQE: %w: position %d is not an outstanding WQE of QP %#x",
+	if int32(pos-ssq.done.Load()) < 0 || int32(ssq.cur()-pos) <= 0 || ssq.pos[sidx] != pos {
+		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: position %d is not an outstanding WQE of QP %#x",
 			ErrInvalidArgument, pos, src.qpn)
 	}
 	nbb := uint32(ssq.nbb[sidx])
 	if dsq.head-dsq.tail.Load()+1 > dsq.maxPost {
-		return dsq.cur, &WRError{Op: "copy_wqe", Limit: int(dsq.maxPost), Got: int(dsq.head-dsq.tail.Load()) + 1, Err: ErrSQFull}
+		return dsq.cur(), &WRError{Op: "copy_wqe", Limit: int(dsq.maxPost), Got: int(dsq.head-dsq.tail.Load()) + 1, Err: ErrSQFull}
 	}
 	if maxBB := uint32(alignUp(rcSQOverhead()+dsq.maxGS*dataSegSize, sendWQEBB) / sendWQEBB); nbb > max(maxBB, uint32(alignUp(rcSQOverhead()+inlineHdrSize+dsq.maxInl, sendWQEBB)/sendWQEBB)) {
-		return dsq.cur, fmt.Errorf("provider: copy WQE: %w: %d WQEBBs exceed the destination WQE size", ErrInvalidArgument, nbb)
+		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: %d WQEBBs exceed the destination WQE size", ErrInvalidArgument, nbb)
 	}
 	soff := int(sidx) * mlx5.SendWQEBB
 	c, _ := mlx5.DecodeCtrlSeg(ssq.buf[soff : soff+16])
-	didx := dsq.cur & dsq.mask
+	dcur := dsq.cur()
+	didx := dcur & dsq.mask
 	doff := int(didx) * mlx5.SendWQEBB
 	for i := 0; i < int(c.DS); i++ {
 		copy(dsq.seg(doff+i*16), ssq.seg(soff+i*16))
 	}
 	c.QPN = q.qpn
-	c.WQEIndex = uint16(dsq.cur)
+	c.WQEIndex = uint16(dcur)
 	c.Put(dsq.buf[doff : doff+16])
 	raddr, atomic, _ := c.Opcode.Segments()
 	o := doff + mlx5.CtrlSegSize
@@ -178,42 +182,39 @@ func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 			d.Put(dsq.seg(o))
 		}
 	}
-	dsq.head++
-	dsq.wrid[didx] = ssq.wrid[sidx]
-	dsq.wqeHead[didx] = dsq.head
-	dsq.pos[didx] = dsq.cur
-	dsq.nbb[didx] = uint8(nbb)
-	dsq.startOf[(dsq.cur+nbb-1)&dsq.mask] = dsq.cur
-	dsq.cur += nbb
-	return dsq.cur, nil
+	dsq.record(dcur, nbb, ssq.wrid[sidx])
+	dsq.ring.SetCurPost(dcur + nbb)
+	return dcur + nbb, nil
 }
 
 // resetIndices is mlx5_init_qp_indices plus the doorbell records: what a QP looks like after
 // a transition to RESET, so it can be brought up again and reused.
 func (q *QP) resetIndices() {
 	if sq := q.sq; sq.wqeCnt > 0 {
-		sq.cur, sq.rung, sq.head, sq.fmCache = 0, 0, 0, 0
+		sq.ring.SetCurPost(0)
+		sq.rung, sq.head, sq.fmCache = 0, 0, 0
 		sq.tail.Store(0)
 		sq.done.Store(0)
 		clear(sq.buf)
 	}
 	if rq := q.rq; rq.wqeCnt > 0 {
+		rq.ring.SetHead(0)
 		rq.head = 0
 		rq.tail.Store(0)
 		clear(rq.buf)
 	}
 	storeBE32(q.dbrec, mlx5.RcvDBR*4, 0)
 	storeBE32(q.dbrec, mlx5.SndDBR*4, 0)
-	q.bf.offset = 0
 }
 
 // clean removes the CQEs of qpn that software has not polled yet and compacts the rest, as
 // __mlx5_cq_clean does when a QP goes to RESET or is destroyed. It must not run concurrently
 // with Poll on this CQ.
 func (c *cqRing) clean(qpn uint32) {
-	prod := c.ci
+	ci := c.ci()
+	prod := ci
 	for {
-		if prod-c.ci == c.ncqe {
+		if prod-ci == c.ncqe {
 			break
 		}
 		off := int(prod&c.mask) * mlx5.CQE64Size
@@ -228,7 +229,7 @@ func (c *cqRing) clean(qpn uint32) {
 		prod++
 	}
 	freed := uint32(0)
-	for p := prod; p != c.ci; {
+	for p := prod; p != ci; {
 		p--
 		off := int(p&c.mask) * mlx5.CQE64Size
 		cqe := c.buf[off : off+64]
@@ -244,7 +245,7 @@ func (c *cqRing) clean(qpn uint32) {
 		}
 	}
 	if freed > 0 {
-		c.ci += freed
-		c.updateCI()
+		c.ring.SetConsumerIndex(ci + freed)
+		c.ring.UpdateCI(c.db)
 	}
 }

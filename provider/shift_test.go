@@ -23,7 +23,7 @@ func TestOutstandingWithheldRingAndCopy(t *testing.T) {
 	rung := a.qp.SendRung()
 	// Withheld: written, but neither the doorbell record nor the UAR changes.
 	dbBefore := binary.BigEndian.Uint32(a.qp.dbrec[4:])
-	uarBefore := append([]byte(nil), a.qp.bf.reg[:16]...)
+	uarBefore := append([]byte(nil), a.uar.Bytes()[0x800:0xa00]...)
 	end3, err := a.qp.PostSendNoDoorbell([]SendWR{{WRID: 3, Opcode: WRRDMAWriteWithImm, SGL: sge, RemoteAddr: 0x70, RKey: 0x60, Imm: 9}})
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestOutstandingWithheldRingAndCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if binary.BigEndian.Uint32(a.qp.dbrec[4:]) != dbBefore || string(a.qp.bf.reg[:16]) != string(uarBefore) {
+	if binary.BigEndian.Uint32(a.qp.dbrec[4:]) != dbBefore || string(a.uar.Bytes()[0x800:0xa00]) != string(uarBefore) {
 		t.Fatal("PostSendNoDoorbell touched the doorbell")
 	}
 	out := a.qp.OutstandingSends(nil)
@@ -54,7 +54,7 @@ func TestOutstandingWithheldRingAndCopy(t *testing.T) {
 	if got := binary.BigEndian.Uint32(a.qp.dbrec[4:]); got != end3&0xffff {
 		t.Fatalf("dbrec %d want %d", got, end3)
 	}
-	db := mlx5.ParseSQDoorbell([8]byte(a.qp.bf.reg[a.qp.bf.offset^a.qp.bf.bufSize:][:8]))
+	db := mlx5.ParseSQDoorbell([8]byte(a.lastDoorbell()[:8]))
 	if db.WQEIndex != uint16(out[2].Pos) || db.Opcode != mlx5.OpcodeRDMAWriteImm || db.QPN != 0x1234 {
 		t.Fatalf("doorbell %+v", db)
 	}
@@ -126,7 +126,8 @@ func TestOutstandingWithheldRingAndCopy(t *testing.T) {
 func TestCQCleanAndResetIndices(t *testing.T) {
 	r := newRingQP(t, QPCap{MaxSendWR: 8, MaxSendSGE: 1}, false)
 	other := &QP{qpn: 0x77, sq: &sendQueue{}, rq: &recvQueue{}}
-	other.sq = newSendQueue(make([]byte, 256), 4, 4, 1, 0, 0x77, false)
+	otherRing, _ := mlx5.NewSQ(make([]byte, 256), 4)
+	other.sq = newSendQueue(otherRing, nil, mlx5.DBRec{}, 4, 1, 0, 0x77, false)
 	other.sq.wrid[1] = 99
 	other.sq.nbb[1] = 1
 	other.sq.pos[1] = 1
@@ -151,7 +152,7 @@ func TestCQCleanAndResetIndices(t *testing.T) {
 		t.Fatalf("after clean: %d %v %+v", n, err, wc[:n])
 	}
 	r.qp.resetIndices()
-	if r.qp.sq.cur != 0 || r.qp.sq.head != 0 || binary.BigEndian.Uint64(r.qp.dbrec) != 0 || len(r.qp.OutstandingSends(nil)) != 0 {
+	if r.qp.sq.cur() != 0 || r.qp.sq.head != 0 || binary.BigEndian.Uint64(r.qp.dbrec) != 0 || len(r.qp.OutstandingSends(nil)) != 0 {
 		t.Fatal("indices not reset")
 	}
 }

@@ -15,15 +15,17 @@ import (
 // sq.lock does; SHIFT's layer above guarantees it); completions are consumed by the CQ poller,
 // which publishes the retired position through the atomics tail and done.
 type sendQueue struct {
-	buf     []byte // wqeCnt*64 bytes of the QP buffer
-	wqeCnt  uint32 // power of two
+	ring    *mlx5.SQ    // the ring and its producer counter (cur_post)
+	bf      *mlx5.BFReg // where the doorbell goes
+	db      mlx5.DBRec  // the QP's doorbell record
+	buf     []byte      // ring.Buf()
+	wqeCnt  uint32      // power of two
 	mask    uint32
 	maxPost uint32
 	maxGS   int
 	maxInl  int
 	qpn     uint32
 
-	cur  uint32        // producer position in WQEBBs (free running)
 	rung uint32        // position the doorbell record was last set to
 	head uint32        // WRs posted (free running)
 	tail atomic.Uint32 // WRs retired by completions
@@ -42,14 +44,19 @@ type sendQueue struct {
 	startOf []uint32
 }
 
-func newSendQueue(buf []byte, wqeCnt, maxPost uint32, maxGS, maxInl int, qpn uint32, signalAll bool) *sendQueue {
+func newSendQueue(ring *mlx5.SQ, bf *mlx5.BFReg, db mlx5.DBRec, maxPost uint32, maxGS, maxInl int, qpn uint32, signalAll bool) *sendQueue {
+	n := uint32(ring.WQECount())
+	ring.MaxInline = maxInl
 	return &sendQueue{
-		buf: buf, wqeCnt: wqeCnt, mask: wqeCnt - 1, maxPost: maxPost, maxGS: maxGS,
+		ring: ring, bf: bf, db: db, buf: ring.Buf(), wqeCnt: n, mask: n - 1, maxPost: maxPost, maxGS: maxGS,
 		maxInl: maxInl, qpn: qpn, signalAll: signalAll,
-		wrid: make([]uint64, wqeCnt), wqeHead: make([]uint32, wqeCnt),
-		pos: make([]uint32, wqeCnt), nbb: make([]uint8, wqeCnt), startOf: make([]uint32, wqeCnt),
+		wrid: make([]uint64, n), wqeHead: make([]uint32, n),
+		pos: make([]uint32, n), nbb: make([]uint8, n), startOf: make([]uint32, n),
 	}
 }
+
+// cur is the producer position in WQEBBs (cur_post, free running).
+func (q *sendQueue) cur() uint32 { return q.ring.CurPost() }
 
 // seg returns the 16-byte segment at byte offset off of the ring (mod its size). Segments
 // never straddle the end because the ring is a whole number of 64-byte blocks.
@@ -114,10 +121,10 @@ func isInlineable(op WROpcode) bool {
 	return false
 }
 
-// write builds the WQEs of a validated list into the ring, as _mlx5_post_send does, and
-// returns the DS of the last WQE, the ring offset of its control segment and whether it was
-// inline (what post_send_db needs to choose BlueFlame).
-func (q *sendQueue) write(wrs []SendWR) (lastDS int, lastCtrl int, inl bool) {
+// write builds the WQEs of a validated list into the ring with package mlx5's WQE builder,
+// as _mlx5_post_send lays them out, and returns the last WQE and whether it was inline (what
+// post_send_db needs to choose BlueFlame).
+func (q *sendQueue) write(wrs []SendWR) (last mlx5.Posted, inl bool) {
 	nextFence := q.fmCache
 	for i := range wrs {
 		wr := &wrs[i]
@@ -128,8 +135,6 @@ func (q *sendQueue) write(wrs []SendWR) (lastDS int, lastCtrl int, inl bool) {
 			fence = nextFence
 		}
 		nextFence = 0
-		idx := q.cur & q.mask
-		ctrlOff := int(idx) * mlx5.SendWQEBB
 		fm := fence
 		if q.signalAll || wr.Flags&SendSignaled != 0 {
 			fm |= mlx5.CtrlCQUpdate
@@ -137,88 +142,54 @@ func (q *sendQueue) write(wrs []SendWR) (lastDS int, lastCtrl int, inl bool) {
 		if wr.Flags&SendSolicited != 0 {
 			fm |= mlx5.CtrlSolicited
 		}
-		off := ctrlOff + mlx5.CtrlSegSize
-		ds := 1
-		op := wrToMlx5[wr.Opcode]
+		cur := q.ring.CurPost()
+		b := q.ring.Begin()
 		switch wr.Opcode {
 		case WRRDMARead, WRRDMAWrite, WRRDMAWriteWithImm:
-			r := mlx5.RaddrSeg{RemoteAddr: wr.RemoteAddr, RKey: wr.RKey}
-			r.Put(q.seg(off))
-			off += mlx5.RaddrSegSize
-			ds++
-		case WRAtomicCmpAndSwp, WRAtomicFetchAdd:
-			r := mlx5.RaddrSeg{RemoteAddr: wr.RemoteAddr, RKey: wr.RKey}
-			r.Put(q.seg(off))
-			off += mlx5.RaddrSegSize
-			var a mlx5.AtomicSeg
-			if wr.Opcode == WRAtomicCmpAndSwp {
-				a = mlx5.CompareSwap(wr.CompareAdd, wr.Swap)
-			} else {
-				a = mlx5.FetchAdd(wr.CompareAdd)
-			}
-			a.Put(q.seg(off))
-			off += mlx5.AtomicSegSize
-			ds += 2
+			b.Raddr(mlx5.RaddrSeg{RemoteAddr: wr.RemoteAddr, RKey: wr.RKey})
+		case WRAtomicCmpAndSwp:
+			b.Raddr(mlx5.RaddrSeg{RemoteAddr: wr.RemoteAddr, RKey: wr.RKey})
+			b.Atomic(mlx5.CompareSwap(wr.CompareAdd, wr.Swap))
+		case WRAtomicFetchAdd:
+			b.Raddr(mlx5.RaddrSeg{RemoteAddr: wr.RemoteAddr, RKey: wr.RKey})
+			b.Atomic(mlx5.FetchAdd(wr.CompareAdd))
 		}
 		inl = false
-		if wr.Flags&SendInline != 0 && isInlineable(wr.Opcode) && len(wr.SGL) > 0 {
-			n := q.writeInline(off, wr.SGL)
-			if n > 0 {
-				inl = true
-				ds += mlx5.InlineDS(n)
+		if wr.Flags&SendInline != 0 && isInlineable(wr.Opcode) {
+			for _, s := range wr.SGL {
+				if s.Length > 0 {
+					// Cannot fail: validate checked the total against max_inline_data.
+					_ = b.Inline(memAt(s.Addr, int(s.Length)))
+					inl = true
+				}
 			}
 		} else {
 			for _, s := range wr.SGL {
-				if s.Length == 0 {
-					continue // rdma-core skips empty SGEs
-				}
-				d := mlx5.DataSeg{ByteCount: s.Length, LKey: s.LKey, Addr: s.Addr}
-				d.Put(q.seg(off))
-				off += mlx5.DataSegSize
-				ds++
+				b.Data(mlx5.DataSeg{ByteCount: s.Length, LKey: s.LKey, Addr: s.Addr})
 			}
 		}
 		var imm uint32
 		if wr.Opcode == WRSendWithImm || wr.Opcode == WRRDMAWriteWithImm {
 			imm = wr.Imm
 		}
-		c := mlx5.CtrlSeg{WQEIndex: uint16(q.cur), Opcode: op, QPN: q.qpn, DS: uint8(ds), FMCESE: fm, Imm: imm}
-		c.Put(q.buf[ctrlOff : ctrlOff+16])
-
-		nbb := uint32(mlx5.WQEBBs(ds))
-		q.head++
-		q.wrid[idx] = wr.WRID
-		q.wqeHead[idx] = q.head
-		q.pos[idx] = q.cur
-		q.nbb[idx] = uint8(nbb)
-		q.startOf[(q.cur+nbb-1)&q.mask] = q.cur
-		q.cur += nbb
-		lastDS, lastCtrl = ds, ctrlOff
+		// Cannot fail: validate bounded the SGE count and inline size by the WQE slot.
+		p, _ := b.Finish(mlx5.CtrlSeg{Opcode: wrToMlx5[wr.Opcode], QPN: q.qpn, FMCESE: fm, Imm: imm})
+		q.record(cur, uint32(p.BBs), wr.WRID)
+		last = p
 	}
 	q.fmCache = nextFence
-	return lastDS, lastCtrl, inl
+	return last, inl
 }
 
-// writeInline copies the SGEs' bytes after an inline header at ring offset off, wrapping at
-// the end of the ring (set_data_inl_seg), and returns the data length.
-func (q *sendQueue) writeInline(off int, sgl []SGE) int {
-	size := len(q.buf)
-	hdr := off & (size - 1)
-	p := (hdr + mlx5.InlineHdrSize) & (size - 1)
-	n := 0
-	for _, s := range sgl {
-		src := memAt(s.Addr, int(s.Length))
-		for len(src) > 0 {
-			c := copy(q.buf[p:], src)
-			src = src[c:]
-			p = (p + c) & (size - 1)
-		}
-		n += int(s.Length)
-	}
-	if n > 0 {
-		mlx5.PutInlineHeader(q.buf[hdr:hdr+4], uint32(n))
-	}
-	return n
+// record fills the per-WQE tables for a WQE of nbb blocks at position cur.
+func (q *sendQueue) record(cur, nbb uint32, wrid uint64) {
+	idx := cur & q.mask
+	q.head++
+	q.wrid[idx] = wrid
+	q.wqeHead[idx] = q.head
+	q.pos[idx] = cur
+	q.nbb[idx] = uint8(nbb)
+	q.startOf[(cur+nbb-1)&q.mask] = cur
 }
 
 // retire is called by the poller for a requester CQE of the WQE at the 16-bit wqe_counter:
