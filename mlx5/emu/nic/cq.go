@@ -1,8 +1,6 @@
 package nic
 
 import (
-	"encoding/binary"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -37,10 +35,9 @@ type CQ struct {
 	cqn   uint32
 	dev   *Device
 	uar   *UAR
-	buf   []byte
-	dbrec []byte
+	ring  *mlx5.CQ
+	dbrec mlx5.DBRec
 	n     uint32
-	log   uint
 	users atomic.Int32
 
 	onComp, onError func()
@@ -71,17 +68,24 @@ func (d *Device) CreateCQ(cfg CQConfig) (*CQ, error) {
 	if cfg.Buf == 0 || cfg.Buf%64 != 0 || cfg.DBRec == 0 || cfg.DBRec%8 != 0 {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "buffer %#x dbrec %#x", cfg.Buf, cfg.DBRec)
 	}
+	ring, err := mlx5.NewCQ(hostBytes(cfg.Buf, cfg.CQEs*cfg.CQESize), cfg.CQEs, cfg.CQESize)
+	if err != nil {
+		return nil, newErr(op, ErrInvalid, unix.EINVAL, "%v", err)
+	}
+	dbrec, err := mlx5.NewDBRec(hostBytes(cfg.DBRec, mlx5.DBRecSize))
+	if err != nil {
+		return nil, newErr(op, ErrInvalid, unix.EINVAL, "%v", err)
+	}
 	c := &CQ{
 		dev:     d,
 		uar:     cfg.UAR,
-		buf:     hostBytes(cfg.Buf, cfg.CQEs*cfg.CQESize),
-		dbrec:   hostBytes(cfg.DBRec, mlx5.DBRecSize),
+		ring:    ring,
+		dbrec:   dbrec,
 		n:       uint32(cfg.CQEs),
-		log:     uint(bits.TrailingZeros32(uint32(cfg.CQEs))),
 		onComp:  cfg.OnComp,
 		onError: cfg.OnError,
 	}
-	c.lastArm = loadBE32(c.dbrec, 4*mlx5.CQArmDB)
+	c.lastArm = dbrec.Load(mlx5.CQArmDB)
 	d.mu.Lock()
 	d.nextCQN = (d.nextCQN + 1) & 0xffffff
 	if d.nextCQN == 0 {
@@ -130,8 +134,7 @@ func (c *CQ) push(e *mlx5.CQE64, solicited bool) bool {
 		c.mu.Unlock()
 		return false
 	}
-	ci := loadBE32(c.dbrec, 4*mlx5.CQSetCI) & mlx5.CQDBCIMask
-	if (c.pi-ci)&mlx5.CQDBCIMask >= c.n {
+	if !c.ring.HasRoom(c.pi, c.dbrec.ConsumerIndex()) {
 		// No free entry: the hardware reports a CQ overrun (IBV_EVENT_CQ_ERR) and stops
 		// writing to the CQ.
 		c.errored = true
@@ -142,15 +145,10 @@ func (c *CQ) push(e *mlx5.CQE64, solicited bool) bool {
 		}
 		return false
 	}
-	owner := uint8(c.pi>>c.log) & 1
-	e.SetOpOwn(e.Opcode(), solicited && !isErr, owner)
-	var tmp [mlx5.CQE64Size]byte
-	e.Put(tmp[:])
-	slot := c.buf[(c.pi&(c.n-1))*mlx5.CQE64Size:][:mlx5.CQE64Size]
-	// Everything but the last word first, then the word holding op_own with one atomic
-	// store: software that sees the new owner bit sees the whole entry.
-	copy(slot[:60], tmp[:60])
-	storeBE32(slot, 60, binary.BigEndian.Uint32(tmp[60:]))
+	// The body first, then the word holding op_own with the owner bit of this pass in one
+	// atomic store: software that sees the new owner bit sees the whole entry.
+	e.SetOpOwn(e.Opcode(), solicited && !isErr, 0)
+	c.ring.Publish(c.pi, e)
 	if solicited || isErr {
 		c.hasSol, c.solIdx = true, c.pi
 	}
@@ -225,7 +223,7 @@ func (d *Device) armFromDoorbell(u *UAR, cqn, word uint32) {
 		named.arm(word)
 	}
 	for _, c := range others {
-		w := loadBE32(c.dbrec, 4*mlx5.CQArmDB)
+		w := c.dbrec.Load(mlx5.CQArmDB)
 		c.mu.Lock()
 		changed := w != c.lastArm
 		c.mu.Unlock()

@@ -28,25 +28,6 @@ func addrOf(b []byte) uint64 {
 	return uint64(uintptr(unsafe.Pointer(&b[0])))
 }
 
-// loadBE32 atomically reads the big-endian 32-bit word at b[off:off+4], which must be 4-byte
-// aligned. Doorbell records and CQ consumer indexes are written by software with atomic
-// stores; reading them atomically keeps the Go memory model's happens-before edge.
-func loadBE32(b []byte, off int) uint32 {
-	v := atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[off])))
-	var w [4]byte
-	binary.NativeEndian.PutUint32(w[:], v)
-	return binary.BigEndian.Uint32(w[:])
-}
-
-// storeBE32 atomically writes v big-endian at b[off:off+4] (4-byte aligned). The NIC uses it
-// for the last word of a CQE, the one holding the ownership bit, so software that loads that
-// word atomically sees the rest of the CQE.
-func storeBE32(b []byte, off int, v uint32) {
-	var w [4]byte
-	binary.BigEndian.PutUint32(w[:], v)
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b[off])), binary.NativeEndian.Uint32(w[:]))
-}
-
 // swapReg atomically takes the 8-byte register at b[off:off+8] (8-byte aligned) and leaves
 // zero in its place, returning the bytes software wrote in memory order. A real doorbell
 // register is write-only and every MMIO write reaches the device as one event; taking the

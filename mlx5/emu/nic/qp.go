@@ -100,17 +100,18 @@ type QPAttr struct {
 // QP is an RC queue pair of the device: its rings in software memory, the RC engine that
 // carries its traffic, and its state.
 type QP struct {
-	qpn  uint32
-	dev  *Device
-	pd   uint32
-	scq  *CQ
-	rcq  *CQ
-	uar  *UAR
-	bfrg int
+	qpn     uint32
+	dev     *Device
+	pd      uint32
+	scq     *CQ
+	rcq     *CQ
+	uar     *UAR
+	bfrg    int
 	onError func(mlx5.WCStatus)
 
-	sq, rq     []byte
-	dbrec      []byte
+	sqRing     *mlx5.SQ
+	rqRing     *mlx5.RQ
+	dbrec      mlx5.DBRec
 	sqBBs      uint16 // send queue size in WQEBBs
 	rqN        uint16
 	rqShift    uint
@@ -124,9 +125,9 @@ type QP struct {
 
 	mu        sync.Mutex // serialises send-queue processing and Modify
 	attr      QPAttr
-	sqCI      uint16 // next WQEBB the device reads
-	scratch   [mlx5.MaxDS * mlx5.SegSize]byte
-	dbPending bool // rung while not yet in RTS
+	sqCI      uint16       // next WQEBB the device reads
+	wqe       mlx5.SendWQE // parse scratch, under mu
+	dbPending bool         // rung while not yet in RTS
 	destroyed bool
 
 	outstanding atomic.Int32 // WRs handed to the engine and not yet completed
@@ -136,7 +137,11 @@ type QP struct {
 	rqMu    sync.Mutex
 	rqCI    uint16 // next receive WQE the device consumes
 	badRecv *localCompletion
+	rsegs   [maxRecvSegs]mlx5.DataSeg // parse scratch, under rqMu
 }
+
+// maxRecvSegs bounds the scatter entries of a receive WQE (a 4 KiB stride of 16-byte entries).
+const maxRecvSegs = 256
 
 // CreateQP creates an RC QP in RESET. Its send doorbells are accepted only through the
 // register cfg names, and that register must not serve another QP: the device sees a register
@@ -160,7 +165,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "bad bfreg %d", cfg.Bfreg)
 	case !pow2(cfg.SQWQEBBs) || cfg.SQWQEBBs > 1<<15:
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "sq of %d wqebbs", cfg.SQWQEBBs)
-	case cfg.RQWQEs != 0 && (!pow2(cfg.RQWQEs) || cfg.RQWQEs > 1<<15 || cfg.RQWQEShift < 4 || cfg.RQWQEShift > 12):
+	case cfg.RQWQEs != 0 && (!pow2(cfg.RQWQEs) || cfg.RQWQEs > 1<<15 || cfg.RQWQEShift < 4 || cfg.RQWQEShift > 12 || 1<<cfg.RQWQEShift/mlx5.DataSegSize > maxRecvSegs):
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "rq of %d wqes, shift %d", cfg.RQWQEs, cfg.RQWQEShift)
 	case cfg.Buf == 0 || cfg.Buf%64 != 0 || cfg.SQOffset%64 != 0 || cfg.SQOffset < uint64(cfg.RQWQEs)<<cfg.RQWQEShift:
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "buffer %#x sq offset %#x", cfg.Buf, cfg.SQOffset)
@@ -170,8 +175,6 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	q := &QP{
 		dev: d, pd: cfg.PD, scq: cfg.SendCQ, rcq: cfg.RecvCQ, uar: cfg.UAR, bfrg: cfg.Bfreg,
 		onError:    cfg.OnError,
-		sq:         hostBytes(cfg.Buf+cfg.SQOffset, cfg.SQWQEBBs*mlx5.SendWQEBB),
-		dbrec:      hostBytes(cfg.DBRec, mlx5.DBRecSize),
 		sqBBs:      uint16(cfg.SQWQEBBs),
 		rqN:        uint16(cfg.RQWQEs),
 		rqShift:    uint(cfg.RQWQEShift),
@@ -179,8 +182,17 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		maxRecvSGE: cfg.MaxRecvSGE,
 		maxInline:  cfg.MaxInline,
 	}
+	var err error
+	if q.dbrec, err = mlx5.NewDBRec(hostBytes(cfg.DBRec, mlx5.DBRecSize)); err != nil {
+		return nil, newErr(op, ErrInvalid, unix.EINVAL, "doorbell record: %v", err)
+	}
+	if q.sqRing, err = mlx5.NewSQ(hostBytes(cfg.Buf+cfg.SQOffset, cfg.SQWQEBBs*mlx5.SendWQEBB), cfg.SQWQEBBs); err != nil {
+		return nil, newErr(op, ErrInvalid, unix.EINVAL, "send queue: %v", err)
+	}
 	if cfg.RQWQEs > 0 {
-		q.rq = hostBytes(cfg.Buf, cfg.RQWQEs<<cfg.RQWQEShift)
+		if q.rqRing, err = mlx5.NewRQ(hostBytes(cfg.Buf, cfg.RQWQEs<<cfg.RQWQEShift), cfg.RQWQEs, cfg.RQWQEShift); err != nil {
+			return nil, newErr(op, ErrInvalid, unix.EINVAL, "receive queue: %v", err)
+		}
 	}
 	q.host.q = q
 	d.mu.Lock()

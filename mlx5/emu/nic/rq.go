@@ -15,38 +15,37 @@ func (q *QP) popRecv() (rc.Recv, bool) {
 	if q.rqN == 0 || q.badRecv != nil {
 		return rc.Recv{}, false
 	}
-	pi := uint16(loadBE32(q.dbrec, 4*mlx5.RcvDBR))
+	pi := q.dbrec.RecvCounter()
 	if pi == q.rqCI {
 		return rc.Recv{}, false
 	}
-	stride := 1 << q.rqShift
-	w := q.rq[int(q.rqCI&(q.rqN-1))*stride:][:stride]
 	r := rc.Recv{Index: q.rqCI}
-	for off, n := 0, 0; off+mlx5.DataSegSize <= stride; off += mlx5.DataSegSize {
-		d, _ := mlx5.DecodeDataSeg(w[off:])
-		if d.LKey == mlx5.InvalidLKey {
-			break
-		}
-		n++
-		l := d.ByteCount
-		if l == 0 {
-			l = maxMessage
-		}
-		b, ok := q.dev.localAccess(q.pd, d.LKey, d.Addr, l, true)
-		if q.maxRecvSGE > 0 && n > q.maxRecvSGE || !ok {
-			// A receive the device cannot scatter into: it completes with a local
-			// protection error and the QP goes to ERR. That must happen outside the
-			// engine's lock, so the device defers it to the watcher and answers
-			// "no receive" to the engine meanwhile.
-			st := mlx5.WCLocProtErr
-			if ok {
-				st = mlx5.WCLocQPOpErr
+	n, err := q.rqRing.Parse(uint32(q.rqCI), q.rsegs[:])
+	st := mlx5.WCLocQPOpErr
+	if err == nil && (q.maxRecvSGE == 0 || n <= q.maxRecvSGE) {
+		st = mlx5.WCSuccess
+		r.Scatter = make([][]byte, 0, n)
+		for i := 0; i < n; i++ {
+			d := &q.rsegs[i]
+			l := d.ByteCount
+			if l == 0 {
+				l = maxMessage
 			}
-			q.badRecv = &localCompletion{index: q.rqCI, status: st, receive: true}
-			q.dev.kick(q)
-			return rc.Recv{}, false
+			b, ok := q.dev.localAccess(q.pd, d.LKey, d.Addr, l, true)
+			if !ok {
+				st = mlx5.WCLocProtErr
+				break
+			}
+			r.Scatter = append(r.Scatter, b)
 		}
-		r.Scatter = append(r.Scatter, b)
+	}
+	if st != mlx5.WCSuccess {
+		// A receive the device cannot scatter into completes with a local error and the QP
+		// goes to ERR. That must happen outside the engine's lock, so the device defers it
+		// to the watcher and answers "no receive" to the engine meanwhile.
+		q.badRecv = &localCompletion{index: q.rqCI, status: st, receive: true}
+		q.dev.kick(q)
+		return rc.Recv{}, false
 	}
 	q.rqCI++
 	return r, true
@@ -77,7 +76,7 @@ func (q *QP) pendingRecv() bool {
 	}
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
-	return uint16(loadBE32(q.dbrec, 4*mlx5.RcvDBR)) != q.rqCI
+	return q.dbrec.RecvCounter() != q.rqCI
 }
 
 // watchErr adds q to the QPs whose receive queue the watcher flushes: in ERR every receive

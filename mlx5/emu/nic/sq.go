@@ -40,7 +40,7 @@ func (q *QP) process() {
 		q.dbPending = true
 		return
 	}
-	pi := uint16(loadBE32(q.dbrec, 4*mlx5.SndDBR))
+	pi := q.dbrec.SendCounter()
 	for q.sqCI != pi {
 		pending := pi - q.sqCI
 		var wr rc.WorkRequest
@@ -83,93 +83,64 @@ func (q *QP) process() {
 // (NOP, or a validation failure with the syndrome the hardware reports). bbs is the number of
 // basic blocks the WQE occupies.
 func (q *QP) parse(wr *rc.WorkRequest, lc *localCompletion, pending uint16) (bbs uint16, local bool) {
-	size := len(q.sq)
-	base := int(q.sqCI&(q.sqBBs-1)) * mlx5.SendWQEBB
-	ctrl, _ := mlx5.DecodeCtrlSeg(q.sq[base:])
-	*lc = localCompletion{index: q.sqCI, opcode: ctrl.Opcode, signaled: ctrl.Signaled(), status: mlx5.WCLocQPOpErr}
-	ds := int(ctrl.DS) & mlx5.MaxDS
-	if ds == 0 || pending > q.sqBBs {
+	w := &q.wqe
+	err := q.sqRing.Parse(uint32(q.sqCI), w)
+	*lc = localCompletion{index: q.sqCI, opcode: w.Ctrl.Opcode, signaled: w.Ctrl.Signaled(), status: mlx5.WCLocQPOpErr}
+	if pending > q.sqBBs {
+		// Software advertised more than the ring holds.
 		return 1, true
 	}
-	bbs = uint16(mlx5.WQEBBs(ds))
+	if err != nil {
+		// Malformed (bad DS, unknown opcode, segments that do not fit): a local QP
+		// operation error, as the hardware reports it.
+		if w.BBs == 0 {
+			return 1, true
+		}
+		return min(uint16(w.BBs), pending), true
+	}
+	bbs = uint16(w.BBs)
 	if bbs > pending {
 		// The doorbell record does not cover the whole WQE: software rang a partial WQE.
 		return pending, true
 	}
-	if ctrl.QPN != q.qpn {
+	if w.Ctrl.QPN != q.qpn || w.Ctrl.Opcode == mlx5.OpcodeSendInval {
 		return bbs, true
 	}
-	// A WQE that runs past the end of the ring continues at its start (rdma-core wraps
-	// segment pointers at qend), so gather it into one contiguous scratch copy.
-	n := ds * mlx5.SegSize
-	w := q.scratch[:n]
-	first := min(n, size-base)
-	copy(w, q.sq[base:base+first])
-	copy(w[first:], q.sq[:n-first])
-
-	raddr, atomic, ok := ctrl.Opcode.Segments()
-	if !ok || ctrl.Opcode == mlx5.OpcodeSendInval {
-		return bbs, true
-	}
-	if ctrl.Opcode == mlx5.OpcodeNOP {
+	if w.Ctrl.Opcode == mlx5.OpcodeNOP {
 		lc.status = mlx5.WCSuccess
 		return bbs, true
 	}
-	off := mlx5.CtrlSegSize
 	*wr = rc.WorkRequest{
-		Index:     q.sqCI,
-		Op:        rcOp(ctrl.Opcode),
-		Imm:       ctrl.Imm,
-		Signaled:  ctrl.Signaled(),
-		Fence:     ctrl.Fenced(),
-		Solicited: ctrl.Solicited(),
+		Index:      q.sqCI,
+		Op:         rcOp(w.Ctrl.Opcode),
+		Imm:        w.Ctrl.Imm,
+		RemoteAddr: w.Raddr.RemoteAddr,
+		RKey:       w.Raddr.RKey,
+		SwapAdd:    w.Atomic.SwapAdd,
+		Compare:    w.Atomic.Compare,
+		Signaled:   w.Ctrl.Signaled(),
+		Fence:      w.Ctrl.Fenced(),
+		Solicited:  w.Ctrl.Solicited(),
 	}
-	if raddr {
-		if off+mlx5.RaddrSegSize > n {
+	scatter := w.Ctrl.Opcode == mlx5.OpcodeRDMARead || w.HasAtomic
+	if w.Inline {
+		if scatter || q.maxInline > 0 && w.InlineLen > q.maxInline {
 			return bbs, true
 		}
-		r, _ := mlx5.DecodeRaddrSeg(w[off:])
-		wr.RemoteAddr, wr.RKey = r.RemoteAddr, r.RKey
-		off += mlx5.RaddrSegSize
+		// Inline data is copied now, as the hardware takes it with the WQE: software may
+		// reuse the slot once a later completion frees it.
+		b := make([]byte, w.InlineLen)
+		q.sqRing.CopyInline(w, b)
+		wr.Local = [][]byte{b}
+		return bbs, false
 	}
-	if atomic {
-		if off+mlx5.AtomicSegSize > n {
-			return bbs, true
-		}
-		a, _ := mlx5.DecodeAtomicSeg(w[off:])
-		wr.SwapAdd, wr.Compare = a.SwapAdd, a.Compare
-		off += mlx5.AtomicSegSize
+	if q.maxSendSGE > 0 && w.NumData > q.maxSendSGE {
+		return bbs, true
 	}
-	scatter := ctrl.Opcode == mlx5.OpcodeRDMARead || atomic
-	var (
-		total  uint64
-		sges   int
-		inline int
-	)
-	for off < n {
-		if mlx5.IsInline(w[off:]) {
-			l := int(mlx5.InlineLen(w[off:]))
-			if scatter || off+mlx5.InlineHdrSize+l > n {
-				return bbs, true
-			}
-			inline += l
-			if q.maxInline > 0 && inline > q.maxInline {
-				return bbs, true
-			}
-			// Inline data is copied now: the scratch copy is reused for the next WQE.
-			b := make([]byte, l)
-			copy(b, w[off+mlx5.InlineHdrSize:])
-			wr.Local = append(wr.Local, b)
-			total += uint64(l)
-			off += (mlx5.InlineHdrSize + l + mlx5.SegSize - 1) / mlx5.SegSize * mlx5.SegSize
-			continue
-		}
-		d, _ := mlx5.DecodeDataSeg(w[off:])
-		off += mlx5.DataSegSize
-		sges++
-		if q.maxSendSGE > 0 && sges > q.maxSendSGE {
-			return bbs, true
-		}
+	var total uint64
+	wr.Local = make([][]byte, 0, w.NumData)
+	for i := 0; i < w.NumData; i++ {
+		d := &w.Data[i]
 		l := d.ByteCount
 		if l == 0 {
 			l = maxMessage // the PRM encodes 2 GiB as a zero byte count
@@ -186,7 +157,7 @@ func (q *QP) parse(wr *rc.WorkRequest, lc *localCompletion, pending uint16) (bbs
 		lc.status = mlx5.WCLocLenErr
 		return bbs, true
 	}
-	if atomic && (len(wr.Local) != 1 || len(wr.Local[0]) != mlx5.AtomicSize) {
+	if w.HasAtomic && (len(wr.Local) != 1 || len(wr.Local[0]) != mlx5.AtomicSize) {
 		return bbs, true
 	}
 	return bbs, false

@@ -1,7 +1,6 @@
 package nic
 
 import (
-	"encoding/binary"
 	"runtime"
 	"time"
 
@@ -126,8 +125,7 @@ func (d *Device) dispatch(db *doorbell) {
 		// CQ arm doorbell: bytes 0..3 are sn<<28 | cmd | ci, bytes 4..7 the CQN, both
 		// big-endian (rdma-core mlx5_arm_cq).
 		d.stats.cqDoorbells.Add(1)
-		word := binary.BigEndian.Uint32(db.val[0:4])
-		cqn := binary.BigEndian.Uint32(db.val[4:8]) & 0xffffff
+		cqn, word := mlx5.ParseCQDoorbell(db.val)
 		d.armFromDoorbell(db.uar, cqn, word)
 		return
 	}
@@ -135,7 +133,7 @@ func (d *Device) dispatch(db *doorbell) {
 	// (opmod_idx_opcode, qpn_ds), written by post_send_db either as an 8-byte doorbell or as
 	// the head of a blue-flame copy.
 	d.stats.sqDoorbells.Add(1)
-	qpn := binary.BigEndian.Uint32(db.val[4:8]) >> 8
+	qpn := mlx5.ParseSQDoorbell(db.val).QPN
 	q := db.uar.bf[db.bfreg].Load()
 	if q == nil || q.qpn != qpn {
 		// A doorbell for a QP that does not own this register: the hardware drops it (a
