@@ -50,3 +50,5 @@ func cmdErr(op string, err error) error {
 }
 
 const errEINVAL = unix.EINVAL
+
+const errEOPNOTSUPP = unix.EOPNOTSUPP
