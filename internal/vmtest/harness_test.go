@@ -23,6 +23,7 @@ func TestVMHarness(t *testing.T) {
 		},
 		Binaries: []Binary{{Name: "guestprobe", Path: probe}},
 	})
+	Logf(t, "guest: kernel %s, accel %s, initramfs %.1f MiB", res.Kernel, res.Accel, float64(res.InitramfsBytes)/(1<<20))
 	for _, s := range res.Setup {
 		if s.Name == "device" {
 			for _, l := range s.Output {

@@ -80,13 +80,13 @@ func TestVMTimeout(t *testing.T) {
 	t.Setenv(EnvTimeout, "")
 	start := time.Now()
 	rec := runRecorded(t, Config{
-		Timeout:  20 * time.Second,
+		Timeout:  12 * time.Second,
 		Commands: []Command{{Name: "hang", Argv: []string{"sleep", "3600"}}},
 	})
 	if rec.skipped != "" {
 		t.Skip(rec.skipped)
 	}
-	if !strings.Contains(rec.fatal, "did not finish within 20s") {
+	if !strings.Contains(rec.fatal, "did not finish within 12s") {
 		t.Errorf("hanging guest: fatal %q, want the timeout named", rec.fatal)
 	}
 	if left := qemuChildren(); len(left) > 0 {

@@ -116,7 +116,7 @@ func Run(t testing.TB, cfg Config) *Result {
 	if r.Done {
 		finished = fmt.Sprintf("steps done at %.2fs", r.GuestTime.Seconds())
 	}
-	Logf(t, "vmtest: kernel %s, accel %s, initramfs %.1f MiB, /init at %.2fs guest uptime, %s, QEMU wall %.2fs",
+	t.Logf("vmtest: kernel %s, accel %s, initramfs %.1f MiB, /init at %.2fs guest uptime, %s, QEMU wall %.2fs",
 		r.Kernel, r.Accel, float64(size)/(1<<20), r.Boot.Seconds(), finished, r.Wall.Seconds())
 	if ctx.Err() != nil {
 		t.Fatalf("vmtest: guest did not finish within %v (set %s to allow more)\n%s", timeout, EnvTimeout, r.diagnostics(stderr.String()))
