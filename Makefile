@@ -64,7 +64,7 @@ generate:
 
 ## lint: gofmt must list nothing, go vet, staticcheck (skipped if it cannot be fetched)
 lint:
-	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...)); \
+	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt -l lists:"; echo "$$out"; exit 1; fi; echo "gofmt: clean"
 	$(GO) vet ./...
 	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then \
