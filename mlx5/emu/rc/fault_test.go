@@ -372,3 +372,24 @@ func TestRandomLoss(t *testing.T) {
 		})
 	}
 }
+
+// A WR posted while the timer of earlier, completed traffic is still pending gets a full ACK
+// timeout, not what was left of the old one.
+func TestTimeoutStartsAtFirstPacketAfterIdle(t *testing.T) {
+	e := newEnv(t, nil)
+	e.hb.register(1, 0, 64, AccessRemoteWrite)
+	e.post(e.a, WorkRequest{Op: OpWrite, RKey: 1, Local: [][]byte{make([]byte, 8)}})
+	e.settle()
+	to := ackTimeout(14)
+	e.clk.Advance(to / 2)
+	e.pair.A.SetDown(true)
+	e.post(e.a, WorkRequest{Index: 1, Op: OpWrite, RKey: 1, Local: [][]byte{make([]byte, 8)}})
+	e.clk.Advance(to/2 + to/4)
+	if n := e.a.Stats().Timeouts; n != 0 {
+		t.Fatalf("timeout %v after the packet was sent, before the %v ACK timeout", to*3/4, to)
+	}
+	e.clk.Advance(to / 4)
+	if n := e.a.Stats().Timeouts; n != 1 {
+		t.Fatalf("%d timeouts one ACK timeout after the packet, want 1", n)
+	}
+}

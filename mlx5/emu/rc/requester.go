@@ -38,6 +38,11 @@ func (q *QP) pumpLocked() {
 			}
 		}
 		psn := psnAdd(w.firstPSN, q.curPkt)
+		if !q.outstandingLocked() && q.timeout != 0 {
+			// The first packet after an idle period: its ACK timeout starts now, whatever
+			// deadline a still-pending timer was left with.
+			q.deadline = q.clk.Now().Add(q.timeout)
+		}
 		switch {
 		case w.wr.Op == OpRead:
 			q.sendReadRequest(w, q.curPkt)
