@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -17,6 +18,9 @@ type Binary struct {
 	Path string
 	// Args are passed to the binary in the guest.
 	Args []string
+	// Env holds extra KEY=VALUE environment entries for the binary, on top of the guest's
+	// (see GuestEnv).
+	Env []string
 }
 
 // Command is a command run inside the guest with the guest's own tools (busybox applets,
@@ -110,6 +114,11 @@ func (c Config) normalize() (Config, error) {
 		b := &c.Binaries[i]
 		if b.Path == "" {
 			return c, fmt.Errorf("vmtest: binary %d has no path", i)
+		}
+		for _, kv := range b.Env {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+				return c, fmt.Errorf("vmtest: binary %s: environment entry %q is not KEY=VALUE", b.Path, kv)
+			}
 		}
 		if b.Name == "" {
 			b.Name = filepath.Base(b.Path)

@@ -1,6 +1,7 @@
 package vmtest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestVMHarness(t *testing.T) {
 			{Name: "ibv_devinfo", Argv: []string{"ibv_devinfo", "-d", "rxe0"}},
 			{Name: "harness-selfcheck", Argv: []string{"sh", "-c", "echo deliberate failure; exit 3"}},
 		},
-		Binaries: []Binary{{Name: "guestprobe", Path: probe}},
+		Binaries: []Binary{{Name: "guestprobe", Path: probe, Env: []string{"GUESTPROBE_TAG=it's env"}}},
 	})
 	Logf(t, "guest: kernel %s, accel %s, initramfs %.1f MiB", res.Kernel, res.Accel, float64(res.InitramfsBytes)/(1<<20))
 	for _, s := range res.Setup {
@@ -41,6 +42,9 @@ func TestVMHarness(t *testing.T) {
 	}
 	if !gp.Passed() || !strings.Contains(strings.Join(gp.Output, "\n"), "/dev/infiniband/uverbs0 -> rxe0") {
 		t.Errorf("guestprobe: ran=%v exit=%d, want uverbs0 -> rxe0 opened", gp.Ran, gp.ExitCode)
+	}
+	if !slices.Contains(gp.Output, `guestprobe: tag "it's env"`) {
+		t.Errorf("guestprobe did not see its Env entry")
 	}
 	dev, _ := res.Step("ibv_devinfo")
 	out := strings.Join(dev.Output, "\n")

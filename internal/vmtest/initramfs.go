@@ -104,7 +104,11 @@ func buildInitramfs(k *kernel, cfg Config, out string) (int64, error) {
 		if err := a.file(guest, b.Path); err != nil {
 			return 0, err
 		}
-		steps = append(steps, guestStep{b.Name, append([]string{"/" + guest}, b.Args...)})
+		argv := append([]string{"/" + guest}, b.Args...)
+		if len(b.Env) > 0 {
+			argv = append(append([]string{"env"}, b.Env...), argv...)
+		}
+		steps = append(steps, guestStep{b.Name, argv})
 	}
 	if err := a.bytes("init", 0o755, []byte(initScript(k.version, order, modPaths, steps))); err != nil {
 		return 0, err

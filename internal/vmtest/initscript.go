@@ -17,6 +17,12 @@ import (
 // <uptime> is the guest's /proc/uptime in seconds. Setup steps are named "setup:...".
 const marker = "@@VMTEST "
 
+// GuestEnv is the environment every guest step starts with, besides PATH, HOME and TMPDIR:
+// SHIFT_VM_GUEST=1 tells a test it runs inside this harness, where an RDMA device is
+// guaranteed (so "no device" is a failure there, not a skip), and SHIFT_UVERBS_DEVICE names
+// the uverbs character device of rxe0.
+var GuestEnv = []string{"SHIFT_VM_GUEST=1", "SHIFT_UVERBS_DEVICE=/dev/infiniband/uverbs0"}
+
 // Guest network: rxe0 runs over dummy0 with this address, so RoCE GID 1 is an IPv4 GID.
 const (
 	guestNetdev = "dummy0"
@@ -52,7 +58,11 @@ func initScript(kver string, modules []string, modPaths map[string]string, steps
 	b.WriteString(`#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin HOME=/tmp TMPDIR=/tmp
-mount -t proc proc /proc
+`)
+	for _, kv := range GuestEnv {
+		fmt.Fprintf(&b, "export %s\n", shellQuote(kv))
+	}
+	b.WriteString(`mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 exec 3>/dev/ttyS1 || { echo "vmtest: cannot open /dev/ttyS1"; poweroff -f; }

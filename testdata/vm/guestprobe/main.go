@@ -2,7 +2,9 @@
 // static Go binary that opens every uverbs character device the way the uverbs package
 // does, and checks it against sysfs: the device number of the node equals
 // class/infiniband_verbs/uverbsN/dev, and ibdev names an RDMA device. It prints one line per
-// device and exits non-zero on any mismatch or when there is no device.
+// device and exits non-zero on any mismatch or when there is no device. It also checks the
+// environment the harness promises (SHIFT_VM_GUEST=1, SHIFT_UVERBS_DEVICE naming an opened
+// device) and echoes GUESTPROBE_TAG, so per-binary environment entries are tested too.
 package main
 
 import (
@@ -22,12 +24,24 @@ func main() {
 	}
 	abi := read("/sys/class/infiniband_verbs/abi_version")
 	failed := false
+	opened := map[string]bool{}
 	for _, d := range devs {
 		if err := probe(d, abi); err != nil {
 			fmt.Println("guestprobe:", err)
 			failed = true
+		} else {
+			opened["/dev/infiniband/"+filepath.Base(d)] = true
 		}
 	}
+	if os.Getenv("SHIFT_VM_GUEST") != "1" {
+		fmt.Println("guestprobe: SHIFT_VM_GUEST is not 1")
+		failed = true
+	}
+	if dev := os.Getenv("SHIFT_UVERBS_DEVICE"); !opened[dev] {
+		fmt.Printf("guestprobe: SHIFT_UVERBS_DEVICE=%q is not a device that opened\n", dev)
+		failed = true
+	}
+	fmt.Printf("guestprobe: tag %q\n", os.Getenv("GUESTPROBE_TAG"))
 	if failed {
 		os.Exit(1)
 	}
