@@ -10,25 +10,25 @@ const CQE64Size = 64
 const (
 	cqeOffWQEID        = 2  // __be16 wqe_id
 	cqeOffMLPath       = 17 // u8 ml_path
-	cqeOffSLID         = 24 // __be16 slid
-	cqeOffFlagsRQPN    = 28 // __be32 flags_rqpn
-	cqeOffSRQNUIdx     = 36 // __be32 srqn_uidx
-	cqeOffImmInvalPKey = 40 // __be32 imm_inval_pkey
-	cqeOffByteCnt      = 48 // __be32 byte_cnt
-	cqeOffTimestamp    = 52 // __be64 timestamp
+	cqeOffSLID         = 22 // __be16 slid
+	cqeOffFlagsRQPN    = 24 // __be32 flags_rqpn
+	cqeOffSRQNUIdx     = 32 // __be32 srqn_uidx (srqn in mlx5_err_cqe)
+	cqeOffImmInvalPKey = 36 // __be32 imm_inval_pkey
+	cqeOffByteCnt      = 44 // __be32 byte_cnt
+	cqeOffTimestamp    = 48 // __be64 timestamp
 	cqeOffSopDropQPN   = 56 // __be32 sop_drop_qpn (s_wqe_opcode_qpn in mlx5_err_cqe)
 	cqeOffWQECounter   = 60 // __be16 wqe_counter
 	cqeOffSignature    = 62 // u8 signature
 	cqeOffOpOwn        = 63 // u8 op_own
-	errOffSRQN         = 32 // mlx5_err_cqe: srqn
 	errOffVendorSynd   = 54 // mlx5_err_cqe: vendor_err_synd
 	errOffSyndrome     = 55 // mlx5_err_cqe: syndrome
 )
 
 // CQE64 is struct mlx5_cqe64 with the fields of struct mlx5_err_cqe that overlay it (both in
 // infiniband/mlx5dv.h). The error fields share bytes with Timestamp: Put writes Syndrome and
-// VendorSyndrome (and ErrSRQN) for error opcodes and Timestamp for the others, and Decode
-// fills the same set, so a decode/encode round trip is exact for canonical CQEs.
+// VendorSyndrome for error opcodes and Timestamp for the others, and Decode fills the same
+// set, so a decode/encode round trip is exact for canonical CQEs. The srqn of an error CQE is
+// SRQNUIdx (same bytes).
 type CQE64 struct {
 	WQEID        uint16 // striding RQ / tag matching; zero for RC
 	MLPath       uint8  // ml_path: DLID path bits in the low 7 bits
@@ -44,7 +44,6 @@ type CQE64 struct {
 	OpOwn        uint8 // opcode<<4 | format<<2 | se<<1 | owner
 
 	// Error CQE fields (valid when Opcode() is CQEReqErr or CQERespErr).
-	ErrSRQN        uint32
 	VendorSyndrome uint8
 	Syndrome       uint8
 }
@@ -99,7 +98,6 @@ func (c *CQE64) Put(b []byte) {
 	binary.BigEndian.PutUint32(b[cqeOffImmInvalPKey:], c.ImmInvalPKey)
 	binary.BigEndian.PutUint32(b[cqeOffByteCnt:], c.ByteCnt)
 	if c.IsError() {
-		binary.BigEndian.PutUint32(b[errOffSRQN:], c.ErrSRQN)
 		b[errOffVendorSynd] = c.VendorSyndrome
 		b[errOffSyndrome] = c.Syndrome
 	} else {
@@ -137,12 +135,11 @@ func (c *CQE64) decode(b []byte) {
 	c.OpOwn = b[cqeOffOpOwn]
 	if c.IsError() {
 		c.Timestamp = 0
-		c.ErrSRQN = binary.BigEndian.Uint32(b[errOffSRQN:])
 		c.VendorSyndrome = b[errOffVendorSynd]
 		c.Syndrome = b[errOffSyndrome]
 	} else {
 		c.Timestamp = binary.BigEndian.Uint64(b[cqeOffTimestamp:])
-		c.ErrSRQN, c.VendorSyndrome, c.Syndrome = 0, 0, 0
+		c.VendorSyndrome, c.Syndrome = 0, 0
 	}
 }
 
