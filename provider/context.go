@@ -1,18 +1,298 @@
 package provider
 
-// Context is an open device (struct ibv_context + struct mlx5_context).
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/uverbs"
+)
+
+// Context is an open mlx5 device (struct ibv_context + struct mlx5_context): the command file,
+// the async event fd, the UAR pages mapped at creation and the limits learned from
+// alloc_ucontext.
 type Context struct {
-	lim queueLimits
+	name     string
+	info     uverbs.DeviceInfo
+	f        uverbs.File
+	asyncFD  int
+	numCompV uint32
+
+	resp   mlx5.AllocUcontextResp
+	layout mlx5.UARLayout
+	lim    queueLimits
+	uars   []mlx5.UARPage // mapped system pages, index = mmap page index
+	maps   [][]byte
+
+	mu     sync.Mutex
+	bfs    map[uint32]*mlx5.BFReg // bfregs handed to QPs, by gross index
+	cqByID map[uint64]*CQ         // by user handle, for completion and async events
+	qpByID map[uint64]*QP         // by user handle, for async events
+	nextID uint64
+	closed bool
 }
 
-// PD is a protection domain.
-type PD struct {
-	ctx    *Context
-	handle uint32
+// Devices lists the real devices in sysfs and the registered emulated ones.
+func Devices() ([]uverbs.DeviceInfo, error) {
+	d, err := uverbs.Devices()
+	return d, opError("list devices", err)
 }
 
-// CompChannel is a completion event channel.
-type CompChannel struct {
-	ctx *Context
-	fd  int
+// Open opens the device called name and creates its context as mlx5_init_context does:
+// alloc_ucontext with the libmlx5 request, then the UAR system pages mapped one by one.
+func Open(name string) (*Context, error) {
+	f, info, err := uverbs.Open(name)
+	if err != nil {
+		return nil, opError("open "+name, err)
+	}
+	c, err := newContext(name, info, f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, error) {
+	if !info.Emulated {
+		if err := info.CheckDriverABI(mlx5.ABIVersion, mlx5.ABIVersion); err != nil {
+			return nil, opError("open "+name, err)
+		}
+	}
+	c := &Context{name: name, info: info, f: f, asyncFD: -1,
+		bfs: map[uint32]*mlx5.BFReg{}, cqByID: map[uint64]*CQ{}, qpByID: map[uint64]*QP{}}
+	// CQE version 0: completions name their QP by QPN (version 1 would carry a user index
+	// the provider assigns; libmlx5 asks for it, the kernel honours either).
+	req := mlx5.AllocUcontextReqV2{TotalNumBfregs: mlx5.DefTotalBfregs,
+		NumLowLatencyBfregs: mlx5.DefLowLatencyBfregs, MaxCQEVersion: 0, LibCaps: mlx5.LibCap4KUAR}
+	var in [mlx5.AllocUcontextReqV2Size]byte
+	var out [mlx5.AllocUcontextRespSize]byte
+	req.Put(in[:])
+	uc, err := uverbs.GetContext(f, uverbs.DriverIDMLX5, in[:], out[:])
+	if err != nil {
+		return nil, opError("get context", err)
+	}
+	c.asyncFD, c.numCompV = uc.AsyncFD, uc.NumCompVectors
+	resp, err := mlx5.DecodeAllocUcontextResp(out[:])
+	if err != nil {
+		c.release()
+		return nil, opError("get context", err)
+	}
+	c.resp = resp
+	c.lim = queueLimits{MaxSQDescSize: int(resp.MaxSQDescSz), MaxRQDescSize: int(resp.MaxRQDescSz),
+		MaxSendWQEBB: int(resp.MaxSendWQEBB), MaxRecvWR: int(resp.MaxRecvWR)}
+	ps := unix.Getpagesize()
+	c.layout, err = mlx5.LayoutFromResp(&resp, &req, ps)
+	if err != nil {
+		c.release()
+		return nil, opError("get context", err)
+	}
+	for i := 0; i < c.layout.NumSysPages(); i++ {
+		m, err := f.Mmap(mlx5.MmapOffset(mlx5.MmapRegularPage, i, ps), ps)
+		if err != nil {
+			c.release()
+			return nil, opError(fmt.Sprintf("mmap UAR page %d", i), err)
+		}
+		c.maps = append(c.maps, m)
+		p, err := mlx5.NewUARPage(m)
+		if err != nil {
+			c.release()
+			return nil, opError("mmap UAR", err)
+		}
+		c.uars = append(c.uars, p)
+	}
+	return c, nil
+}
+
+func (c *Context) release() {
+	for _, m := range c.maps {
+		c.f.Munmap(m)
+	}
+	c.maps, c.uars = nil, nil
+	if c.asyncFD >= 0 {
+		unix.Close(c.asyncFD)
+		c.asyncFD = -1
+	}
+}
+
+// Close releases the context; objects still alive are destroyed by the kernel (as on the
+// last close of the cdev), so callers should destroy them first.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.release()
+	return opError("close", c.f.Close())
+}
+
+// Name is the device name.
+func (c *Context) Name() string { return c.name }
+
+// Info is what discovery reported for the device.
+func (c *Context) Info() uverbs.DeviceInfo { return c.info }
+
+// File is the underlying command file (for tests and tools that issue raw commands).
+func (c *Context) File() uverbs.File { return c.f }
+
+// DeviceAttr is the subset of struct ibv_device_attr callers size their queues by.
+type DeviceAttr struct {
+	FWVer         uint64
+	NodeGUID      uint64
+	VendorID      uint32
+	VendorPartID  uint32
+	MaxMRSize     uint64
+	MaxQPWR       uint32
+	MaxSGE        uint32
+	MaxCQE        uint32
+	MaxQPRdAtom   uint32
+	MaxQPInitRdAt uint32
+	PhysPortCnt   uint8
+}
+
+// QueryDevice is ibv_query_device.
+func (c *Context) QueryDevice() (DeviceAttr, error) {
+	r, err := uverbs.QueryDevice(c.f)
+	if err != nil {
+		return DeviceAttr{}, opError("query device", err)
+	}
+	b := r.Base
+	return DeviceAttr{FWVer: b.Fw_ver, NodeGUID: b.Node_guid, VendorID: b.Vendor_id, VendorPartID: b.Vendor_part_id,
+		MaxMRSize: b.Max_mr_size, MaxQPWR: b.Max_qp_wr, MaxSGE: b.Max_sge, MaxCQE: b.Max_cqe,
+		MaxQPRdAtom: b.Max_qp_rd_atom, MaxQPInitRdAt: b.Max_qp_init_rd_atom, PhysPortCnt: b.Phys_port_cnt}, nil
+}
+
+// PortAttr is the subset of struct ibv_port_attr RC connections need.
+type PortAttr struct {
+	State     uint8 // IBV_PORT_* (uverbs.PortActive, ...)
+	MaxMTU    uint8 // enum ibv_mtu
+	ActiveMTU uint8
+	GIDTblLen uint32
+	LID       uint16
+	LinkLayer uint8 // IBV_LINK_LAYER_*: 2 = Ethernet
+}
+
+// QueryPort is ibv_query_port.
+func (c *Context) QueryPort(port uint8) (PortAttr, error) {
+	r, err := uverbs.QueryPort(c.f, uverbs.DriverIDMLX5, port)
+	if err != nil {
+		return PortAttr{}, opError(fmt.Sprintf("query port %d", port), err)
+	}
+	l := r.Legacy_resp
+	return PortAttr{State: l.State, MaxMTU: l.Max_mtu, ActiveMTU: l.Active_mtu, GIDTblLen: l.Gid_tbl_len,
+		LID: l.Lid, LinkLayer: l.Link_layer}, nil
+}
+
+// GID is one GID table entry.
+type GID struct {
+	Index int
+	Port  uint8
+	GID   [16]byte
+	// RoCEv2 is true for RoCE v2 (UDP-encapsulated) GIDs.
+	RoCEv2 bool
+}
+
+// IP returns the GID as an IP address (IPv4-mapped GIDs print as IPv4).
+func (g GID) IP() net.IP { return net.IP(g.GID[:]) }
+
+// gidTypeRoCEv2 is IB_UVERBS_GID_TYPE_ROCE_V2.
+const gidTypeRoCEv2 = 2
+
+// GIDs returns the populated GID table of every port, from the QUERY_GID_TABLE ioctl, or
+// from sysfs where the ioctl is missing.
+func (c *Context) GIDs() ([]GID, error) {
+	es, err := uverbs.QueryGIDTable(c.f, uverbs.DriverIDMLX5, 256)
+	if err != nil {
+		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOTTY) && !errors.Is(err, unix.EPROTONOSUPPORT) {
+			return nil, opError("query GID table", err)
+		}
+		es = nil
+		for _, p := range c.info.Ports {
+			es = append(es, uverbs.GIDEntriesFromSysfs(p, nil)...)
+		}
+	}
+	out := make([]GID, 0, len(es))
+	for _, e := range es {
+		out = append(out, GID{Index: int(e.Gid_index), Port: uint8(e.Port_num), GID: e.GIDBytes(), RoCEv2: e.Gid_type == gidTypeRoCEv2})
+	}
+	return out, nil
+}
+
+// GIDByIndex returns GID index idx of port.
+func (c *Context) GIDByIndex(port uint8, idx int) (GID, error) {
+	gs, err := c.GIDs()
+	if err != nil {
+		return GID{}, err
+	}
+	for _, g := range gs {
+		if g.Port == port && g.Index == idx {
+			return g, nil
+		}
+	}
+	return GID{}, fmt.Errorf("provider: GID %d of port %d: %w", idx, port, ErrNotFound)
+}
+
+// GIDByIP returns the RoCEv2 GID of port that carries ip (IPv4 GIDs are IPv4-mapped), the way
+// perftest and NCCL pick the GID index for an address.
+func (c *Context) GIDByIP(port uint8, ip net.IP) (GID, error) {
+	gs, err := c.GIDs()
+	if err != nil {
+		return GID{}, err
+	}
+	want := ip.To16()
+	for _, g := range gs {
+		if g.Port == port && g.RoCEv2 && want != nil && net.IP(g.GID[:]).Equal(want) {
+			return g, nil
+		}
+	}
+	return GID{}, fmt.Errorf("provider: RoCEv2 GID for %v on port %d: %w", ip, port, ErrNotFound)
+}
+
+// bfreg returns the BlueFlame register with gross index i, creating its handle once: QPs that
+// share a bfreg share its alternating-halves state, as libmlx5's bfs[] table does.
+func (c *Context) bfreg(i uint32) (*mlx5.BFReg, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.bfs[i]; r != nil {
+		return r, nil
+	}
+	loc, err := c.layout.Locate(i)
+	if err != nil {
+		return nil, err
+	}
+	if loc.SysPage >= len(c.uars) {
+		return nil, fmt.Errorf("bfreg %d on unmapped page %d: %w", i, loc.SysPage, ErrInvalidArgument)
+	}
+	r, err := mlx5.NewBFReg(c.uars[loc.SysPage], loc)
+	if err != nil {
+		return nil, err
+	}
+	r.NeedLock = needBfregLock(i, c.layout.TotBfregs, c.layout.LowLatencyBfregs)
+	c.bfs[i] = r
+	return r, nil
+}
+
+// needBfregLock is libmlx5's need_uuar_lock: bfreg 0 (no BlueFlame) and the low-latency
+// bfregs (each given to one QP) are rung without a lock; the medium ones are shared between
+// QPs and serialise their doorbells.
+func needBfregLock(gross uint32, tot, lowLat int) bool {
+	if gross == 0 {
+		return false
+	}
+	i := int(gross/2 + gross%2)
+	return i < tot-lowLat
+}
+
+func (c *Context) newID() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextID++
+	return c.nextID
 }

@@ -12,6 +12,7 @@ import (
 // atomic store the data path reads.
 type QP struct {
 	ctx    *Context
+	id     uint64 // user handle the kernel echoes in async events
 	pd     *PD
 	sendCQ *CQ
 	recvCQ *CQ

@@ -1,0 +1,133 @@
+package provider
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shift-rdma/shift/uverbs"
+)
+
+// CompChannel is a completion event channel (ibv_comp_channel): an fd the kernel writes one
+// struct ib_uverbs_comp_event_desc to per completion event of an armed CQ bound to it.
+type CompChannel struct {
+	ctx *Context
+	fd  int
+}
+
+// CreateCompChannel is ibv_create_comp_channel.
+func (c *Context) CreateCompChannel() (*CompChannel, error) {
+	fd, err := uverbs.CreateCompChannel(c.f)
+	if err != nil {
+		return nil, opError("create comp channel", err)
+	}
+	return &CompChannel{ctx: c, fd: fd}, nil
+}
+
+// Fd is the channel's descriptor (readable when an event is pending).
+func (ch *CompChannel) Fd() int { return ch.fd }
+
+// Close is ibv_destroy_comp_channel.
+func (ch *CompChannel) Close() error {
+	if ch.fd < 0 {
+		return nil
+	}
+	err := unix.Close(ch.fd)
+	ch.fd = -1
+	return opError("destroy comp channel", err)
+}
+
+// GetEvent is ibv_get_cq_event: it waits until ctx ends for the next completion event and
+// returns its CQ. Every event must eventually be acknowledged with CQ.AckEvents.
+func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
+	var b [8]byte // struct ib_uverbs_comp_event_desc
+	if err := readEvent(ctx, ch.fd, b[:], "get cq event"); err != nil {
+		return nil, err
+	}
+	h := binary.NativeEndian.Uint64(b[:])
+	ch.ctx.mu.Lock()
+	cq := ch.ctx.cqByID[h]
+	ch.ctx.mu.Unlock()
+	if cq == nil {
+		return nil, fmt.Errorf("provider: get cq event: unknown CQ %d: %w", h, ErrNotFound)
+	}
+	cq.ring.armSN++ // mlx5_cq_event: the next arm uses the next sequence number
+	cq.events.Add(1)
+	return cq, nil
+}
+
+// readEvent waits for fd to become readable (bounded by ctx) and reads one event record.
+func readEvent(ctx context.Context, fd int, b []byte, op string) error {
+	for {
+		ms := 100
+		if dl, ok := ctx.Deadline(); ok {
+			left := time.Until(dl)
+			if left <= 0 {
+				return fmt.Errorf("provider: %s: %w", op, ErrTimeout)
+			}
+			ms = min(ms, int(left/time.Millisecond)+1)
+		}
+		if err := ctx.Err(); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("provider: %s: %w", op, ErrTimeout)
+			}
+			return fmt.Errorf("provider: %s: %w", op, err)
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, ms)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return opError(op+": poll", err)
+		}
+		if n == 0 {
+			continue
+		}
+		m, err := unix.Read(fd, b)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return opError(op+": read", err)
+		}
+		if m != len(b) {
+			return fmt.Errorf("provider: %s: short event of %d bytes: %w", op, m, ErrInvalidArgument)
+		}
+		return nil
+	}
+}
+
+// AsyncEvent is an asynchronous event (struct ibv_async_event).
+type AsyncEvent struct {
+	Type uint32 // IBV_EVENT_* (uverbs.EventQPFatal, uverbs.EventPortErr, ...)
+	QP   *QP    // for QP events
+	CQ   *CQ    // for CQ events
+	Port int    // for port events
+}
+
+// GetAsyncEvent is ibv_get_async_event: it waits until ctx ends for the next async event.
+func (c *Context) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	var b [16]byte // struct ib_uverbs_async_event_desc
+	if err := readEvent(ctx, c.asyncFD, b[:], "get async event"); err != nil {
+		return AsyncEvent{}, err
+	}
+	elem := binary.NativeEndian.Uint64(b[0:])
+	ev := AsyncEvent{Type: binary.NativeEndian.Uint32(b[8:])}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch ev.Type {
+	case uverbs.EventCQErr:
+		ev.CQ = c.cqByID[elem]
+	case uverbs.EventPortActive, uverbs.EventPortErr, uverbs.EventLIDChange, uverbs.EventPkeyChange,
+		uverbs.EventSMChange, uverbs.EventClientReregister, uverbs.EventGIDChange, uverbs.EventDeviceFatal:
+		ev.Port = int(elem)
+	default:
+		ev.QP = c.qpByID[elem]
+	}
+	return ev, nil
+}

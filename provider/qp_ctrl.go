@@ -1,0 +1,157 @@
+package provider
+
+import (
+	"fmt"
+
+	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/uverbs"
+)
+
+// QPInitAttr is struct ibv_qp_init_attr for an RC QP.
+type QPInitAttr struct {
+	SendCQ, RecvCQ *CQ
+	Cap            QPCap
+	// SigAll makes every send WR signaled (sq_sig_all).
+	SigAll bool
+}
+
+// CreateQP is ibv_create_qp for an RC QP, following mlx5_create_qp: the rings are sized as
+// libmlx5 sizes them (so Cap reports the same rounded values), allocated in one page-aligned
+// buffer (RQ first), with a doorbell record; the kernel returns the QPN and the bfreg the QP
+// rings its doorbell through.
+func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
+	c := p.ctx
+	if a.SendCQ == nil || a.RecvCQ == nil {
+		return nil, fmt.Errorf("provider: create qp: %w: send and receive CQs required", ErrInvalidArgument)
+	}
+	l, err := calcQPLayout(c.lim, a.Cap)
+	if err != nil {
+		return nil, opError("create qp", err)
+	}
+	if l.bufSize == 0 {
+		return nil, fmt.Errorf("provider: create qp: %w: no send and no receive queue", ErrInvalidArgument)
+	}
+	mem, err := NewBuffer(l.bufSize)
+	if err != nil {
+		return nil, opError("create qp", err)
+	}
+	dbMem, err := NewBuffer(mlx5.DBRecSize)
+	if err != nil {
+		mem.Free()
+		return nil, opError("create qp", err)
+	}
+	q := &QP{ctx: c, pd: p, sendCQ: a.SendCQ, recvCQ: a.RecvCQ, id: c.newID(), mem: mem, dbMem: dbMem,
+		dbrec: dbMem.Bytes()[:mlx5.DBRecSize]}
+	fail := func(err error) (*QP, error) { mem.Free(); dbMem.Free(); return nil, opError("create qp", err) }
+
+	drv := mlx5.CreateQP{BufAddr: mem.Addr(), DBAddr: dbMem.Addr(), SQWQECount: uint32(l.sqWQECnt),
+		RQWQECount: uint32(l.rqWQECnt), RQWQEShift: uint32(l.rqWQEShift)}
+	var in [mlx5.CreateQPSize]byte
+	var out [mlx5.CreateQPRespSize]byte
+	drv.Put(in[:])
+	reqCap := a.Cap
+	if l.sqWQECnt > 0 {
+		reqCap.MaxInlineData = uint32(l.maxInline)
+	}
+	r, err := uverbs.CreateQP(c.f, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{
+		Type: uverbs.QPTypeRC, PD: p.handle, SendCQ: a.SendCQ.handle, RecvCQ: a.RecvCQ.handle,
+		Cap:    uverbs.QPCap{Send_wr: reqCap.MaxSendWR, Recv_wr: reqCap.MaxRecvWR, Send_sge: reqCap.MaxSendSGE, Recv_sge: reqCap.MaxRecvSGE, Inline_data: reqCap.MaxInlineData},
+		SigAll: a.SigAll, UserHandle: q.id, AsyncFD: c.asyncFD,
+	}, in[:], out[:])
+	if err != nil {
+		return fail(err)
+	}
+	destroy := func(err error) (*QP, error) {
+		uverbs.DestroyQP(c.f, uverbs.DriverIDMLX5, r.Handle)
+		return fail(err)
+	}
+	resp, err := mlx5.DecodeCreateQPResp(out[:])
+	if err != nil {
+		return destroy(err)
+	}
+	bf, err := c.bfreg(resp.BfregIndex)
+	if err != nil {
+		return destroy(err)
+	}
+	q.handle, q.qpn, q.bfIdx = r.Handle, r.QPN, resp.BfregIndex
+	if err := q.initRings(l, a.SigAll, bf); err != nil {
+		return destroy(err)
+	}
+	a.SendCQ.attach(q)
+	if a.RecvCQ != a.SendCQ {
+		a.RecvCQ.attach(q)
+	}
+	c.mu.Lock()
+	c.qpByID[q.id] = q
+	c.mu.Unlock()
+	return q, nil
+}
+
+// QPAttr is struct ibv_qp_attr in the form package uverbs carries it; the mask bits are the
+// uverbs.QPAttr* constants (IBV_QP_*).
+type QPAttr = uverbs.QPAttr
+
+// Modify is ibv_modify_qp. On a transition to RESET the QP's rings are reset and its
+// unpolled completions removed from its CQs, as libmlx5 does, so the QP can be reused.
+func (q *QP) Modify(a *QPAttr, mask uint32) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := uverbs.ModifyQP(q.ctx.f, q.handle, a, mask, nil); err != nil {
+		return opError(fmt.Sprintf("modify qp %#x", q.qpn), err)
+	}
+	if mask&uverbs.QPAttrState != 0 {
+		to := QPState(a.State)
+		if to == QPStateReset {
+			q.recvCQ.ring.clean(q.qpn)
+			if q.sendCQ != q.recvCQ {
+				q.sendCQ.ring.clean(q.qpn)
+			}
+			q.resetIndices()
+		}
+		q.state.Store(uint32(to))
+	}
+	return nil
+}
+
+// Query is ibv_query_qp; it also refreshes the state the data path checks (a QP the NIC moved
+// to ERR is seen as such afterwards).
+func (q *QP) Query(mask uint32) (QPAttr, error) {
+	a, err := uverbs.QueryQP(q.ctx.f, q.handle, mask|uverbs.QPAttrState, nil)
+	if err != nil {
+		return a, opError(fmt.Sprintf("query qp %#x", q.qpn), err)
+	}
+	q.state.Store(uint32(a.State))
+	return a, nil
+}
+
+// Reset moves the QP to RESET for reuse (see Modify).
+func (q *QP) Reset() error {
+	return q.Modify(&QPAttr{State: uint8(QPStateReset)}, uverbs.QPAttrState)
+}
+
+// Destroy is ibv_destroy_qp: the kernel object goes first, then the CQs forget the QP (its
+// unpolled completions removed) and the rings are freed.
+func (q *QP) Destroy() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.dead {
+		return nil
+	}
+	if _, err := uverbs.DestroyQP(q.ctx.f, uverbs.DriverIDMLX5, q.handle); err != nil {
+		return opError(fmt.Sprintf("destroy qp %#x", q.qpn), err)
+	}
+	q.dead = true
+	q.state.Store(uint32(QPStateReset))
+	q.recvCQ.ring.clean(q.qpn)
+	q.recvCQ.detach(q)
+	if q.sendCQ != q.recvCQ {
+		q.sendCQ.ring.clean(q.qpn)
+		q.sendCQ.detach(q)
+	}
+	q.ctx.mu.Lock()
+	delete(q.ctx.qpByID, q.id)
+	q.ctx.mu.Unlock()
+	q.mem.Free()
+	q.dbMem.Free()
+	return nil
+}
