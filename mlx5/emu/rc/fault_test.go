@@ -286,7 +286,7 @@ func TestMaxRDAtomicAndFence(t *testing.T) {
 	}
 }
 
-// Random loss in both directions on a mixed workload: everything completes successfully, in
+// Random loss and reordering in both directions on a mixed workload: everything completes successfully, in
 // order, with the right data, and every FETCH_ADD is applied exactly once.
 func TestRandomLoss(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5, 6, 7, 8} {
@@ -302,6 +302,16 @@ func TestRandomLoss(t *testing.T) {
 			drop := func(p *roce.Packet) bool { return loss.IntN(100) < 8 }
 			e.pair.A.SetDrop(drop)
 			e.pair.B.SetDrop(drop)
+			// Swap neighbours now and then: a multipath fabric reorders.
+			reorder := func(b []*roce.Packet) {
+				for i := 0; i+1 < len(b); i++ {
+					if loss.IntN(100) < 5 {
+						b[i], b[i+1] = b[i+1], b[i]
+					}
+				}
+			}
+			e.pair.A.SetReorder(reorder)
+			e.pair.B.SetReorder(reorder)
 			mem := e.hb.register(1, 0, 1<<16, AccessRemoteRead|AccessRemoteWrite|AccessRemoteAtomic)
 			const counter = 1<<16 - 8
 			var adds uint64
@@ -391,5 +401,49 @@ func TestTimeoutStartsAtFirstPacketAfterIdle(t *testing.T) {
 	e.clk.Advance(to / 4)
 	if n := e.a.Stats().Timeouts; n != 1 {
 		t.Fatalf("%d timeouts one ACK timeout after the packet, want 1", n)
+	}
+}
+
+// The link comes back before retry_cnt is exhausted: the WRITE completes and the data is whole.
+func TestLinkFlapRecovers(t *testing.T) {
+	e := newEnv(t, func(a, b *Config) { a.RetryCnt = 3 })
+	mem := e.hb.register(1, 0, 1<<18, AccessRemoteWrite)
+	src := pattern(1<<18, 5)
+	rec := &recorder{drop: func(n int, p *roce.Packet) bool { return n >= 100 && n < 400 }}
+	e.pair.A.SetDrop(rec.hook)
+	e.post(e.a, WorkRequest{Op: OpWrite, RKey: 1, Local: [][]byte{src}})
+	e.settle()
+	for range 2 {
+		e.clk.AdvanceToNext()
+		e.settle()
+	}
+	e.runTimers(20)
+	wantSends(t, e.ha.sendC(), SendCompletion{Op: OpWrite, ByteLen: 1 << 18})
+	if !bytes.Equal(mem, src) {
+		t.Fatal("data incomplete after the link came back")
+	}
+	if st := e.a.Stats(); st.Timeouts == 0 || st.Timeouts > 3 {
+		t.Fatalf("timeouts %d, want 1..3", st.Timeouts)
+	}
+}
+
+// The engine allocates only the packets it sends (request, payload, ACK) per small WRITE.
+func TestWriteAllocations(t *testing.T) {
+	e := newEnv(t, nil)
+	e.hb.register(1, 0, 64, AccessRemoteWrite)
+	wr := WorkRequest{Op: OpWrite, RKey: 1, Local: [][]byte{make([]byte, 64)}}
+	h := &countHost{testHost: *newTestHost()}
+	e.a.host = h
+	allocs := testing.AllocsPerRun(2000, func() {
+		if err := e.a.Post(&wr); err != nil {
+			t.Fatal(err)
+		}
+		e.settle()
+	})
+	if allocs > 3 {
+		t.Fatalf("%.1f allocations per 64-byte WRITE round trip, want at most 3 (packet, payload, ACK)", allocs)
+	}
+	if h.done != 2001 || h.bad != 0 {
+		t.Fatalf("%d completions, %d bad", h.done, h.bad)
 	}
 }

@@ -18,11 +18,13 @@ type End struct {
 
 	mu     sync.Mutex
 	inbox  []*roce.Packet
+	spare  []*roce.Packet // the previous batch's slice, reused so delivery does not allocate
 	recv   func(*roce.Packet)
 	down   bool
 	closed bool
-	drop   func(*roce.Packet) bool
-	sent   uint64
+	drop    func(*roce.Packet) bool
+	reorder func([]*roce.Packet)
+	sent    uint64
 	lost   uint64
 	notify chan struct{}
 }
@@ -109,6 +111,14 @@ func (e *End) SetDrop(f func(*roce.Packet) bool) {
 	e.mu.Unlock()
 }
 
+// SetReorder installs a hook that may permute each batch of packets before this endpoint
+// delivers them to its receiver (a batch is what queued up since the last delivery).
+func (e *End) SetReorder(f func([]*roce.Packet)) {
+	e.mu.Lock()
+	e.reorder = f
+	e.mu.Unlock()
+}
+
 // Counts returns how many packets this endpoint was asked to send and how many it lost.
 func (e *End) Counts() (sent, lost uint64) {
 	e.mu.Lock()
@@ -126,16 +136,31 @@ func (e *End) Queued() int {
 // deliver hands the queued packets to the receiver, in order, and returns how many.
 func (e *End) deliver() int {
 	e.mu.Lock()
+	if len(e.inbox) == 0 {
+		e.mu.Unlock()
+		return 0
+	}
 	batch := e.inbox
-	e.inbox = nil
+	e.inbox = e.spare[:0]
+	e.spare = nil
 	f := e.recv
+	if e.reorder != nil && len(batch) > 1 {
+		e.reorder(batch)
+	}
 	e.mu.Unlock()
 	if f != nil {
 		for _, p := range batch {
 			f(p)
 		}
 	}
-	return len(batch)
+	n := len(batch)
+	clear(batch)
+	e.mu.Lock()
+	if !e.closed {
+		e.spare = batch[:0]
+	}
+	e.mu.Unlock()
+	return n
 }
 
 // Pump delivers queued packets on both endpoints, on the calling goroutine, until none are
