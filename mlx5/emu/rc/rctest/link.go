@@ -16,17 +16,17 @@ type End struct {
 	addr netip.Addr
 	peer *End
 
-	mu     sync.Mutex
-	inbox  []*roce.Packet
-	spare  []*roce.Packet // the previous batch's slice, reused so delivery does not allocate
-	recv   func(*roce.Packet)
-	down   bool
-	closed bool
+	mu      sync.Mutex
+	inbox   []*roce.Packet
+	spare   []*roce.Packet // the previous batch's slice, reused so delivery does not allocate
+	recv    func(*roce.Packet)
+	down    bool
+	closed  bool
 	drop    func(*roce.Packet) bool
 	reorder func([]*roce.Packet)
 	sent    uint64
-	lost   uint64
-	notify chan struct{}
+	lost    uint64
+	notify  chan struct{}
 }
 
 var _ roce.Link = (*End)(nil)
