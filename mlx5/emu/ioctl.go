@@ -91,7 +91,7 @@ func init() {
 			ptrOut(uverbs.AttrQueryPortResp, true, sizeOf[uverbs.QueryPortResp]())}, (*File).iQueryPort},
 		{uverbs.ObjectDevice, uverbs.MethodQueryGIDTable}: {"query_gid_table", []uverbs.AttrSpec{
 			const8(uverbs.AttrQueryGIDTableEntrySize, true),
-			const8(uverbs.AttrQueryGIDTableFlags, false),
+			flagsAttr(uverbs.AttrQueryGIDTableFlags),
 			ptrOut(uverbs.AttrQueryGIDTableRespEntries, true, 0),
 			ptrOut(uverbs.AttrQueryGIDTableRespNumEntries, true, 8)}, (*File).iQueryGIDTable},
 		{uverbs.ObjectPD, uverbs.MethodPDDestroy}: {"dealloc_pd", []uverbs.AttrSpec{
@@ -104,7 +104,7 @@ func init() {
 			ptrIn(uverbs.AttrCreateCQUserHandle, true, 8),
 			fdAttr(uverbs.AttrCreateCQCompChannel, false),
 			ptrIn(uverbs.AttrCreateCQCompVector, true, 4),
-			const8(uverbs.AttrCreateCQFlags, false),
+			flagsAttr(uverbs.AttrCreateCQFlags),
 			ptrOut(uverbs.AttrCreateCQRespCQE, true, 4),
 			fdAttr(uverbs.AttrCreateCQEventFD, false), uhwIn, uhwOut}, (*File).iCreateCQ},
 		{uverbs.ObjectCQ, uverbs.MethodCQDestroy}: {"destroy_cq", []uverbs.AttrSpec{
@@ -121,7 +121,7 @@ func init() {
 			ptrIn(uverbs.AttrCreateQPUserHandle, true, 8),
 			ptrIn(uverbs.AttrCreateQPCap, true, sizeOf[uverbs.QPCap]()),
 			const8(uverbs.AttrCreateQPType, true),
-			const8(uverbs.AttrCreateQPFlags, false),
+			flagsAttr(uverbs.AttrCreateQPFlags),
 			ptrIn(uverbs.AttrCreateQPSourceQPN, false, 4),
 			fdAttr(uverbs.AttrCreateQPEventFD, false),
 			ptrOut(uverbs.AttrCreateQPRespCap, true, sizeOf[uverbs.QPCap]()),
@@ -421,4 +421,9 @@ func (f *File) iAsyncEventAlloc(r *uverbs.IoctlRequest) error {
 		return err
 	}
 	return r.SetFD(uverbs.AttrAsyncEventAllocFDHandle, q.userFd)
+}
+
+// flagsAttr is UVERBS_ATTR_FLAGS_IN: a u32 or u64 inline bit mask (uverbs_get_flags32/64).
+func flagsAttr(id uint16) uverbs.AttrSpec {
+	return uverbs.AttrSpec{ID: id, Kind: uverbs.AttrConstIn, MinLen: 4, MaxLen: 8}
 }
