@@ -227,6 +227,28 @@ func TestRNR(t *testing.T) {
 			t.Fatalf("%d RNR NAKs, want rnr_retry+1 = 3", st.RNRNAKsReceived)
 		}
 	})
+	t.Run("multi-packet SEND waits out RNR without using retry_cnt", func(t *testing.T) {
+		e := newEnv(t, func(a, b *Config) { a.RNRRetry = 7; a.RetryCnt = 1 })
+		e.post(e.a, WorkRequest{Op: OpSend, Local: [][]byte{pattern(5000, 4)}})
+		e.settle()
+		for range 20 {
+			e.clk.AdvanceToNext()
+			e.settle()
+		}
+		if len(e.ha.sendC()) != 0 || e.a.State() != StateRTS {
+			t.Fatalf("requester gave up: %+v", e.ha.sendC())
+		}
+		if sb := e.b.Stats(); sb.SeqNAKsSent != 0 || sb.RNRNAKsSent < 10 {
+			t.Fatalf("responder stats %+v: the rest of an RNR-NAKed message must be dropped silently", sb)
+		}
+		d := make([]byte, 5000)
+		e.hb.postRecv(d)
+		e.runTimers(10)
+		wantSends(t, e.ha.sendC(), SendCompletion{Op: OpSend, ByteLen: 5000})
+		if !bytes.Equal(d, pattern(5000, 4)) {
+			t.Fatal("payload")
+		}
+	})
 	t.Run("rnr_retry 7 is infinite", func(t *testing.T) {
 		e := newEnv(t, func(a, b *Config) { a.RNRRetry = 7 })
 		e.hb.register(1, 0, 64, AccessRemoteWrite)

@@ -328,8 +328,8 @@ func (q *QP) ackPacketLocked(p *roce.Packet, psn uint32) {
 		gen := q.timerGen
 		q.rnrTimer = q.clk.AfterFunc(RNRDelay(syn&0x1f), func() { q.onRNRTimer(gen) })
 	case roce.AETHNak:
-		if psnLT(psn, q.una) {
-			return // stale
+		if psnLT(psn, q.una) || (q.rnrWait && syn&0x1f == roce.NakPSNSequenceError) {
+			return // stale, or a consequence of the RNR NAK being waited out
 		}
 		q.ackThroughLocked(psn)
 		var st Status

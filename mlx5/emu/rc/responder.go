@@ -26,8 +26,12 @@ func (q *QP) invalidRequestLocked(psn uint32) {
 	q.responderErrorLocked(roce.NakInvalidRequest, psn, StatusLocQPOpErr)
 }
 
+// rnrNAKLocked answers a request that needs a receive when none is posted. The rest of the
+// message follows the NAKed packet; like the packets after a sequence error they are dropped
+// without another NAK until the requester resends from the NAKed PSN.
 func (q *QP) rnrNAKLocked(psn uint32) {
 	q.stats.RNRNAKsSent++
+	q.nakSent = true
 	q.sendAckLocked(roce.AETHRNRNak|q.cfg.MinRNRTimer&0x1f, psn)
 }
 
@@ -60,10 +64,10 @@ func (q *QP) responderRecvLocked(p *roce.Packet) {
 			q.invalidRequestLocked(psn)
 			return
 		}
-		if q.executeReadLocked(p, psn) {
+		if buf, ok := q.readTargetLocked(p, psn); ok {
 			q.msn = psnAdd(q.msn, 1)
 			q.ePSN = psnAdd(psn, packets(int(p.RETH.DMALen), q.mtu))
-			q.sendReadResponsesLocked(p, psn)
+			q.sendReadResponsesLocked(psn, buf, int(p.RETH.DMALen))
 		}
 	case op == roce.CompareSwap || op == roce.FetchAdd:
 		q.recvAtomicLocked(p, psn)
@@ -208,31 +212,24 @@ func (q *QP) recvWriteLocked(p *roce.Packet, psn uint32) {
 	}
 }
 
-// executeReadLocked checks a READ request's rkey and range; on failure it NAKs and reports
-// false.
-func (q *QP) executeReadLocked(p *roce.Packet, psn uint32) bool {
-	if n := int(p.RETH.DMALen); n > 0 {
-		b, err := q.host.RemoteMemory(p.RETH.RKey, p.RETH.VA, n, AccessRemoteRead)
-		if err != nil || len(b) != n {
-			q.responderErrorLocked(roce.NakRemoteAccessError, psn, StatusLocAccessErr)
-			return false
-		}
+// readTargetLocked checks a READ request's rkey and range and returns the bytes to read; on
+// failure it NAKs and reports false.
+func (q *QP) readTargetLocked(p *roce.Packet, psn uint32) ([]byte, bool) {
+	n := int(p.RETH.DMALen)
+	if n == 0 {
+		return nil, true
 	}
-	return true
+	b, err := q.host.RemoteMemory(p.RETH.RKey, p.RETH.VA, n, AccessRemoteRead)
+	if err != nil || len(b) != n {
+		q.responderErrorLocked(roce.NakRemoteAccessError, psn, StatusLocAccessErr)
+		return nil, false
+	}
+	return b, true
 }
 
-// sendReadResponsesLocked segments the data of a READ request into response packets numbered
-// from the request's PSN. Memory is read as each packet is built, like a NIC's DMA.
-func (q *QP) sendReadResponsesLocked(p *roce.Packet, psn uint32) {
-	total := int(p.RETH.DMALen)
-	var buf []byte
-	if total > 0 {
-		b, err := q.host.RemoteMemory(p.RETH.RKey, p.RETH.VA, total, AccessRemoteRead)
-		if err != nil {
-			return
-		}
-		buf = b
-	}
+// sendReadResponsesLocked segments total bytes of buf into READ response packets numbered
+// from the request's PSN.
+func (q *QP) sendReadResponsesLocked(psn uint32, buf []byte, total int) {
 	n := packets(total, q.mtu)
 	for k := uint32(0); k < n; k++ {
 		var op roce.Opcode
@@ -297,8 +294,11 @@ func (q *QP) duplicateLocked(p *roce.Packet, psn uint32) {
 	q.stats.Duplicates++
 	switch p.BTH.Opcode {
 	case roce.ReadRequest:
-		if q.cfg.RemoteAccess&AccessRemoteRead != 0 && q.executeReadLocked(p, psn) {
-			q.sendReadResponsesLocked(p, psn)
+		if q.cfg.RemoteAccess&AccessRemoteRead == 0 {
+			return
+		}
+		if buf, ok := q.readTargetLocked(p, psn); ok {
+			q.sendReadResponsesLocked(psn, buf, int(p.RETH.DMALen))
 		}
 	case roce.CompareSwap, roce.FetchAdd:
 		for _, a := range q.atomics {
