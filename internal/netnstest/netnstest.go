@@ -1,0 +1,129 @@
+// Package netnstest creates network namespaces and veth pairs for tests that need real
+// kernel networking between emulated hosts: uniquely named, with explicit interface indexes
+// and addresses, removed by t.Cleanup even when the test fails. Tests that use it skip, saying
+// why, when the process is not root or namespaces are unavailable.
+package netnstest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vishvananda/netns"
+)
+
+// counter makes names unique within the process; the pid and a random part make them unique
+// across processes and runs.
+var counter atomic.Uint64
+
+// uniqueName returns prefix followed by a short name no other live test uses.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s%x%x%03x", prefix, os.Getpid()&0xfff, counter.Add(1)&0xff, rand.Uint32()&0xfff)
+}
+
+// Require skips the test unless the process can create network namespaces: it must be root
+// and have the ip command (iproute2).
+func Require(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("network namespace tests need root (CAP_SYS_ADMIN, CAP_NET_ADMIN)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("network namespace tests need the ip command (iproute2)")
+	}
+	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
+		t.Skipf("network namespaces unavailable: %v", err)
+	}
+}
+
+// NS is a named network namespace (visible to `ip netns`), deleted at the end of the test.
+type NS struct {
+	Name string
+}
+
+// New creates a uniquely named network namespace with its loopback up, or skips the test if
+// that is impossible here.
+func New(t testing.TB) *NS {
+	t.Helper()
+	Require(t)
+	name := uniqueName("shift-")
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		if bytes.Contains(out, []byte("ermission")) || bytes.Contains(out, []byte("not permitted")) {
+			t.Skipf("cannot create a network namespace here: %s", bytes.TrimSpace(out))
+		}
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	ns := &NS{Name: name}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", name, err, out)
+		}
+	})
+	ns.Run(t, "ip", "link", "set", "dev", "lo", "up")
+	return ns
+}
+
+// Do runs fn on an OS thread that has entered the namespace. Sockets and links fn creates
+// belong to the namespace and stay there after Do returns. The thread is discarded
+// afterwards rather than returned to the scheduler, so no other goroutine runs in the
+// namespace by accident.
+func (ns *NS) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// No UnlockOSThread: the goroutine exits with the thread locked, and the runtime
+		// terminates the thread instead of reusing it.
+		runtime.LockOSThread()
+		h, err := netns.GetFromName(ns.Name)
+		if err != nil {
+			errc <- fmt.Errorf("netnstest: open namespace %s: %w", ns.Name, err)
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			errc <- fmt.Errorf("netnstest: enter namespace %s: %w", ns.Name, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// Command returns a command that runs name with args inside the namespace (through
+// `ip netns exec`).
+func (ns *NS) Command(name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", ns.Name, name}, args...)...)
+}
+
+// Run runs a command inside the namespace and returns its standard output; the test fails
+// if it does not succeed.
+func (ns *NS) Run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	out, err := ns.Output(name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Output runs a command inside the namespace and returns its standard output, or an error
+// carrying its standard error.
+func (ns *NS) Output(name string, args ...string) (string, error) {
+	cmd := ns.Command(name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		return stdout.String(), fmt.Errorf("netnstest: in %s: %s %s: %w", ns.Name, name, strings.Join(args, " "), err)
+	}
+	return stdout.String(), nil
+}

@@ -1,0 +1,128 @@
+package netnstest
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Veth is one end of a veth pair.
+type Veth struct {
+	NS    *NS
+	Name  string
+	Index int          // ifindex inside NS
+	Addr  netip.Prefix // its address and subnet
+	MAC   net.HardwareAddr
+
+	peer   *Veth
+	static bool
+}
+
+// VethConfig describes a veth pair between two namespaces.
+type VethConfig struct {
+	// Addrs are the two ends' addresses with their prefix, e.g. 10.77.0.1/24 and 10.77.0.2/24.
+	// IPv6 addresses are added with nodad so they are usable at once.
+	Addrs [2]netip.Prefix
+	// Indexes are the two ends' interface indexes; 0 picks 100 and 101. Explicit indexes
+	// matter: two fresh namespaces would otherwise give both ends index 2, and an interface
+	// with index 2 gets the kernel's rate-limited link-watch handling of a physical NIC.
+	Indexes [2]int
+	// StaticNeighbors adds permanent neighbour entries for each other's MAC, as a RoCE
+	// NIC resolves its peer once: then a link that goes down drops packets at once instead
+	// of queueing them behind ARP until it comes back.
+	StaticNeighbors bool
+	// MTU of both ends; 0 keeps the default (1500).
+	MTU int
+}
+
+// NewVeth creates a veth pair with one end in a and the other in b, addressed and up, and
+// removes it at the end of the test (deleting either end removes both).
+func NewVeth(t testing.TB, a, b *NS, cfg VethConfig) (*Veth, *Veth) {
+	t.Helper()
+	for i, p := range cfg.Addrs {
+		if !p.IsValid() {
+			t.Fatalf("netnstest: veth end %d has no address", i)
+		}
+	}
+	idx := cfg.Indexes
+	if idx[0] == 0 {
+		idx[0] = 100
+	}
+	if idx[1] == 0 {
+		idx[1] = 101
+	}
+	base := uniqueName("sv")
+	ends := [2]*Veth{
+		{NS: a, Name: base + "a", Index: idx[0], Addr: cfg.Addrs[0]},
+		{NS: b, Name: base + "b", Index: idx[1], Addr: cfg.Addrs[1]},
+	}
+	a.Run(t, "ip", "link", "add", ends[0].Name, "index", strconv.Itoa(idx[0]), "type", "veth",
+		"peer", "name", ends[1].Name, "index", strconv.Itoa(idx[1]), "netns", b.Name)
+	t.Cleanup(func() {
+		// The namespace may already be gone; deleting it deletes the pair as well.
+		if _, err := os.Stat("/var/run/netns/" + a.Name); err == nil {
+			a.Output("ip", "link", "del", ends[0].Name)
+		}
+	})
+	for _, e := range ends {
+		if cfg.MTU != 0 {
+			e.NS.Run(t, "ip", "link", "set", "dev", e.Name, "mtu", strconv.Itoa(cfg.MTU))
+		}
+		args := []string{"addr", "add", e.Addr.String(), "dev", e.Name}
+		if e.Addr.Addr().Is6() {
+			args = append(args, "nodad")
+		}
+		e.NS.Run(t, "ip", args...)
+		e.NS.Run(t, "ip", "link", "set", "dev", e.Name, "up")
+		mac, err := net.ParseMAC(strings.TrimSpace(e.NS.Run(t, "cat", "/sys/class/net/"+e.Name+"/address")))
+		if err != nil {
+			t.Fatalf("netnstest: MAC of %s: %v", e.Name, err)
+		}
+		e.MAC = mac
+		got := strings.TrimSpace(e.NS.Run(t, "cat", "/sys/class/net/"+e.Name+"/ifindex"))
+		if got != strconv.Itoa(e.Index) {
+			t.Fatalf("netnstest: %s has ifindex %s, asked for %d", e.Name, got, e.Index)
+		}
+	}
+	ends[0].peer, ends[1].peer = ends[1], ends[0]
+	for _, e := range ends {
+		e.static = cfg.StaticNeighbors
+		e.addNeighbor(t)
+	}
+	return ends[0], ends[1]
+}
+
+// addNeighbor installs the permanent neighbour entry for the peer, if the pair has them.
+func (v *Veth) addNeighbor(t testing.TB) {
+	t.Helper()
+	if v.static {
+		v.NS.Run(t, "ip", "neigh", "replace", v.peer.Addr.Addr().String(), "lladdr", v.peer.MAC.String(),
+			"dev", v.Name, "nud", "permanent")
+	}
+}
+
+// SetUp sets the link administratively up or down with `ip link set dev X up|down`, as an
+// operator or a failure-injection script does. Taking a link down flushes its neighbour
+// entries, permanent ones included, so bringing it up restores the static entry. IPv6
+// addresses are removed on down by the kernel's default keep_addr_on_down=0; pairs that go
+// down and up should use IPv4.
+func (v *Veth) SetUp(t testing.TB, up bool) {
+	t.Helper()
+	state := "down"
+	if up {
+		state = "up"
+	}
+	v.NS.Run(t, "ip", "link", "set", "dev", v.Name, state)
+	if up {
+		v.addNeighbor(t)
+	}
+}
+
+// String names the end for diagnostics.
+func (v *Veth) String() string {
+	return fmt.Sprintf("%s (index %d, %v) in %s", v.Name, v.Index, v.Addr, v.NS.Name)
+}
