@@ -1,0 +1,165 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/provider"
+)
+
+// The end-to-end tests run the same bodies against two emulated hosts (in-process fabric)
+// or, when SHIFT_HIL_DEVICES names two devices ("mlx5_0,mlx5_1", connected to each other), against
+// real hardware.
+
+var clusterSeq atomic.Uint64
+
+type testbed struct {
+	names   [2]string
+	cluster *emu.Cluster // nil on hardware
+}
+
+func newTestbed(t *testing.T) *testbed {
+	t.Helper()
+	if hil := os.Getenv("SHIFT_HIL_DEVICES"); hil != "" {
+		n := strings.Split(hil, ",")
+		if len(n) != 2 {
+			t.Fatalf("SHIFT_HIL_DEVICES=%q: want two comma-separated device names", hil)
+		}
+		return &testbed{names: [2]string{n[0], n[1]}}
+	}
+	prefix := fmt.Sprintf("ptest%d_%d_", os.Getpid(), clusterSeq.Add(1))
+	c, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, Register: true, Prefix: prefix, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close cluster: %v", err)
+		}
+	})
+	return &testbed{names: [2]string{prefix + "0", prefix + "1"}, cluster: c}
+}
+
+func (tb *testbed) needEmulator(t *testing.T, why string) {
+	if tb.cluster == nil {
+		t.Skipf("needs the emulated fabric (%s); skipped on hardware", why)
+	}
+}
+
+// side is one end of a connected RC pair with a registered buffer.
+type side struct {
+	ctx *provider.Context
+	pd  *provider.PD
+	ch  *provider.CompChannel
+	cq  *provider.CQ
+	qp  *provider.QP
+	buf *provider.Buffer
+	mr  *provider.MR
+	ep  provider.Endpoint
+}
+
+type pairOpts struct {
+	cap     provider.QPCap
+	bufSize int
+	attr    provider.ConnectAttr
+}
+
+func defaultPairOpts() pairOpts {
+	return pairOpts{cap: provider.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64},
+		bufSize: 1 << 20}
+}
+
+func openSide(t *testing.T, name string, o pairOpts, psn uint32) *side {
+	t.Helper()
+	s := &side{}
+	var err error
+	if s.ctx, err = provider.Open(name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.ctx.Close() })
+	if s.pd, err = s.ctx.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	if s.ch, err = s.ctx.CreateCompChannel(); err != nil {
+		t.Fatal(err)
+	}
+	if s.cq, err = s.ctx.CreateCQ(256, s.ch, 0); err != nil {
+		t.Fatal(err)
+	}
+	if s.qp, err = s.pd.CreateQP(provider.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Cap: o.cap}); err != nil {
+		t.Fatal(err)
+	}
+	if s.buf, err = provider.NewBuffer(o.bufSize); err != nil {
+		t.Fatal(err)
+	}
+	if s.mr, err = s.pd.RegMR(s.buf.Bytes(), provider.AccessLocalWrite|provider.AccessRemoteWrite|
+		provider.AccessRemoteRead|provider.AccessRemoteAtomic); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.ctx.GIDByIndex(o.attr.Defaults().Port, int(o.attr.GIDIndex))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ep = provider.Endpoint{QPN: s.qp.QPN(), PSN: psn, GID: g.GID}
+	t.Cleanup(func() {
+		// Destroy in the order libibverbs requires; errors here would hide the test's own.
+		if s.qp.Destroy() != nil || s.mr.Dereg() != nil || s.cq.Destroy() != nil {
+			t.Errorf("teardown failed")
+		}
+		s.ch.Close()
+		s.pd.Dealloc()
+		s.buf.Free()
+	})
+	return s
+}
+
+func connectedPair(t *testing.T, tb *testbed, o pairOpts) (*side, *side) {
+	t.Helper()
+	a := openSide(t, tb.names[0], o, 0x1000)
+	b := openSide(t, tb.names[1], o, 0x2000)
+	if err := a.qp.Connect(o.attr, a.ep, b.ep); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.qp.Connect(o.attr, b.ep, a.ep); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// waitWC polls cq until n completions arrived or the guard timeout passes.
+func waitWC(t *testing.T, cq *provider.CQ, n int) []provider.WC {
+	t.Helper()
+	out := make([]provider.WC, 0, n)
+	var wc [16]provider.WC
+	deadline := time.Now().Add(20 * time.Second)
+	for len(out) < n {
+		k, err := cq.Poll(wc[:min(16, n-len(out))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, wc[:k]...)
+		if k == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out with %d of %d completions: %+v", len(out), n, out)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	return out
+}
+
+func fill(b []byte, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+}
+
+var bg = context.Background()
