@@ -25,17 +25,17 @@ type hardware interface {
 
 // hwEvents are the NIC's notifications to the driver, from the NIC's goroutines.
 type hwEvents struct {
-	completion func(cqn uint32)              // an armed CQ got a CQE: one comp event
-	cqError    func(cqn uint32)              // CQ overrun
-	qpFatal    func(qpn uint32)              // QP moved to ERR by the hardware
-	portChange func(port int, active bool)   // link state of a port changed
+	completion func(cqn uint32)            // an armed CQ got a CQE: one comp event
+	cqError    func(cqn uint32)            // CQ overrun
+	qpFatal    func(qpn uint32)            // QP moved to ERR by the hardware
+	portChange func(port int, active bool) // link state of a port changed
 }
 
 // cqSpec is the mlx5 create_cq: the user's CQE buffer and doorbell record.
 type cqSpec struct {
 	bufAddr, dbAddr uint64
-	ncqe            uint32 // power of two
-	cqeSize         uint32 // 64 (128 is refused)
+	ncqe            uint32  // power of two
+	cqeSize         uint32  // 64 (128 is refused)
 	uar             uarPage // the page whose CQ doorbell arms this CQ
 }
 

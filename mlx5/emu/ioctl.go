@@ -38,7 +38,7 @@ func (f *File) Ioctl(buf []byte) error {
 			return err
 		}
 	}
-	if err := m.run(f, r); err != nil {
+	if err := traced(m.run(f, r)); err != nil {
 		if errors.Is(err, uverbs.ErrAttrMissing) {
 			return fmt.Errorf("ioctl %s: %w: %w", m.name, err, unix.EINVAL)
 		}

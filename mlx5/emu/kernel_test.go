@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/mlx5/emu/emutest"
 	"github.com/shift-rdma/shift/uverbs"
@@ -86,4 +87,102 @@ func TestQueries(t *testing.T) {
 	if x.Resp.NumPorts != 1 || x.Resp.BfRegSize != 512 || x.Resp.TotBfregs != emutest.TotalBfregs || x.Resp.CQEVersion != 1 {
 		t.Errorf("alloc_ucontext response: %+v", x.Resp)
 	}
+}
+
+func TestPDAndMR(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
+	x := emutest.Open(t, c.Hosts[0].Devices[0])
+	buf := emutest.Mem(t, 3*4096)
+	reg := func(start, length, iova uint64, pd, access uint32) (uverbs.MR, error) {
+		return uverbs.RegMR(x.File, uverbs.RegMRRequest{Start: start, Length: length, HCAVA: iova, PD: pd, Access: access}, nil, nil)
+	}
+	a := uverbs.Addr(buf)
+	mr, err := reg(a+100, 5000, a+100, x.PD, emutest.AllAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mr.LKey == 0 || mr.RKey == 0 {
+		t.Errorf("keys %#x/%#x", mr.LKey, mr.RKey)
+	}
+	_, err = reg(a, 4096, a+8, x.PD, 0)
+	wantErrno(t, "start and iova in different page offsets", err, unix.EINVAL)
+	_, err = reg(a, 4096, a, x.PD, uverbs.AccessRemoteWrite)
+	wantErrno(t, "remote write without local write", err, unix.EINVAL)
+	_, err = reg(a, 4096, a, x.PD, 1<<12)
+	wantErrno(t, "unknown access bit", err, unix.EINVAL)
+	_, err = reg(a, 4096, a, x.PD+77, 0)
+	wantErrno(t, "bad pd handle", err, unix.EINVAL)
+	_, err = reg(a, 0, a, x.PD, 0)
+	wantErrno(t, "zero length", err, unix.EINVAL)
+	// A page that is not mapped: unmap the middle page of a fresh region.
+	hole := emutest.Mem(t, 3*4096)
+	if _, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(uverbs.Addr(hole)+4096), 4096, 0); e != 0 {
+		t.Fatal(e)
+	}
+	_, err = reg(uverbs.Addr(hole), 3*4096, uverbs.Addr(hole), x.PD, 0)
+	wantErrno(t, "range with an unmapped page", err, unix.EFAULT)
+
+	wantErrno(t, "dealloc pd with an MR", uverbs.DeallocPD(x.File, uverbs.DriverIDMLX5, x.PD), unix.EBUSY)
+	wantErrno(t, "dealloc pd with an MR (write)", uverbs.DeallocPDWrite(x.File, x.PD), unix.EBUSY)
+	wantErrno(t, "dereg mr unknown handle", uverbs.DeregMR(x.File, uverbs.DriverIDMLX5, 999), unix.ENOENT)
+	wantErrno(t, "dereg mr with a PD handle", uverbs.DeregMRWrite(x.File, x.PD), unix.EINVAL)
+	if err := uverbs.DeregMR(x.File, uverbs.DriverIDMLX5, mr.Handle); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := x.Dev.NIC().LookupMR(mr.LKey); ok {
+		t.Errorf("lkey %#x still known to the NIC after dereg", mr.LKey)
+	}
+	if err := uverbs.DeallocPD(x.File, uverbs.DriverIDMLX5, x.PD); err != nil {
+		t.Fatalf("dealloc pd after dereg: %v", err)
+	}
+	wantErrno(t, "dealloc pd twice", uverbs.DeallocPDWrite(x.File, x.PD), unix.ENOENT)
+}
+
+func TestCommandsNeedContext(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
+	f, err := c.Hosts[0].Devices[0].Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = uverbs.AllocPD(f, nil, nil)
+	wantErrno(t, "alloc pd without context", err, unix.EINVAL)
+	_, err = uverbs.QueryPort(f, uverbs.DriverIDMLX5, 1)
+	wantErrno(t, "query port without context", err, unix.EINVAL)
+	_, err = f.Mmap(0, 4096)
+	wantErrno(t, "mmap without context", err, unix.EINVAL)
+	// A v1 request is 8 bytes; anything between 8 and a v2 request is refused.
+	_, err = uverbs.GetContextWrite(f, make([]byte, 12), make([]byte, mlx5.AllocUcontextRespSize))
+	wantErrno(t, "short alloc_ucontext request", err, unix.EINVAL)
+	req := mlx5.AllocUcontextReqV2{TotalNumBfregs: 4, NumLowLatencyBfregs: 4}
+	in := make([]byte, mlx5.AllocUcontextReqV2Size)
+	req.Put(in)
+	_, err = uverbs.GetContextWrite(f, in, make([]byte, mlx5.AllocUcontextRespSize))
+	wantErrno(t, "all bfregs low latency", err, unix.EINVAL)
+	req.NumLowLatencyBfregs = 1
+	req.Put(in)
+	out := make([]byte, mlx5.AllocUcontextRespSize)
+	ctx, err := uverbs.GetContextWrite(f, in, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ctx.AsyncFD)
+	if ctx.NumCompVectors == 0 || ctx.AsyncFD <= 0 {
+		t.Errorf("context %+v", ctx)
+	}
+	_, err = uverbs.GetContextWrite(f, in, out)
+	wantErrno(t, "second get_context", err, unix.EINVAL)
+	_, err = f.Mmap(mlx5.MmapOffset(mlx5.MmapRegularPage, 2, 4096), 4096)
+	wantErrno(t, "mmap beyond the context's UAR pages", err, unix.EINVAL)
+	_, err = f.Mmap(mlx5.MmapOffset(mlx5.MmapRegularPage, 0, 4096), 8192)
+	wantErrno(t, "mmap two pages", err, unix.EINVAL)
+	m, err := f.Mmap(mlx5.MmapOffset(mlx5.MmapRegularPage, 1, 4096), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Munmap(m); err != nil {
+		t.Error(err)
+	}
+	wantErrno(t, "munmap twice", f.Munmap(m), unix.EINVAL)
+	wantErrno(t, "unknown write command", uverbs.Write(f, uverbs.CmdCreateSRQ, make([]byte, 8), nil, nil, nil), unix.EOPNOTSUPP)
 }

@@ -14,10 +14,10 @@ type pdObj struct {
 
 // mrObj is a registered memory region.
 type mrObj struct {
-	pd                  *pdObj
-	addr, length, iova  uint64
-	access              uint32
-	lkey, rkey          uint32
+	pd                 *pdObj
+	addr, length, iova uint64
+	access             uint32
+	lkey, rkey         uint32
 }
 
 // cqObj is a completion queue; usecnt counts the QPs that use it (EBUSY on destroy).

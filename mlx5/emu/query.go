@@ -58,15 +58,15 @@ func (d *Device) queryDeviceEx() uverbs.ExQueryDeviceResp {
 
 // Port capability flags a RoCE mlx5 port reports (enum ib_port_capability_mask_bits).
 const (
-	portCapCMSup           = 1 << 16
-	portCapIPBasedGIDs     = 1 << 26
-	portCapDeviceMgmtSup   = 1 << 19
-	portCapVendorClassSup  = 1 << 24
-	roceMaxMsgSz           = 1 << 30
-	physStateLinkUp        = 5
-	physStateDisabled      = 3
-	width4X                = 2
-	speedEDR               = 32 // 25 Gb/s per lane: 4X EDR is 100 Gb/s
+	portCapCMSup          = 1 << 16
+	portCapIPBasedGIDs    = 1 << 26
+	portCapDeviceMgmtSup  = 1 << 19
+	portCapVendorClassSup = 1 << 24
+	roceMaxMsgSz          = 1 << 30
+	physStateLinkUp       = 5
+	physStateDisabled     = 3
+	width4X               = 2
+	speedEDR              = 32 // 25 Gb/s per lane: 4X EDR is 100 Gb/s
 )
 
 // queryPort fills struct ib_uverbs_query_port_resp for port num (mlx5_query_port_roce).

@@ -240,15 +240,15 @@ func (f *File) destroyCQLocked(h uint32) (comp, async uint32, err error) {
 
 // createQPReq is what create_qp carries on either command path.
 type createQPReq struct {
-	userHandle             uint64
-	pd, sendCQ, recvCQ     uint32
-	srq                    uint32
-	isSRQ                  bool
-	cap                    qpCap
-	sqSigAll               bool
-	qpType                 uint8
-	createFlags            uint32
-	ud                     mlx5.CreateQP
+	userHandle         uint64
+	pd, sendCQ, recvCQ uint32
+	srq                uint32
+	isSRQ              bool
+	cap                qpCap
+	sqSigAll           bool
+	qpType             uint8
+	createFlags        uint32
+	ud                 mlx5.CreateQP
 }
 
 // createQP is ib_uverbs_create_qp + mlx5_ib_create_qp for an RC user QP.

@@ -22,8 +22,23 @@ func (f *File) Write(buf []byte) error {
 		return err
 	}
 	if w.Extended {
-		return f.writeEx(w)
+		return traced(f.writeEx(w))
 	}
+	return traced(f.write(w))
+}
+
+// debugErr, when set (by tests), sees every command error with its full message: the
+// uverbs client keeps only the errno, as with the real kernel.
+var debugErr func(error)
+
+func traced(err error) error {
+	if err != nil && debugErr != nil {
+		debugErr(err)
+	}
+	return err
+}
+
+func (f *File) write(w *uverbs.WriteRequest) error {
 	switch w.Command {
 	case uverbs.CmdGetContext:
 		return f.wGetContext(w)

@@ -1,0 +1,295 @@
+package emu_test
+
+import (
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/mlx5/emu/emutest"
+	"github.com/shift-rdma/shift/uverbs"
+)
+
+func TestCQLifecycle(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
+	x := emutest.Open(t, c.Hosts[0].Devices[0])
+	ch, err := uverbs.CreateCompChannel(x.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ch)
+	cq := x.CreateCQ(64, ch)
+
+	// The same CQ through the legacy and extended write paths.
+	buf := emutest.Mem(t, 128*64)
+	dbm := emutest.Mem(t, 8)
+	ud := mlx5.CreateCQ{BufAddr: uverbs.Addr(buf), DBAddr: uverbs.Addr(dbm), CQESize: 64}
+	in := make([]byte, mlx5.CreateCQSize)
+	ud.Put(in)
+	out := make([]byte, mlx5.CreateCQRespSize)
+	w, err := uverbs.CreateCQWrite(x.File, uverbs.CreateCQRequest{CQE: 100, CompChannel: -1}, in, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.CQE != 127 {
+		t.Errorf("cqe %d for 100 requested, want 127 (roundup_pow_of_two(101)-1)", w.CQE)
+	}
+	if _, err := uverbs.DestroyCQWrite(x.File, w.Handle); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := uverbs.CreateCQEx(x.File, uverbs.CreateCQRequest{CQE: 127, CompChannel: ch}, in, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := uverbs.DestroyCQ(x.File, uverbs.DriverIDMLX5, ex.Handle); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = uverbs.CreateCQWrite(x.File, uverbs.CreateCQRequest{CQE: 63, CompChannel: x.AsyncFD}, in, out)
+	wantErrno(t, "async fd as completion channel", err, unix.EINVAL)
+	_, err = uverbs.CreateCQWrite(x.File, uverbs.CreateCQRequest{CQE: 1 << 23, CompChannel: -1}, in, out)
+	wantErrno(t, "cqe beyond max_cqe", err, unix.EINVAL)
+	_, err = uverbs.CreateCQWrite(x.File, uverbs.CreateCQRequest{CQE: 63, CompChannel: -1, CompVector: 99}, in, out)
+	wantErrno(t, "comp vector out of range", err, unix.EINVAL)
+	bad := ud
+	bad.CQESize = 32
+	bad.Put(in)
+	_, err = uverbs.CreateCQWrite(x.File, uverbs.CreateCQRequest{CQE: 63, CompChannel: -1}, in, out)
+	wantErrno(t, "cqe size 32", err, unix.EINVAL)
+	_, err = uverbs.CreateCQWrite(x.File, uverbs.CreateCQRequest{CQE: 63, CompChannel: -1}, in[:8], out)
+	wantErrno(t, "short driver data", err, unix.EINVAL)
+
+	// A CQ used by a QP cannot be destroyed.
+	qp := x.CreateQP(cq, cq, emutest.DefaultSize)
+	_, err = uverbs.DestroyCQ(x.File, uverbs.DriverIDMLX5, cq.Handle)
+	wantErrno(t, "destroy cq used by a qp", err, unix.EBUSY)
+	wantErrno(t, "dealloc pd used by a qp", uverbs.DeallocPD(x.File, uverbs.DriverIDMLX5, x.PD), unix.EBUSY)
+	if _, err := uverbs.DestroyQP(x.File, uverbs.DriverIDMLX5, qp.Handle); err != nil {
+		t.Fatal(err)
+	}
+	_, err = uverbs.DestroyQP(x.File, uverbs.DriverIDMLX5, qp.Handle)
+	wantErrno(t, "destroy qp twice", err, unix.ENOENT)
+	r, err := uverbs.DestroyCQ(x.File, uverbs.DriverIDMLX5, cq.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Comp_events_reported != 0 || r.Async_events_reported != 0 {
+		t.Errorf("events reported %+v", r)
+	}
+	_, err = uverbs.DestroyCQWrite(x.File, cq.Handle)
+	wantErrno(t, "destroy cq twice", err, unix.ENOENT)
+}
+
+// rtrMask and rtsMask are the RC requirements of IBA table 91.
+const (
+	initMask = uverbs.QPAttrState | uverbs.QPAttrPkeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags
+	rtrMask  = uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN |
+		uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer
+	rtsMask = uverbs.QPAttrState | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry |
+		uverbs.QPAttrSQPSN | uverbs.QPAttrMaxQPRdAtomic
+)
+
+func TestQPLifecycleAndRules(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 2})
+	x := emutest.Open(t, c.Hosts[0].Devices[0])
+	cq := x.CreateCQ(64, -1)
+	qp := x.CreateQP(cq, cq, emutest.DefaultSize)
+	peer := c.Hosts[1].Devices[0].Ports()[0].GID()
+
+	bad := func(what string, a uverbs.QPAttr, mask uint32, want unix.Errno) {
+		t.Helper()
+		wantErrno(t, what, qp.Modify(&a, mask), want)
+	}
+	bad("RESET→RTR", uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, AV: uverbs.Path{DGID: peer, IsGlobal: true, Port: 1}}, rtrMask, unix.EINVAL)
+	bad("RESET→INIT without port", uverbs.QPAttr{State: uverbs.QPStateInit}, initMask&^uverbs.QPAttrPort, unix.EINVAL)
+	bad("RESET→INIT with timeout", uverbs.QPAttr{State: uverbs.QPStateInit, Port: 1}, initMask|uverbs.QPAttrTimeout, unix.EINVAL)
+	bad("RESET→INIT port 2", uverbs.QPAttr{State: uverbs.QPStateInit, Port: 2}, initMask, unix.EINVAL)
+	bad("RESET→INIT pkey index 1", uverbs.QPAttr{State: uverbs.QPStateInit, Port: 1, PkeyIndex: 1}, initMask, unix.EINVAL)
+	bad("state 9", uverbs.QPAttr{State: 9}, uverbs.QPAttrState, unix.EINVAL)
+	bad("unknown mask bit", uverbs.QPAttr{State: uverbs.QPStateInit, Port: 1}, initMask|1<<22, unix.EOPNOTSUPP)
+	bad("RESET→ERR", uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState, unix.EINVAL)
+
+	init := uverbs.QPAttr{State: uverbs.QPStateInit, Port: 1, AccessFlags: uverbs.AccessRemoteWrite}
+	if err := qp.Modify(&init, initMask); err != nil {
+		t.Fatal(err)
+	}
+	rtr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU2048, DestQPN: 0x1234, RQPSN: 0x1abcdef,
+		MaxDestRdAtomic: 4, MinRNRTimer: 12, AV: uverbs.Path{DGID: peer, IsGlobal: true, HopLimit: 64, Port: 1}}
+	for _, b := range []struct {
+		what string
+		edit func(a *uverbs.QPAttr) uint32
+		want unix.Errno
+	}{
+		{"missing min_rnr_timer", func(a *uverbs.QPAttr) uint32 { return rtrMask &^ uverbs.QPAttrMinRNRTimer }, unix.EINVAL},
+		{"extra sq_psn", func(a *uverbs.QPAttr) uint32 { return rtrMask | uverbs.QPAttrSQPSN }, unix.EINVAL},
+		{"path mtu 0", func(a *uverbs.QPAttr) uint32 { a.PathMTU = 0; return rtrMask }, unix.EINVAL},
+		{"path mtu 6", func(a *uverbs.QPAttr) uint32 { a.PathMTU = 6; return rtrMask }, unix.EINVAL},
+		{"max_dest_rd_atomic 17", func(a *uverbs.QPAttr) uint32 { a.MaxDestRdAtomic = 17; return rtrMask }, unix.EINVAL},
+		{"no GRH on RoCE", func(a *uverbs.QPAttr) uint32 { a.AV.IsGlobal = false; return rtrMask }, unix.EINVAL},
+		{"sgid index 1", func(a *uverbs.QPAttr) uint32 { a.AV.SGIDIndex = 1; return rtrMask }, unix.EINVAL},
+		{"AV port 3", func(a *uverbs.QPAttr) uint32 { a.AV.Port = 3; return rtrMask }, unix.EINVAL},
+		{"min_rnr_timer 32", func(a *uverbs.QPAttr) uint32 { a.MinRNRTimer = 32; return rtrMask }, unix.EINVAL},
+		{"dest qpn beyond 24 bits", func(a *uverbs.QPAttr) uint32 { a.DestQPN = 1 << 24; return rtrMask }, unix.EINVAL},
+		{"alternate path", func(a *uverbs.QPAttr) uint32 { return rtrMask | uverbs.QPAttrAltPath }, unix.EINVAL},
+	} {
+		a := rtr
+		mask := b.edit(&a)
+		bad("INIT→RTR "+b.what, a, mask, b.want)
+	}
+	if err := qp.Modify(&rtr, rtrMask); err != nil {
+		t.Fatal(err)
+	}
+	rts := uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: 0x2abcdef, MaxRdAtomic: 16}
+	for _, b := range []struct {
+		what string
+		edit func(a *uverbs.QPAttr) uint32
+	}{
+		{"missing timeout", func(a *uverbs.QPAttr) uint32 { return rtsMask &^ uverbs.QPAttrTimeout }},
+		{"timeout 32", func(a *uverbs.QPAttr) uint32 { a.Timeout = 32; return rtsMask }},
+		{"retry_cnt 8", func(a *uverbs.QPAttr) uint32 { a.RetryCnt = 8; return rtsMask }},
+		{"rnr_retry 8", func(a *uverbs.QPAttr) uint32 { a.RNRRetry = 8; return rtsMask }},
+		{"max_rd_atomic 17", func(a *uverbs.QPAttr) uint32 { a.MaxRdAtomic = 17; return rtsMask }},
+		{"path mtu at RTS", func(a *uverbs.QPAttr) uint32 { return rtsMask | uverbs.QPAttrPathMTU }},
+		{"cur_state INIT", func(a *uverbs.QPAttr) uint32 { a.CurState = uverbs.QPStateInit; return rtsMask | uverbs.QPAttrCurState }},
+	} {
+		a := rts
+		mask := b.edit(&a)
+		bad("RTR→RTS "+b.what, a, mask, unix.EINVAL)
+	}
+	if err := qp.Modify(&rts, rtsMask); err != nil {
+		t.Fatal(err)
+	}
+	got, err := uverbs.QueryQP(x.File, qp.Handle, 0x1fffff, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != uverbs.QPStateRTS || got.PathMTU != uverbs.MTU2048 || got.DestQPN != 0x1234 || got.RQPSN != 0xabcdef ||
+		got.SQPSN != 0xabcdef || got.Timeout != 14 || got.RetryCnt != 7 || got.RNRRetry != 7 || got.MaxRdAtomic != 16 ||
+		got.MaxDestRdAtomic != 4 || got.MinRNRTimer != 12 || got.Port != 1 || got.AV.DGID != peer || !got.AV.IsGlobal ||
+		got.AccessFlags != uverbs.AccessRemoteWrite || got.Cap.Send_wr != 64 || got.Cap.Recv_wr != 64 {
+		t.Errorf("query qp: %+v", got)
+	}
+	// RTS→RTS may change min_rnr_timer (optional) with CUR_STATE, not the path MTU.
+	a := uverbs.QPAttr{State: uverbs.QPStateRTS, CurState: uverbs.QPStateRTS, MinRNRTimer: 3}
+	if err := qp.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrCurState|uverbs.QPAttrMinRNRTimer); err != nil {
+		t.Errorf("RTS→RTS: %v", err)
+	}
+	bad("RTS→RTR", uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState, unix.EINVAL)
+	bad("RTS→INIT", uverbs.QPAttr{State: uverbs.QPStateInit}, uverbs.QPAttrState, unix.EINVAL)
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	bad("ERR→RTS", uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState, unix.EINVAL)
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := uverbs.QueryQP(x.File, qp.Handle, 0, nil); err != nil || got.State != uverbs.QPStateReset || got.DestQPN != 0 {
+		t.Errorf("after RESET: %v %+v", err, got)
+	}
+
+	// Bad handles: a missing QP and a QP handle that is a CQ.
+	wantErrno(t, "modify unknown qp", uverbs.ModifyQP(x.File, 999, &init, initMask, nil), unix.EINVAL)
+	wantErrno(t, "modify a CQ handle", uverbs.ModifyQP(x.File, cq.Handle, &init, initMask, nil), unix.EINVAL)
+	_, err = uverbs.QueryQP(x.File, 999, 0, nil)
+	wantErrno(t, "query unknown qp", err, unix.EINVAL)
+
+	// Only RC is emulated; a wrong CQ handle is refused before anything is created.
+	in := make([]byte, mlx5.CreateQPSize)
+	_, err = uverbs.CreateQP(x.File, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{Type: uverbs.QPTypeUD, PD: x.PD, SendCQ: cq.Handle, RecvCQ: cq.Handle, AsyncFD: -1}, in, nil)
+	wantErrno(t, "UD QP", err, unix.EOPNOTSUPP)
+	_, err = uverbs.CreateQPWrite(x.File, uverbs.CreateQPRequest{Type: 77, PD: x.PD, SendCQ: cq.Handle, RecvCQ: cq.Handle}, in, nil)
+	wantErrno(t, "QP type 77", err, unix.EINVAL)
+	_, err = uverbs.CreateQPWrite(x.File, uverbs.CreateQPRequest{Type: uverbs.QPTypeRC, PD: x.PD, SendCQ: 999, RecvCQ: cq.Handle}, in, nil)
+	wantErrno(t, "unknown send CQ (write)", err, unix.EINVAL)
+	_, err = uverbs.CreateQP(x.File, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{Type: uverbs.QPTypeRC, PD: x.PD, SendCQ: 999, RecvCQ: cq.Handle, AsyncFD: -1}, in, nil)
+	wantErrno(t, "unknown send CQ (ioctl)", err, unix.ENOENT)
+	_, err = uverbs.CreateQP(x.File, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{Type: uverbs.QPTypeRC, PD: cq.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, AsyncFD: -1}, in, nil)
+	wantErrno(t, "CQ handle as PD (ioctl)", err, unix.EINVAL)
+}
+
+// Two QPs of one context never share a blue-flame register, and the context refuses a QP
+// once every register serves one.
+func TestBfregsPerQP(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
+	x := emutest.Open(t, c.Hosts[0].Devices[0])
+	cq := x.CreateCQ(64, -1)
+	seen := map[uint32]bool{}
+	for range emutest.TotalBfregs {
+		q := x.CreateQP(cq, cq, emutest.QPSize{SQWQEBBs: 4, RQWQEs: 4, RecvSGE: 1})
+		if seen[q.BF.Index()] {
+			t.Fatalf("bfreg %d given twice", q.BF.Index())
+		}
+		seen[q.BF.Index()] = true
+	}
+	buf := emutest.Mem(t, 4096)
+	ud := mlx5.CreateQP{BufAddr: uverbs.Addr(buf), DBAddr: uverbs.Addr(buf) + 2048, SQWQECount: 4, RQWQECount: 4, RQWQEShift: 4}
+	in := make([]byte, mlx5.CreateQPSize)
+	ud.Put(in)
+	_, err := uverbs.CreateQP(x.File, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{Type: uverbs.QPTypeRC, PD: x.PD, SendCQ: cq.Handle, RecvCQ: cq.Handle, AsyncFD: -1,
+		Cap: uverbs.QPCap{Send_wr: 4, Recv_wr: 4, Send_sge: 1, Recv_sge: 1}}, in, make([]byte, mlx5.CreateQPRespSize))
+	wantErrno(t, "QP beyond the context's bfregs", err, unix.ENOMEM)
+}
+
+func readAsync(t *testing.T, fd int) uverbs.AsyncEventDesc {
+	t.Helper()
+	ok, err := uverbs.WaitReadable(fd, 10*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("async fd not readable: %v", err)
+	}
+	ev, err := uverbs.ReadAsyncEvent(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func TestPortEvents(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
+	x := emutest.Open(t, c.Hosts[0].Devices[0])
+	ep := c.Endpoint(0, 0, 1)
+	ep.SetLinkUp(false)
+	if ev := readAsync(t, x.AsyncFD); ev.Type != uverbs.EventPortErr || ev.Element != 1 {
+		t.Errorf("link down: event %+v, want PORT_ERR on port 1", ev)
+	}
+	p, err := uverbs.QueryPort(x.File, uverbs.DriverIDMLX5, 1)
+	if err != nil || p.Legacy_resp.State != uverbs.PortDown {
+		t.Errorf("port state after link down: %v %d", err, p.Legacy_resp.State)
+	}
+	ep.SetLinkUp(true)
+	if ev := readAsync(t, x.AsyncFD); ev.Type != uverbs.EventPortActive || ev.Element != 1 {
+		t.Errorf("link up: event %+v, want PORT_ACTIVE on port 1", ev)
+	}
+	if p, _ := uverbs.QueryPort(x.File, uverbs.DriverIDMLX5, 1); p.Legacy_resp.State != uverbs.PortActive {
+		t.Errorf("port state after link up: %d", p.Legacy_resp.State)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 2, NICs: 2, Register: true, Prefix: "emlx5reg_"})
+	devs, err := uverbs.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]uverbs.DeviceInfo{}
+	for _, d := range devs {
+		found[d.Name] = d
+	}
+	for i := range 4 {
+		name := "emlx5reg_" + string(rune('0'+i))
+		d, ok := found[name]
+		if !ok || !d.Emulated || len(d.Ports) != 1 || d.Ports[0].LinkLayer != "Ethernet" || len(d.Ports[0].GIDs) != 1 {
+			t.Errorf("%s: %+v (found %v)", name, d, ok)
+		}
+	}
+	f, info, err := uverbs.Open("emlx5reg_3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if info.Ports[0].GIDs[0].GID.String() != "10.1.0.2" {
+		t.Errorf("emlx5reg_3 GID %v, want ::ffff:10.1.0.2 (host 1, NIC 1)", info.Ports[0].GIDs[0].GID)
+	}
+	_ = c
+}
