@@ -18,7 +18,8 @@ type Frame struct {
 }
 
 // Capture records every frame that crosses one interface, in both directions, through an
-// AF_PACKET socket opened inside the interface's namespace, as tcpdump does.
+// AF_PACKET socket opened inside the interface's namespace, as tcpdump does. It keeps
+// capturing across the interface going down and up.
 type Capture struct {
 	f      *os.File
 	wg     sync.WaitGroup
@@ -62,6 +63,11 @@ func (c *Capture) read() {
 	buf := make([]byte, 1<<16)
 	for {
 		n, err := c.f.Read(buf)
+		if errors.Is(err, unix.ENETDOWN) {
+			// The interface went down: the socket reports it once and resumes capturing
+			// when the interface comes back up.
+			continue
+		}
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {
 				c.mu.Lock()

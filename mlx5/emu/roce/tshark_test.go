@@ -42,12 +42,15 @@ func TestTsharkDecodesEveryOpcode(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	frames := rocetest.Decode(t, path)
+	frames := rocetest.Decode(t, path, true)
 	if len(frames) != len(pkts) {
 		t.Fatalf("tshark decoded %d frames, wrote %d", len(frames), len(pkts))
 	}
 	for i, fr := range frames {
 		p := pkts[i]
+		if fr.First("udp.checksum.status") != "1" || p.SrcIP.Is4() && fr.First("ip.checksum.status") != "1" {
+			t.Errorf("frame %d: checksum status ip %q udp %q, want good", i+1, fr.First("ip.checksum.status"), fr.First("udp.checksum.status"))
+		}
 		if msg := rocetest.CheckFrame(fr, p, wires[i]); msg != "" {
 			t.Errorf("seed %d: frame %d (%v over %v): %s", seed, i+1, p.BTH.Opcode, p.SrcIP, msg)
 		}
