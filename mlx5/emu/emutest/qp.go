@@ -23,8 +23,8 @@ type QP struct {
 	RecvCQ     *CQ
 	Port       uint8
 
-	unrung int          // WQEs posted since the last doorbell
-	last   mlx5.Posted  // the last of them
+	unrung int         // WQEs posted since the last doorbell
+	last   mlx5.Posted // the last of them
 }
 
 // QPSize describes the rings: SQ basic blocks and RQ entries (powers of two), receive SGEs.

@@ -12,6 +12,9 @@ import (
 // TestMain fails the package if tests leave goroutines of this package or sockets behind:
 // every Close must stop what Attach and ListenUDP started.
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(echoEnv); addr != "" {
+		os.Exit(echoServer(addr))
+	}
 	sockets := openSockets()
 	code := m.Run()
 	if code == 0 {

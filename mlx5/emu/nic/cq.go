@@ -85,7 +85,10 @@ func (d *Device) CreateCQ(cfg CQConfig) (*CQ, error) {
 		onComp:  cfg.OnComp,
 		onError: cfg.OnError,
 	}
-	c.lastArm = dbrec.Load(mlx5.CQArmDB)
+	// Mark the arm word "never armed" (see armFromDoorbell). Software only ever writes
+	// this word and zeroes it before creating the CQ, so the mark is invisible to it.
+	dbrec.Store(mlx5.CQArmDB, armUnset)
+	c.lastArm = armUnset
 	d.mu.Lock()
 	d.nextCQN = (d.nextCQN + 1) & 0xffffff
 	if d.nextCQN == 0 {
@@ -203,12 +206,20 @@ func (c *CQ) arm(word uint32) {
 	}
 }
 
+// armUnset is the value the device leaves in a new CQ's arm doorbell record word. Arm words
+// software writes (sn<<28 | cmd | ci) never have bits 31:30 set.
+const armUnset = 0xc0000000
+
 // armFromDoorbell handles a CQ doorbell written to page u. The CQ named in the doorbell is
 // armed with the doorbell's word. Every CQ of the device shares the register at
 // MLX5_CQ_DOORBELL of its page, so a second arm written before the watcher consumed the first
 // would hide it; the other CQs armed through this page are therefore checked against their
 // arm doorbell record, which software writes before the register (mlx5_arm_cq), and armed
-// when it changed since the last arm the device acted on.
+// when it changed since the last arm the device acted on. A CQ's very first arm is often the
+// word 0 (sequence 0, consumer index 0), which is what software zeroed the record to; so that
+// this first arm is not mistaken for "no change", the device marks the word with armUnset when
+// the CQ is created. This is the emulator's one write to a doorbell record: real hardware sees
+// every MMIO write and needs no such mark.
 func (d *Device) armFromDoorbell(u *UAR, cqn, word uint32) {
 	d.objMu.RLock()
 	named := d.cqs[cqn]

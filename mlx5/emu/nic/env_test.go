@@ -18,7 +18,7 @@ import (
 // WQEs with package mlx5's builders, ring through the UAR page with its doorbell sequence and
 // poll CQEs with its CQ code, against two devices joined by an in-process link pair.
 
-const waitFor = 10 * time.Second // failure guard only
+var waitFor = 10 * time.Second // failure guard only
 
 // env is two devices over a link pair, and the memory the "provider" mapped.
 type env struct {
