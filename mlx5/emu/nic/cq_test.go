@@ -12,7 +12,9 @@ import (
 func TestCompletionEventOncePerArm(t *testing.T) {
 	e := newEnv(t)
 	a, b := e.pairQPs()
-	write := func() { a.post(wqe{op: mlx5.OpcodeRDMAWrite, local: []mlx5.DataSeg{a.seg(0, 8)}, raddr: b.va(0), rkey: b.mr.RKey, signaled: true}) }
+	write := func() {
+		a.post(wqe{op: mlx5.OpcodeRDMAWrite, local: []mlx5.DataSeg{a.seg(0, 8)}, raddr: b.va(0), rkey: b.mr.RKey, signaled: true})
+	}
 
 	// Not armed: completions, no event.
 	write()
