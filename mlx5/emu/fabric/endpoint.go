@@ -19,9 +19,10 @@ type Endpoint struct {
 	q    *queue
 	ctr  counters
 
-	up     atomic.Bool
-	closed atomic.Bool
-	recv   atomic.Pointer[func(*roce.Packet)]
+	up      atomic.Bool
+	closed  atomic.Bool
+	recv    atomic.Pointer[func(*roce.Packet)]
+	invalid atomic.Pointer[error]
 
 	linkMu   sync.Mutex // orders link transitions and their notifications
 	watchers map[uint64]func(LinkEvent)
@@ -65,6 +66,14 @@ func (e *Endpoint) Faults(d Direction) *Faults {
 // Stats returns the endpoint's counters.
 func (e *Endpoint) Stats() Stats { return e.ctr.snapshot() }
 
+// InvalidError returns why the latest refused packet could not be sent (nil if none was).
+func (e *Endpoint) InvalidError() error {
+	if p := e.invalid.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // SetReceiver installs fn as the function called, on the endpoint's delivery goroutine, for
 // every packet that arrives; nil discards arrivals (counted as RX drops).
 func (e *Endpoint) SetReceiver(fn func(*roce.Packet)) {
@@ -76,13 +85,23 @@ func (e *Endpoint) SetReceiver(fn func(*roce.Packet)) {
 }
 
 // Send transmits p toward p.DstIP and takes ownership of it. p.SrcIP is set to the
-// endpoint's address. It never blocks on delivery; losses are counted, not reported.
+// endpoint's address. It never blocks on delivery; losses are counted, not reported. A
+// packet that could not be marshalled (headers that do not match its opcode, a bad
+// destination) is refused as the UDP link would refuse it, counted in TxInvalid, and its
+// error kept for InvalidError, so the in-process fabric catches what the wire would.
 func (e *Endpoint) Send(p *roce.Packet) {
 	if e.closed.Load() || !e.up.Load() {
 		e.ctr.txDropped.Add(1)
 		return
 	}
 	p.SrcIP = e.addr
+	if err := p.Validate(); err != nil {
+		err = fmt.Errorf("fabric: send from %v: %w", e.addr, err)
+		e.invalid.Store(&err)
+		e.ctr.txInvalid.Add(1)
+		e.ctr.txDropped.Add(1)
+		return
+	}
 	e.ctr.txPackets.Add(1)
 	e.ctr.txBytes.Add(uint64(len(p.Payload)))
 	if e.tx.process(p, e.f.clk.Now()) {

@@ -89,6 +89,20 @@ func TestNoSuchDestinationCountsAsDrop(t *testing.T) {
 	}
 }
 
+func TestInvalidPacketsAreRefused(t *testing.T) {
+	_, a, b, _, sb := pair(t)
+	a.Send(&roce.Packet{DstIP: b.Addr(), BTH: roce.BTH{Opcode: roce.WriteOnly}})     // no RETH
+	a.Send(&roce.Packet{DstIP: ip("fd00::2"), BTH: roce.BTH{Opcode: roce.SendOnly}}) // mixed families
+	a.Send(data(b.Addr(), 1))
+	waitFor(t, "the valid packet", func() bool { return sb.len() == 1 })
+	if st := a.Stats(); st.TxInvalid != 2 || st.TxDropped != 2 || st.TxPackets != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if !errors.Is(a.InvalidError(), roce.ErrAddr) {
+		t.Fatalf("last invalid error %v", a.InvalidError())
+	}
+}
+
 func TestLinkDownUp(t *testing.T) {
 	_, a, b, sa, sb := pair(t)
 	var events []fabric.LinkEvent

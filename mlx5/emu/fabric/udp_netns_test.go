@@ -190,6 +190,10 @@ func checkCapture(t *testing.T, frames []netnstest.Frame) {
 		t.Fatalf("captured only %d RoCEv2 frames", len(pkts))
 	}
 	t.Logf("captured %d RoCEv2 frames, ICRC valid on all", len(pkts))
+	if !rocetest.HaveTshark() {
+		t.Log("tshark is not installed (Debian package tshark): captured frames not cross-checked with it")
+		return
+	}
 	decoded := rocetest.Decode(t, path, false)
 	if len(decoded) != len(pkts) {
 		t.Fatalf("tshark decoded %d frames of %d", len(decoded), len(pkts))

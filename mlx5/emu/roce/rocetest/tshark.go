@@ -75,6 +75,12 @@ func (f Frame) Malformed() string {
 // reports it malformed.
 var payloadHeuristics = []string{"rpcordma", "smc", "smb_direct", "nvme-rdma", "lnet", "iser", "infiniband_sdp", "fcoib", "infiniband.eoib"}
 
+// HaveTshark reports whether tshark is installed.
+func HaveTshark() bool {
+	_, err := exec.LookPath("tshark")
+	return err == nil
+}
+
 // Decode runs tshark on a pcap file and returns one Frame per packet. With checksums, tshark
 // verifies IPv4 and UDP checksums (ip/udp.checksum.status 1 good, 0 bad); leave it off for
 // captures of a sending host, whose UDP checksums are left to offload and read as partial.
