@@ -84,9 +84,13 @@ func Run(t testing.TB, cfg Config) *Result {
 	cmd := exec.CommandContext(ctx, qemu, qemuArgs(accel, image, initrd, proto, cfg)...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = console, &stderr
-	// QEMU dies with the test process even if the test binary is killed mid-run.
+	// QEMU dies with the test process even if the test binary is killed mid-run. Linux sends
+	// the death signal when the forking thread exits, so this goroutine keeps its thread
+	// until QEMU has been waited for.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 10 * time.Second
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("vmtest: start %s: %v", qemu, err)
