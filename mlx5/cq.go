@@ -72,9 +72,14 @@ func (q *CQ) ownerFor(n uint32) uint8 {
 
 // ready reports whether entry n holds a CQE for counter n.
 func (q *CQ) ready(n uint32) bool {
-	var t [4]byte
-	ne.PutUint32(t[:], atomic.LoadUint32(q.tail(n)))
-	opOwn := t[3]
+	w := atomic.LoadUint32(q.tail(n))
+	// op_own is the last byte of the word in memory.
+	var opOwn uint8
+	if nativeLittle {
+		opOwn = uint8(w >> 24)
+	} else {
+		opOwn = uint8(w)
+	}
 	return opOwn>>4 != CQEInvalid && opOwn&CQEOwnerMask == q.ownerFor(n)
 }
 
