@@ -19,7 +19,7 @@ import (
 
 // loopbackPair binds two UDP links on random 127/8 addresses, so concurrent runs and other
 // packages' tests do not collide on port 4791.
-func loopbackPair(t *testing.T, rng *rand.Rand) (a, b *fabric.UDPLink) {
+func loopbackPair(t testing.TB, rng *rand.Rand) (a, b *fabric.UDPLink) {
 	t.Helper()
 	for try := 0; ; try++ {
 		x, y := byte(rng.IntN(250)+1), byte(rng.IntN(250)+1)

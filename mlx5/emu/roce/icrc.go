@@ -21,8 +21,10 @@ import (
 // fragment: it sets DF, and Linux then sends identification 0 from an unconnected socket (as
 // rdma_rxe does), so the header built here for the UDP fabric carries DF and identification 0.
 
-// maskedLRH stands for the 8 bytes of 1s that start every RoCEv2 ICRC computation.
-var maskedLRH = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+// lrhCRC is the CRC of the 8 bytes of 1s that start every RoCEv2 ICRC computation, standing
+// for the masked LRH of InfiniBand link layers (rdma_rxe starts from the same state, 0xdebb20e3
+// before inversion).
+var lrhCRC = crcBytes(0, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 
 // Header lengths of the encapsulation.
 const (
@@ -90,8 +92,7 @@ func icrcOver(ip, udp, transport []byte) uint32 {
 	bth := n
 	n += copy(hdr[n:], transport[:BTHLen])
 	hdr[bth+4] = 0xff // resv8a: FECN, BECN, reserved
-	crc := crcBytes(0, maskedLRH[:])
-	crc = crcBytes(crc, hdr[:n])
+	crc := crcBytes(lrhCRC, hdr[:n])
 	return crc32.Update(crc, crc32.IEEETable, transport[BTHLen:])
 }
 

@@ -72,6 +72,15 @@ func TestICRCKnownAnswerConnectX4Lx(t *testing.T) {
 // TestICRCMatchesFrameHeaders checks that ICRC, which rebuilds the IP and UDP headers a Linux
 // sender emits, agrees with the computation over the headers AppendFrame actually writes, for
 // both families, and that ParseFrame accepts the frame and rejects a corrupted one.
+// TestLRHSeed checks the precomputed CRC state after the masked LRH against the seed the
+// Linux kernel's rdma_rxe starts from (drivers/infiniband/sw/rxe/rxe_icrc.c: 0xdebb20e3, the
+// uninverted CRC-32 state after eight 0xff bytes).
+func TestLRHSeed(t *testing.T) {
+	if got := ^lrhCRC; got != 0xdebb20e3 {
+		t.Fatalf("CRC state after the masked LRH %#08x, rdma_rxe uses 0xdebb20e3", got)
+	}
+}
+
 func TestICRCMatchesFrameHeaders(t *testing.T) {
 	for _, src := range []string{"10.0.0.1", "fd00::1", "::ffff:10.0.0.1"} {
 		s := netip.MustParseAddr(src)
