@@ -1,6 +1,11 @@
 package uverbs
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
 
 // Device, port and GID queries. rdma-core 44: ibv_cmd_query_device_any uses the extended write
 // QUERY_DEVICE (falling back to the legacy one on EOPNOTSUPP/ENOSYS); ibv_cmd_query_port uses
@@ -110,4 +115,37 @@ func GIDEntriesFromSysfs(p PortInfo, netdevIndex func(string) uint32) []GIDEntry
 		out = append(out, e)
 	}
 	return out
+}
+
+// QueryDeviceAny queries the device as rdma-core's ibv_cmd_query_device_any does: the
+// extended write first, the legacy write when the kernel does not know it (EOPNOTSUPP or
+// ENOSYS; Response_length then covers only the base struct).
+func QueryDeviceAny(f File) (ExQueryDeviceResp, error) {
+	resp, err := QueryDevice(f)
+	if err == nil || !(errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS)) {
+		return resp, err
+	}
+	base, err := QueryDeviceLegacy(f)
+	if err != nil {
+		return ExQueryDeviceResp{}, err
+	}
+	return ExQueryDeviceResp{Base: base, Response_length: uint32(sizeOf[QueryDeviceResp]())}, nil
+}
+
+// GIDTable returns the GID entries of a device: the QUERY_GID_TABLE ioctl, or, on kernels
+// without it (EPROTONOSUPPORT, EOPNOTSUPP, ENOTTY: the answers rdma-core falls back on), the
+// sysfs GID tables in dev. netdevIndex is as for GIDEntriesFromSysfs.
+func GIDTable(f File, driverID uint32, max int, dev DeviceInfo, netdevIndex func(string) uint32) ([]GIDEntry, error) {
+	es, err := QueryGIDTable(f, driverID, max)
+	if err == nil || !(errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTTY)) {
+		return es, err
+	}
+	var out []GIDEntry
+	for _, p := range dev.Ports {
+		out = append(out, GIDEntriesFromSysfs(p, netdevIndex)...)
+	}
+	if len(out) > max {
+		out = out[:max]
+	}
+	return out, nil
 }

@@ -27,6 +27,7 @@ type Ioctl struct {
 	attrs []Attr
 	keep  [][]byte // buffers whose addresses are inside attrs
 	buf   []byte
+	bad   bool // an attribute could not be marshalled; Exec refuses to send
 }
 
 // NewIoctl starts a call of method on object. driverID is the device's enum rdma_driver_id;
@@ -61,8 +62,7 @@ func (c *Ioctl) InU32(id uint16, v uint32) int {
 func (c *Ioctl) In(id uint16, data []byte) int {
 	a := Attr{Attr_id: id, Len: uint16(len(data))}
 	if len(data) > 0xffff {
-		a.Len = 0xffff
-		c.hdr.Reserved2 = 1 // poisoned: Exec refuses to send
+		c.bad = true
 	}
 	if len(data) <= inlineMax {
 		var in [8]byte
@@ -80,7 +80,7 @@ func (c *Ioctl) In(id uint16, data []byte) int {
 func (c *Ioctl) Out(id uint16, buf []byte) int {
 	a := Attr{Attr_id: id, Len: uint16(len(buf))}
 	if len(buf) > 0xffff {
-		c.hdr.Reserved2 = 1
+		c.bad = true
 	}
 	c.keep = append(c.keep, buf)
 	a.Data = Addr(buf)
@@ -134,7 +134,7 @@ func (c *Ioctl) Bytes() []byte {
 // Exec sends the call to f and, on success, reads the attribute array back so that Obj, FD and
 // Valid see what the kernel wrote. A failure is a *CmdError naming op.
 func (c *Ioctl) Exec(f File, op string) error {
-	if c.hdr.Reserved2 != 0 || len(c.attrs) > (MaxIoctlLength-IoctlHdrSize)/AttrSize {
+	if c.bad || len(c.attrs) > (MaxIoctlLength-IoctlHdrSize)/AttrSize {
 		return &CmdError{Op: op, Errno: errEINVAL}
 	}
 	b := c.Bytes()

@@ -164,3 +164,49 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("after unregister: %v", err)
 	}
 }
+
+func TestGIDTableFallsBackToSysfs(t *testing.T) {
+	s := fakeSysfs(t, "6")
+	devs, err := s.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &fakeKernel{ioctl: func(r *IoctlRequest) error { return unix.EPROTONOSUPPORT }}
+	es, err := GIDTable(k, 0, 16, devs[0], nil)
+	if err != nil || len(es) != 4 || es[1].Gid_type != GIDTypeRoCEv2 {
+		t.Fatalf("fallback: %v %+v", err, es)
+	}
+	k.ioctl = func(r *IoctlRequest) error { return unix.EINVAL }
+	if _, err := GIDTable(k, 0, 16, devs[0], nil); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("a real error must not fall back: %v", err)
+	}
+	k.ioctl = func(r *IoctlRequest) error {
+		e := GIDEntry{Gid_index: 7, Port_num: 1, Gid_type: GIDTypeRoCEv2}
+		if err := r.Out(AttrQueryGIDTableRespEntries, structBytes(&e)); err != nil {
+			return err
+		}
+		return r.Out(AttrQueryGIDTableRespNumEntries, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	}
+	if es, err := GIDTable(k, 0, 16, devs[0], nil); err != nil || len(es) != 1 || es[0].Gid_index != 7 {
+		t.Errorf("ioctl path: %v %+v", err, es)
+	}
+}
+
+func TestQueryDeviceAnyFallsBack(t *testing.T) {
+	calls := 0
+	k := &fakeKernel{write: func(w *WriteRequest) error {
+		calls++
+		if w.Extended {
+			return unix.EOPNOTSUPP
+		}
+		if err := w.CheckSizes(sizeOf[QueryDeviceCmd](), sizeOf[QueryDeviceResp]()); err != nil {
+			return err
+		}
+		r := QueryDeviceResp{Max_qp: 99, Phys_port_cnt: 2}
+		return w.Respond(structBytes(&r))
+	}}
+	r, err := QueryDeviceAny(k)
+	if err != nil || calls != 2 || r.Base.Max_qp != 99 || r.Response_length != uint32(sizeOf[QueryDeviceResp]()) {
+		t.Fatalf("%+v %v calls %d", r, err, calls)
+	}
+}
