@@ -104,13 +104,13 @@ func (d *Device) events() hwEvents {
 				cq.file.asyncEvent(cq.userHandle, uverbs.EventCQErr)
 			}
 		},
-		qpFatal: func(qpn uint32) {
+		qpEvent: func(qpn, event uint32) {
 			d.mu.Lock()
 			qp := d.qps[qpn]
 			d.mu.Unlock()
 			if qp != nil {
 				qp.events.Add(1)
-				qp.file.asyncEvent(qp.userHandle, uverbs.EventQPFatal)
+				qp.file.asyncEvent(qp.userHandle, event)
 			}
 		},
 		portChange: func(port int, active bool) {

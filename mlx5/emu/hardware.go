@@ -27,7 +27,7 @@ type hardware interface {
 type hwEvents struct {
 	completion func(cqn uint32)            // an armed CQ got a CQE: one comp event
 	cqError    func(cqn uint32)            // CQ overrun
-	qpFatal    func(qpn uint32)            // QP moved to ERR by the hardware
+	qpEvent    func(qpn, event uint32)     // QP moved to ERR by the hardware: its async event
 	portChange func(port int, active bool) // link state of a port changed
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/mlx5/emu/nic"
+	"github.com/shift-rdma/shift/uverbs"
 )
 
 // nicHW binds the driver to the device model of package nic: the firmware commands become
@@ -77,7 +78,11 @@ func (h *nicHW) createQP(s qpSpec) (uint32, error) {
 		RQWQEs: int(s.rqWQECnt), RQWQEShift: int(s.rqWQEShift), SQWQEBBs: int(s.sqWQECnt),
 		SQOffset: uint64(s.rqWQECnt) << s.rqWQEShift, DBRec: s.dbAddr, UAR: u, Bfreg: s.bfreg,
 		MaxSendSGE: int(s.maxSendSGE), MaxRecvSGE: int(s.maxRecvSGE), MaxInline: int(s.maxInline),
-		OnError: func(mlx5.WCStatus) { h.ev.qpFatal(qpn.Load()) },
+		OnError: func(st mlx5.WCStatus) {
+			if ev, ok := qpErrorEvent(st); ok {
+				h.ev.qpEvent(qpn.Load(), ev)
+			}
+		},
 	})
 	if err != nil {
 		return 0, err
@@ -145,3 +150,22 @@ func (h *nicHW) portUp(port int) bool {
 }
 
 func (h *nicHW) close() error { return h.d.Close() }
+
+// qpErrorEvent is the affiliated asynchronous event mlx5 raises when a QP enters ERR by itself
+// (mlx5_ib_qp_event): errors a completion reports (retry exceeded, remote errors, local
+// protection errors, flushes) raise none, as on ConnectX; a responder's refused remote access
+// (no receive WQE to report it on) raises IBV_EVENT_QP_ACCESS_ERR (MLX5_EVENT_TYPE_WQ_ACCESS_ERROR),
+// an invalid request IBV_EVENT_QP_REQ_ERR (WQ_INVAL_REQ_ERROR), anything else
+// IBV_EVENT_QP_FATAL (WQ_CATAS_ERROR).
+func qpErrorEvent(st mlx5.WCStatus) (uint32, bool) {
+	switch st {
+	case mlx5.WCRetryExcErr, mlx5.WCRNRRetryExcErr, mlx5.WCRemAccessErr, mlx5.WCRemInvReqErr, mlx5.WCRemOpErr,
+		mlx5.WCBadRespErr, mlx5.WCLocProtErr, mlx5.WCWRFlushErr, mlx5.WCRemAbortErr, mlx5.WCRemInvRdReqErr:
+		return 0, false
+	case mlx5.WCLocAccessErr:
+		return uverbs.EventQPAccessErr, true
+	case mlx5.WCLocQPOpErr, mlx5.WCLocLenErr:
+		return uverbs.EventQPReqErr, true
+	}
+	return uverbs.EventQPFatal, true
+}

@@ -24,8 +24,8 @@ type CQ struct {
 // completion channel fd (or -1).
 func (c *Ctx) CreateCQ(n int, channel int) *CQ {
 	c.T.Helper()
-	buf := Mem(c.T, n*64)
-	dbm := Mem(c.T, 64)
+	buf := c.Mem(n*64)
+	dbm := c.Mem(64)
 	ring, err := mlx5.NewCQ(buf, n, 64)
 	if err != nil {
 		c.T.Fatal(err)

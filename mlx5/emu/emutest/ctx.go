@@ -22,6 +22,15 @@ type Ctx struct {
 	UARs    [][]byte // mapped UAR pages, mmap index order
 	PD      uint32
 	nextUH  uint64
+	mems    [][]byte
+}
+
+// Mem returns n bytes of page-aligned memory that stays mapped until the context is closed.
+func (c *Ctx) Mem(n int) []byte {
+	c.T.Helper()
+	b := mmap(c.T, n)
+	c.mems = append(c.mems, b)
+	return b[:n]
 }
 
 // TotalBfregs and LowLatencyBfregs are what the fixture asks for in alloc_ucontext (libmlx5's
@@ -80,6 +89,10 @@ func (c *Ctx) Close() {
 		_ = unix.Close(c.AsyncFD)
 		c.AsyncFD = -1
 	}
+	for _, b := range c.mems {
+		_ = unix.Munmap(b)
+	}
+	c.mems = nil
 }
 
 func (c *Ctx) userHandle() uint64 {
@@ -99,7 +112,7 @@ func (m *MR) Addr() uint64 { return uverbs.Addr(m.Buf) }
 // RegMR registers n bytes of fresh memory with the given access flags.
 func (c *Ctx) RegMR(n int, access uint32) *MR {
 	c.T.Helper()
-	b := Mem(c.T, n)
+	b := c.Mem(n)
 	mr, err := uverbs.RegMR(c.File, uverbs.RegMRRequest{Start: uverbs.Addr(b), Length: uint64(n), HCAVA: uverbs.Addr(b), PD: c.PD, Access: access}, nil, nil)
 	if err != nil {
 		c.T.Fatalf("reg mr: %v", err)
@@ -109,3 +122,14 @@ func (c *Ctx) RegMR(n int, access uint32) *MR {
 
 // AllAccess is local write plus every remote access.
 const AllAccess = uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
+
+// CompChannel creates a completion channel, closed when the test ends.
+func (c *Ctx) CompChannel() int {
+	c.T.Helper()
+	fd, err := uverbs.CreateCompChannel(c.File)
+	if err != nil {
+		c.T.Fatalf("create comp channel: %v", err)
+	}
+	c.T.Cleanup(func() { _ = unix.Close(fd) })
+	return fd
+}

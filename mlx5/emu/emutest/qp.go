@@ -43,8 +43,8 @@ func (c *Ctx) CreateQP(scq, rcq *CQ, sz QPSize) *QP {
 		shift++
 	}
 	rqBytes := sz.RQWQEs << shift
-	buf := Mem(c.T, rqBytes+sz.SQWQEBBs*64)
-	dbm := Mem(c.T, 64)
+	buf := c.Mem(rqBytes+sz.SQWQEBBs*64)
+	dbm := c.Mem(64)
 	db, err := mlx5.NewDBRec(dbm[:8])
 	if err != nil {
 		c.T.Fatal(err)
