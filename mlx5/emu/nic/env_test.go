@@ -22,7 +22,7 @@ var waitFor = 10 * time.Second // failure guard only
 
 // env is two devices over a link pair, and the memory the "provider" mapped.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	pair *rctest.Pair
 	a, b *testHost
 	mu   sync.Mutex
@@ -45,7 +45,7 @@ var (
 	addrB = netip.MustParseAddr("10.0.0.2")
 )
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, pair: rctest.NewPair(addrA, addrB)}
 	e.a = e.newHost("a", e.pair.A)
@@ -112,7 +112,7 @@ func (e *env) alloc(n int) []byte {
 
 // cqEnd is the provider's view of a CQ plus the device's.
 type cqEnd struct {
-	t      *testing.T
+	t      testing.TB
 	cq     *CQ
 	ring   *mlx5.CQ
 	db     mlx5.DBRec
@@ -172,7 +172,7 @@ func (c *cqEnd) arm(solicited bool) {
 // qpEnd is one RC QP as the provider sees it.
 type qpEnd struct {
 	h        *testHost
-	t        *testing.T
+	t        testing.TB
 	qp       *QP
 	scq, rcq *cqEnd
 	sq       *mlx5.SQ
@@ -248,7 +248,7 @@ func attrsFor(local, remote *qpEnd) QPAttr {
 		MaxRDAtom: 4, MaxDestRD: 4, Access: AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic}
 }
 
-func connect(t *testing.T, a, b *qpEnd) {
+func connect(t testing.TB, a, b *qpEnd) {
 	t.Helper()
 	for _, st := range []QPState{QPSInit, QPSRTR, QPSRTS} {
 		if err := a.qp.Modify(st, attrsFor(a, b)); err != nil {
@@ -331,7 +331,7 @@ func (q *qpEnd) postRecv(off, n int) {
 }
 
 // waitUntil polls cond until it holds or the guard expires.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for !cond() {
@@ -344,7 +344,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // watcherPasses waits until the device's watcher has completed n more full passes, so a test
 // knows it looked at every register at least n-1 times since the call.
-func watcherPasses(t *testing.T, d *Device, n uint64) {
+func watcherPasses(t testing.TB, d *Device, n uint64) {
 	t.Helper()
 	start := d.Stats().Passes
 	waitUntil(t, "watcher passes", func() bool { return d.Stats().Passes >= start+n })
