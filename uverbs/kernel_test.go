@@ -178,6 +178,24 @@ func TestKernelDiscoveryAndQueries(t *testing.T) {
 		t.Errorf("QUERY_GID_TABLE: %d entries (sysfs %d), entry %d found %v", len(table), nsys, g.Index, found)
 	}
 	t.Logf("verified: ioctl QUERY_GID_TABLE: %d entries, same as sysfs", len(table))
+	fromSysfs := GIDEntriesFromSysfs(p1, func(name string) uint32 {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			return 0
+		}
+		return uint32(ifi.Index)
+	})
+	for i := range fromSysfs {
+		if i >= len(table) || fromSysfs[i] != table[i] {
+			t.Errorf("sysfs fallback entry %d = %+v, kernel table %+v", i, fromSysfs[i], table)
+			break
+		}
+	}
+	t.Logf("verified: GID entries rebuilt from sysfs (the fallback) equal the kernel's table")
+	anyDev, err := QueryDeviceAny(f)
+	if err != nil || anyDev != dev {
+		t.Errorf("QueryDeviceAny: %v", err)
+	}
 }
 
 // TestKernelVerbs walks the control path SHIFT needs on the real kernel: PD, MR on real
