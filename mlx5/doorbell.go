@@ -107,6 +107,14 @@ func (r *BFReg) CurrentOffset() int { return r.base + r.offset }
 // 16-byte units, following rdma-core's post_send_db step by step. inline tells whether that
 // WQE carries inline data (BlueFlame is then used by default).
 func (r *BFReg) Ring(q *SQ, db DBRec, nreq int, last Posted, inline bool) {
+	r.RingAt(q, db, q.curPost, nreq, last, inline)
+}
+
+// RingAt is Ring with an explicit send counter for the doorbell record: the position just
+// past the last WQE being published. Callers that build WQEs ahead of ringing (withheld
+// doorbells, SHIFT's fence) publish up to that position while the ring's producer counter is
+// already further on; last must be the WQE that ends at counter.
+func (r *BFReg) RingAt(q *SQ, db DBRec, counter uint32, nreq int, last Posted, inline bool) {
 	if nreq == 0 {
 		return
 	}
@@ -115,7 +123,7 @@ func (r *BFReg) Ring(q *SQ, db DBRec, nreq int, last Posted, inline bool) {
 	//    (after a previous doorbell) could read a half-written WQE.
 	ToDeviceBarrier()
 	// 2. The doorbell record: the NIC uses the send counter to know how far it may read.
-	db.SetSendCounter(q.curPost)
+	db.SetSendCounter(counter)
 	if r.NeedLock {
 		r.mu.Lock()
 	}

@@ -307,3 +307,33 @@ func TestBlueFlameWrap(t *testing.T) {
 		t.Fatal("wrapped BlueFlame copy differs from ring contents")
 	}
 }
+
+// TestRingAtWithheld builds two WQEs, publishes only the first with RingAt (a withheld
+// doorbell), then the second.
+func TestRingAtWithheld(t *testing.T) {
+	q := newSQ(t, 8)
+	db, _ := NewDBRec(mapped(t, 8))
+	uar, _ := NewUARPage(mapped(t, AdapterPageSize))
+	bf, _ := NewBFReg(uar, Bfreg{Index: 1, Offset: 0xa00, BufSize: 256})
+	var ps []Posted
+	for i := 0; i < 2; i++ {
+		b := q.Begin()
+		b.Raddr(RaddrSeg{RemoteAddr: 1, RKey: 2})
+		b.Data(DataSeg{ByteCount: 8, LKey: 3, Addr: 4})
+		b.Data(DataSeg{ByteCount: 8, LKey: 3, Addr: 5})
+		b.Data(DataSeg{ByteCount: 8, LKey: 3, Addr: 6})
+		p, _ := b.Finish(CtrlSeg{Opcode: OpcodeRDMAWrite, QPN: 1})
+		ps = append(ps, p)
+	}
+	if q.CurPost() != 4 || db.SendCounter() != 0 {
+		t.Fatalf("cur_post %d, counter %d before ringing", q.CurPost(), db.SendCounter())
+	}
+	bf.RingAt(q, db, 2, 1, ps[0], false)
+	if db.SendCounter() != 2 || ParseSQDoorbell(uar.Load64(0xa00)).WQEIndex != 0 {
+		t.Fatalf("after first ring: counter %d doorbell %+v", db.SendCounter(), ParseSQDoorbell(uar.Load64(0xa00)))
+	}
+	bf.RingAt(q, db, 4, 1, ps[1], false)
+	if db.SendCounter() != 4 || ParseSQDoorbell(uar.Load64(0xb00)).WQEIndex != 2 {
+		t.Fatalf("after second ring: counter %d doorbell %+v", db.SendCounter(), ParseSQDoorbell(uar.Load64(0xb00)))
+	}
+}
