@@ -195,9 +195,10 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		}
 	}
 	q.host.q = q
+	// Everything the watcher reads from q is set before the register is bound to it.
 	d.mu.Lock()
-	if !cfg.UAR.bf[cfg.Bfreg].CompareAndSwap(nil, q) {
-		d.mu.Unlock()
+	defer d.mu.Unlock()
+	if cfg.UAR.bf[cfg.Bfreg].Load() != nil {
 		return nil, newErr(op, ErrBusy, unix.EBUSY, "uar %d bfreg %d already serves a qp", cfg.UAR.Index, cfg.Bfreg)
 	}
 	d.objMu.Lock()
@@ -214,7 +215,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	q.tr = d.newTr(&q.host)
 	d.qps[q.qpn] = q
 	d.objMu.Unlock()
-	d.mu.Unlock()
+	cfg.UAR.bf[cfg.Bfreg].Store(q)
 	q.scq.users.Add(1)
 	q.rcq.users.Add(1)
 	return q, nil
