@@ -1,0 +1,48 @@
+// Command shiftctl operates SHIFT on a host. This build carries the perf subcommand, a
+// perftest-like latency and bandwidth tool over the Go provider:
+//
+//	shiftctl perf [-d dev] [-x gid] [-s size] [-n iters] [-q qps] [-t depth] [-I inline]
+//	              [-test write|send|read] [-lat] [-p port] [server-host]
+//	shiftctl perf -emulated [...]    # both sides in-process over two emulated hosts
+//
+// Without a server-host argument shiftctl perf waits as the server on TCP port -p; with one
+// it connects to it as the client. Connection parameters travel over that TCP connection,
+// as perftest exchanges them.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "perf":
+		if err := perfMain(args[1:], stdout); err != nil {
+			fmt.Fprintf(stderr, "shiftctl perf: %v\n", err)
+			return 1
+		}
+		return 0
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "shiftctl: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: shiftctl <command> [flags]")
+	fmt.Fprintln(w, "commands:")
+	fmt.Fprintln(w, "  perf   RDMA latency/bandwidth test (write, send, read) over the Go mlx5 provider")
+}
