@@ -23,6 +23,7 @@ type eventQueue struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	pending [][]byte
+	writing bool // the writer goroutine holds an event it has not written yet
 	closed  bool
 	done    chan struct{}
 }
@@ -53,23 +54,35 @@ func (q *eventQueue) writer() {
 		}
 		ev := q.pending[0]
 		q.pending = q.pending[1:]
+		q.writing = true
 		q.mu.Unlock()
-		if _, err := q.ours.Write(ev); err != nil {
+		_, err := q.ours.Write(ev)
+		q.mu.Lock()
+		q.writing = false
+		if err != nil {
 			// The application closed its end: nobody can read events any more.
-			q.mu.Lock()
 			q.pending = nil
-			q.mu.Unlock()
 		}
+		q.mu.Unlock()
 	}
 }
 
+// push queues one event. When nothing is pending it is written at once without blocking,
+// so the descriptor is readable by the time the NIC's callback returns, as the kernel's
+// event list is; only a full socket defers it to the writer goroutine.
 func (q *eventQueue) push(ev []byte) {
 	q.mu.Lock()
-	if !q.closed {
-		q.pending = append(q.pending, ev)
-		q.cond.Signal()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
 	}
-	q.mu.Unlock()
+	if len(q.pending) == 0 && !q.writing {
+		if _, err := unix.SendmsgN(int(q.ours.Fd()), ev, nil, nil, unix.MSG_DONTWAIT); err == nil {
+			return
+		}
+	}
+	q.pending = append(q.pending, ev)
+	q.cond.Signal()
 }
 
 // pushComp queues a struct ib_uverbs_comp_event_desc { __aligned_u64 cq_handle; }, where

@@ -212,3 +212,213 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+func isAck(p *roce.Packet) bool {
+	return p.BTH.Opcode == roce.Acknowledge || p.BTH.Opcode == roce.AtomicAcknowledge
+}
+
+// When every ACK is lost, the data has landed at the responder but the requester cannot know
+// it: it retries, the responder re-acknowledges duplicates without executing them twice, and
+// with the ACKs still lost the requester fails with RETRY_EXC_ERR.
+func TestAckLoss(t *testing.T) {
+	conn := emutest.DefaultConn
+	conn.Timeout, conn.RetryCnt = 8, 2
+	c, p := pair(t, conn)
+	ma := p.A.RegMR(16<<10, emutest.AllAccess)
+	mb := p.B.RegMR(16<<10, emutest.AllAccess)
+	fill(5, ma.Buf)
+	c.Endpoint(1, 0, 1).Faults(fabric.TX).SetDropAcks(true)
+	p.QB.PostRecv(t, emutest.SGE(mb, mb.Buf[8<<10:12<<10]))
+	p.QA.PostRing(t, emutest.WR{Op: mlx5.OpcodeRDMAWriteImm, Imm: 7, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:4096])}, RemoteAddr: mb.Addr(), RKey: mb.RKey})
+	wantWC(t, "WRITE_IMM with every ACK lost", p.SCQA.Wait(t, wait), mlx5.WCRetryExcErr, 0, 0)
+	if !bytes.Equal(mb.Buf[:4096], ma.Buf[:4096]) {
+		t.Error("the data did not land at the responder")
+	}
+	// The responder completed the message exactly once although it arrived retry_cnt+1 times.
+	wantWC(t, "responder", p.RCQB.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRecvRDMAWithImm, 4096)
+	if !p.RCQB.Empty() {
+		t.Error("a retransmitted WRITE_IMM consumed a second receive")
+	}
+	if st := c.Endpoint(1, 0, 1).Stats(); st.TxDropped < uint64(conn.RetryCnt)+1 {
+		t.Errorf("responder dropped %d ACKs, want at least %d (one per try)", st.TxDropped, conn.RetryCnt+1)
+	}
+}
+
+// One lost ACK costs one retransmission and nothing else.
+func TestSingleAckLossRecovers(t *testing.T) {
+	conn := emutest.DefaultConn
+	conn.Timeout, conn.RetryCnt = 8, 3
+	c, p := pair(t, conn)
+	ma := p.A.RegMR(8192, emutest.AllAccess)
+	mb := p.B.RegMR(8192, emutest.AllAccess)
+	fill(6, ma.Buf)
+	c.Endpoint(1, 0, 1).Faults(fabric.TX).DropNextAcks(1)
+	p.QA.PostRing(t, emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:2048])}, RemoteAddr: mb.Addr(), RKey: mb.RKey})
+	wantWC(t, "WRITE after one lost ACK", p.SCQA.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRDMAWrite, 0)
+	if !bytes.Equal(mb.Buf[:2048], ma.Buf[:2048]) {
+		t.Error("data differs")
+	}
+}
+
+// A retransmitted FETCH_ADD is executed once: the responder replays the saved result.
+func TestRetransmittedFetchAddAppliedOnce(t *testing.T) {
+	conn := emutest.DefaultConn
+	conn.Timeout, conn.RetryCnt = 8, 3
+	c, p := pair(t, conn)
+	ma := p.A.RegMR(4096, emutest.AllAccess)
+	mb := p.B.RegMR(4096, emutest.AllAccess)
+	ne := binary.NativeEndian
+	ne.PutUint64(mb.Buf, 100)
+	c.Endpoint(1, 0, 1).Faults(fabric.TX).DropNextAcks(1) // the atomic ACK carrying the result
+	p.QA.PostRing(t, emutest.WR{Op: mlx5.OpcodeAtomicFA, SwapAdd: 5, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:8])}, RemoteAddr: mb.Addr(), RKey: mb.RKey})
+	wantWC(t, "FADD", p.SCQA.Wait(t, wait), mlx5.WCSuccess, mlx5.WCFetchAdd, 8)
+	if got, ret := ne.Uint64(mb.Buf), ne.Uint64(ma.Buf); got != 105 || ret != 100 {
+		t.Errorf("remote %d (want 105: added once), returned %d (want 100)", got, ret)
+	}
+	if st := c.Endpoint(0, 0, 1).Stats(); st.TxPackets < 2 {
+		t.Errorf("requester sent %d packets: the FADD was not retransmitted", st.TxPackets)
+	}
+}
+
+// A SEND to a responder with no posted receive is RNR NAKed; with rnr_retry 0 it fails at once
+// with RNR_RETRY_EXC_ERR, with rnr_retry 7 (infinite) it succeeds once a receive is posted.
+func TestRNR(t *testing.T) {
+	t.Run("exhausted", func(t *testing.T) {
+		conn := emutest.DefaultConn
+		conn.RNRRetry, conn.MinRNRTimer = 0, 1
+		_, p := pair(t, conn)
+		ma := p.A.RegMR(4096, emutest.AllAccess)
+		p.QA.PostRing(t, emutest.WR{Op: mlx5.OpcodeSend, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:100])}})
+		wantWC(t, "SEND without receive, rnr_retry 0", p.SCQA.Wait(t, wait), mlx5.WCRNRRetryExcErr, 0, 0)
+		if !p.RCQB.Empty() {
+			t.Error("the responder completed something")
+		}
+	})
+	t.Run("infinite", func(t *testing.T) {
+		conn := emutest.DefaultConn
+		conn.RNRRetry, conn.MinRNRTimer = 7, 1 // 7: retry forever; timer code 1 = 0.01 ms
+		c, p := pair(t, conn)
+		ma := p.A.RegMR(4096, emutest.AllAccess)
+		mb := p.B.RegMR(4096, emutest.AllAccess)
+		fill(7, ma.Buf)
+		p.QA.PostRing(t, emutest.WR{Op: mlx5.OpcodeSend, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:300])}})
+		// Wait until the responder has refused the SEND a few times (RNR NAKs are ACK packets).
+		deadline := time.Now().Add(wait)
+		for c.Endpoint(1, 0, 1).Stats().TxPackets < 3 {
+			if time.Now().After(deadline) {
+				t.Fatal("no RNR NAKs from the responder")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		if !p.SCQA.Empty() {
+			t.Fatal("the SEND completed before a receive was posted")
+		}
+		p.QB.PostRecv(t, emutest.SGE(mb, mb.Buf[:1024]))
+		wantWC(t, "SEND after the receive", p.SCQA.Wait(t, wait), mlx5.WCSuccess, mlx5.WCSend, 0)
+		wantWC(t, "receive", p.RCQB.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRecv, 300)
+		if !bytes.Equal(mb.Buf[:300], ma.Buf[:300]) {
+			t.Error("data differs")
+		}
+	})
+}
+
+// A WRITE with a bad rkey fails with REM_ACCESS_ERR; the requester flushes what follows and the
+// responder QP enters ERR with IBV_EVENT_QP_ACCESS_ERR (it has no CQE to report it on).
+func TestBadRKey(t *testing.T) {
+	_, p := pair(t, emutest.DefaultConn)
+	ma := p.A.RegMR(4096, emutest.AllAccess)
+	mb := p.B.RegMR(4096, emutest.AllAccess)
+	ro := p.B.RegMR(4096, uverbs.AccessRemoteRead) // readable only
+	p.QA.Post(t, emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:64])}, RemoteAddr: ro.Addr(), RKey: ro.RKey})
+	p.QA.Post(t, emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:64])}, RemoteAddr: mb.Addr(), RKey: mb.RKey})
+	p.QA.Ring()
+	wantWC(t, "WRITE to a read-only MR", p.SCQA.Wait(t, wait), mlx5.WCRemAccessErr, 0, 0)
+	wantWC(t, "next WRITE", p.SCQA.Wait(t, wait), mlx5.WCWRFlushErr, 0, 0)
+	if ev := readAsync(t, p.B.AsyncFD); ev.Type != uverbs.EventQPAccessErr || ev.Element != p.QB.UserHandle {
+		t.Errorf("responder event %+v, want QP_ACCESS_ERR for user handle %#x", ev, p.QB.UserHandle)
+	}
+	for _, q := range []struct {
+		x *emutest.Ctx
+		h uint32
+	}{{p.A, p.QA.Handle}, {p.B, p.QB.Handle}} {
+		if a, err := uverbs.QueryQP(q.x.File, q.h, 0, nil); err != nil || a.State != uverbs.QPStateErr {
+			t.Errorf("QP state %v %d, want ERR", err, a.State)
+		}
+	}
+	// Destroying the responder QP reports the one event it raised.
+	n, err := uverbs.DestroyQP(p.B.File, uverbs.DriverIDMLX5, p.QB.Handle)
+	if err != nil || n != 1 {
+		t.Errorf("destroy qp: %v, events_reported %d, want 1", err, n)
+	}
+	// A bad rkey of the right MR is refused the same way on a fresh pair.
+	_, p2 := pair(t, emutest.DefaultConn)
+	ma2 := p2.A.RegMR(4096, emutest.AllAccess)
+	p2.QA.PostRing(t, emutest.WR{Op: mlx5.OpcodeRDMARead, Local: []mlx5.DataSeg{emutest.SGE(ma2, ma2.Buf[:64])}, RemoteAddr: 0x1000, RKey: 0xdead00})
+	wantWC(t, "READ with an unknown rkey", p2.SCQA.Wait(t, wait), mlx5.WCRemAccessErr, 0, 0)
+}
+
+func readComp(t *testing.T, fd int) uverbs.CompEventDesc {
+	t.Helper()
+	ok, err := uverbs.WaitReadable(fd, wait)
+	if err != nil || !ok {
+		t.Fatalf("completion channel not readable: %v", err)
+	}
+	ev, err := uverbs.ReadCompEvent(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// An armed CQ raises one completion event for the next completion, then none until re-armed.
+func TestCompletionEventOncePerArm(t *testing.T) {
+	c, p := pair(t, emutest.DefaultConn)
+	ma := p.A.RegMR(4096, emutest.AllAccess)
+	mb := p.B.RegMR(4096, emutest.AllAccess)
+	for range 6 {
+		p.QB.PostRecv(t, emutest.SGE(mb, mb.Buf[:512]))
+	}
+	send := func() {
+		p.QA.PostRing(t, emutest.WR{Op: mlx5.OpcodeSend, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:16])}})
+		wantWC(t, "SEND", p.SCQA.Wait(t, wait), mlx5.WCSuccess, mlx5.WCSend, 0)
+	}
+	// Not armed: a completion raises no event.
+	send()
+	wantWC(t, "receive 1", p.RCQB.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRecv, 16)
+	p.RCQB.Arm(false)
+	send()
+	send()
+	send()
+	if ev := readComp(t, p.ChanB); ev.Handle != p.RCQB.UserHandle {
+		t.Errorf("event for %#x, want %#x", ev.Handle, p.RCQB.UserHandle)
+	}
+	p.RCQB.AckEvent()
+	for i := range 3 {
+		wantWC(t, "receive", p.RCQB.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRecv, 16)
+		_ = i
+	}
+	// Three completions after one arm: exactly one event. The device raises an event before it
+	// moves on, and events are readable when raised; one more completion after the three makes
+	// sure any extra event would be there by now.
+	send()
+	wantWC(t, "receive 5", p.RCQB.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRecv, 16)
+	if ok, _ := uverbs.WaitReadable(p.ChanB, 0); ok {
+		t.Error("a second completion event for one arm")
+	}
+	p.RCQB.Arm(false)
+	send()
+	if ev := readComp(t, p.ChanB); ev.Handle != p.RCQB.UserHandle {
+		t.Errorf("event after re-arm for %#x", ev.Handle)
+	}
+	p.RCQB.AckEvent()
+	wantWC(t, "receive after re-arm", p.RCQB.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRecv, 16)
+	r, err := uverbs.DestroyQP(p.B.File, uverbs.DriverIDMLX5, p.QB.Handle)
+	if err != nil || r != 0 {
+		t.Errorf("destroy qp %v %d", err, r)
+	}
+	d, err := uverbs.DestroyCQ(p.B.File, uverbs.DriverIDMLX5, p.RCQB.Handle)
+	if err != nil || d.Comp_events_reported != 2 {
+		t.Errorf("destroy cq: %v, comp_events_reported %d, want 2", err, d.Comp_events_reported)
+	}
+	_ = c
+}

@@ -24,7 +24,7 @@ type CQ struct {
 // completion channel fd (or -1).
 func (c *Ctx) CreateCQ(n int, channel int) *CQ {
 	c.T.Helper()
-	buf := c.Mem(n*64)
+	buf := c.Mem(n * 64)
 	dbm := c.Mem(64)
 	ring, err := mlx5.NewCQ(buf, n, 64)
 	if err != nil {

@@ -43,7 +43,7 @@ func (c *Ctx) CreateQP(scq, rcq *CQ, sz QPSize) *QP {
 		shift++
 	}
 	rqBytes := sz.RQWQEs << shift
-	buf := c.Mem(rqBytes+sz.SQWQEBBs*64)
+	buf := c.Mem(rqBytes + sz.SQWQEBBs*64)
 	dbm := c.Mem(64)
 	db, err := mlx5.NewDBRec(dbm[:8])
 	if err != nil {
