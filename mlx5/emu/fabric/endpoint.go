@@ -104,6 +104,7 @@ func (e *Endpoint) Send(p *roce.Packet) {
 	}
 	e.ctr.txPackets.Add(1)
 	e.ctr.txBytes.Add(uint64(len(p.Payload)))
+	e.f.tapped(TapSent, p)
 	if e.tx.process(p, e.f.clk.Now()) {
 		e.ctr.txDropped.Add(1)
 	}
@@ -134,6 +135,7 @@ func (e *Endpoint) deliver(p *roce.Packet) {
 	}
 	e.ctr.rxPackets.Add(1)
 	e.ctr.rxBytes.Add(uint64(len(p.Payload)))
+	e.f.tapped(TapDelivered, p)
 	(*fn)(p)
 }
 

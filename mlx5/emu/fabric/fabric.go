@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shift-rdma/shift/mlx5/emu/clock"
 )
@@ -16,6 +17,8 @@ import (
 type Fabric struct {
 	clk  clock.Clock
 	seed uint64
+
+	tap atomic.Pointer[TapFunc]
 
 	mu     sync.RWMutex
 	eps    map[netip.Addr]*Endpoint
