@@ -115,7 +115,7 @@ func TestOverInProcessFabric(t *testing.T) {
 				e.Faults(fabric.TX).SetLoss(0.01)
 				e.Faults(fabric.TX).SetReorder(0.01, 2)
 			}
-			a, _, ha, hb := linkedQPs(t, ea, eb, 12) // 16.8 ms ACK timeout
+			a, _, ha, hb := linkedQPs(t, ea, eb, 14) // 67 ms ACK timeout
 			workload(t, a, ha, hb)
 			if st := a.Stats(); st.Retransmits == 0 {
 				t.Fatalf("1%% loss caused no retransmission: %+v", st)
