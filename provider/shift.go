@@ -120,10 +120,9 @@ func (q *QP) RingSendDoorbell(upTo uint32) error {
 	ctrlOff := int(start&sq.mask) * mlx5.SendWQEBB
 	c, _ := mlx5.DecodeCtrlSeg(sq.buf[ctrlOff : ctrlOff+16])
 	last := mlx5.Posted{Offset: ctrlOff, WQEIndex: c.WQEIndex, DS: c.DS, BBs: sq.nbb[start&sq.mask]}
-	// BFReg.Ring publishes the ring's producer counter; point it at upTo for the doorbell.
-	sq.ring.SetCurPost(upTo)
-	q.ringSQ(2, last, false) // nreq 2: never BlueFlame, always the 8-byte doorbell
-	sq.ring.SetCurPost(cur)
+	// nreq 2: never BlueFlame, always the 8-byte doorbell naming the WQE ending at upTo.
+	sq.bf.RingAt(sq.ring, sq.db, upTo, 2, last, false)
+	sq.rung = upTo
 	return nil
 }
 
