@@ -469,3 +469,27 @@ func TestWriteAllocations(t *testing.T) {
 		t.Fatalf("%d completions, %d bad", h.done, h.bad)
 	}
 }
+
+// An atomic whose result has left the responder's replay buffer (max_dest_rd_atomic entries)
+// is never executed again: its retransmissions are dropped and the requester fails, with the
+// adds applied exactly once each.
+func TestAtomicBeyondReplayBufferNotReexecuted(t *testing.T) {
+	e := newEnv(t, func(a, b *Config) { b.MaxDestRDAtomic = 1; a.RetryCnt = 2 })
+	e.pair.B.SetDrop(func(p *roce.Packet) bool { return p.BTH.Opcode == roce.AtomicAcknowledge && p.BTH.PSN == 100 })
+	mem := e.hb.register(3, 0, 64, AccessRemoteAtomic)
+	e.post(e.a, WorkRequest{Index: 0, Op: OpFetchAdd, RKey: 3, SwapAdd: 1, Local: [][]byte{make([]byte, 8)}})
+	e.post(e.a, WorkRequest{Index: 1, Op: OpFetchAdd, RKey: 3, SwapAdd: 10, Local: [][]byte{make([]byte, 8)}})
+	e.runTimers(100)
+	if v := binary.NativeEndian.Uint64(mem); v != 11 {
+		t.Fatalf("remote value %d, want 11: each add applied once", v)
+	}
+	wantSends(t, e.ha.sendC(),
+		SendCompletion{Index: 0, Op: OpFetchAdd, Status: StatusRetryExcErr},
+		SendCompletion{Index: 1, Op: OpFetchAdd, Status: StatusWRFlushErr})
+	if st := e.b.Stats(); st.AtomicReplays != 3 || st.Duplicates != 6 {
+		// Three resend rounds (one on the out-of-order response for the second atomic, two on
+		// timeouts) each resend both atomics: the first is too old to replay and is dropped,
+		// the second is replayed.
+		t.Fatalf("responder stats %+v", st)
+	}
+}
