@@ -182,6 +182,7 @@ type qpEnd struct {
 	mem      []byte // registered memory
 	mr       *MR
 	errs     chan mlx5.WCStatus
+	events   chan QPEvent
 }
 
 const (
@@ -197,7 +198,7 @@ func (h *testHost) newQP(scq, rcq *cqEnd) *qpEnd {
 	rqBytes := rqWQEs << rqShift
 	buf := h.env.alloc(rqBytes + sqBBs*64)
 	dbm := h.env.alloc(64)
-	q := &qpEnd{h: h, t: t, scq: scq, rcq: rcq, errs: make(chan mlx5.WCStatus, 4)}
+	q := &qpEnd{h: h, t: t, scq: scq, rcq: rcq, errs: make(chan mlx5.WCStatus, 4), events: make(chan QPEvent, 4)}
 	var err error
 	if q.sq, err = mlx5.NewSQ(buf[rqBytes:rqBytes+sqBBs*64], sqBBs); err != nil {
 		t.Fatal(err)
@@ -220,7 +221,8 @@ func (h *testHost) newQP(scq, rcq *cqEnd) *qpEnd {
 	}
 	q.qp, err = h.dev.CreateQP(QPConfig{PD: h.pd, SendCQ: scq.cq, RecvCQ: rcq.cq, Buf: addrOf(buf),
 		RQWQEs: rqWQEs, RQWQEShift: rqShift, SQWQEBBs: sqBBs, SQOffset: uint64(rqBytes), DBRec: addrOf(dbm),
-		UAR: h.uar, Bfreg: bfreg, OnError: func(s mlx5.WCStatus) { q.errs <- s }})
+		UAR: h.uar, Bfreg: bfreg, OnError: func(s mlx5.WCStatus) { q.errs <- s },
+		OnAsyncEvent: func(ev QPEvent) { q.events <- ev }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,6 +76,9 @@ func (h *qpHost) QPError(status rc.Status) {
 	if q.onError != nil {
 		q.onError(mlx5.WCStatus(status))
 	}
+	if ev := asyncEventFor(mlx5.WCStatus(status)); ev != 0 && q.onEvent != nil {
+		q.onEvent(ev)
+	}
 	q.dev.kick(q)
 }
 

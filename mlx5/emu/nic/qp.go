@@ -72,10 +72,37 @@ type QPConfig struct {
 	// MaxSendSGE, MaxRecvSGE and MaxInline are the QP's capabilities; 0 means no limit beyond
 	// the WQE size. A WQE exceeding them fails with a local QP operation error.
 	MaxSendSGE, MaxRecvSGE, MaxInline int
-	// OnError is called when the QP enters ERR by itself (transport error, responder error,
-	// local error), with the ibv_wc_status of the cause, so the kernel can raise
-	// IBV_EVENT_QP_FATAL. It must not block.
+	// OnError is called whenever the QP enters ERR by itself (transport error, responder
+	// error, local error), with the ibv_wc_status of the cause. It must not block.
 	OnError func(status mlx5.WCStatus)
+	// OnAsyncEvent is called for the errors a ConnectX reports as asynchronous QP events
+	// (mlx5 WQ_INVAL_REQ_ERROR / WQ_ACCESS_ERROR / WQ_CATAS_ERROR): the responder-side
+	// errors no work request of this QP can report. Requester errors (retry exceeded, NAKs,
+	// local WQE errors) are reported by their error CQE alone. It must not block.
+	OnAsyncEvent func(ev QPEvent)
+}
+
+// QPEvent is an asynchronous QP event, with the values of enum ibv_event_type.
+type QPEvent uint8
+
+// QP events.
+const (
+	QPEventFatal     QPEvent = 1 // IBV_EVENT_QP_FATAL: local work queue catastrophic error
+	QPEventReqErr    QPEvent = 2 // IBV_EVENT_QP_REQ_ERR: invalid request (responder NAKed it)
+	QPEventAccessErr QPEvent = 3 // IBV_EVENT_QP_ACCESS_ERR: remote access violation (responder)
+)
+
+// asyncEventFor gives the asynchronous event for an engine error cause, or 0 when the cause is
+// a requester error that an error CQE reports. The engine reports responder errors with the
+// local statuses of enum ibv_wc_status (package rc, responderErrorLocked).
+func asyncEventFor(st mlx5.WCStatus) QPEvent {
+	switch st {
+	case mlx5.WCLocQPOpErr, mlx5.WCLocLenErr:
+		return QPEventReqErr
+	case mlx5.WCLocAccessErr:
+		return QPEventAccessErr
+	}
+	return 0
 }
 
 // QPAttr is the complete set of attributes of a QP the transport uses; the kernel keeps them,
@@ -108,6 +135,7 @@ type QP struct {
 	uar     *UAR
 	bfrg    int
 	onError func(mlx5.WCStatus)
+	onEvent func(QPEvent)
 
 	sqRing     *mlx5.SQ
 	rqRing     *mlx5.RQ
@@ -175,6 +203,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	q := &QP{
 		dev: d, pd: cfg.PD, scq: cfg.SendCQ, rcq: cfg.RecvCQ, uar: cfg.UAR, bfrg: cfg.Bfreg,
 		onError:    cfg.OnError,
+		onEvent:    cfg.OnAsyncEvent,
 		sqBBs:      uint16(cfg.SQWQEBBs),
 		rqN:        uint16(cfg.RQWQEs),
 		rqShift:    uint(cfg.RQWQEShift),
