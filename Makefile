@@ -25,7 +25,7 @@ all: build
 
 ## deps: check Go >= 1.26; install missing Debian packages as root, list them otherwise
 deps:
-	@scripts/deps.sh
+	@GO=$(GO) scripts/deps.sh
 
 ## build: compile every package and the commands into bin/
 build:

@@ -15,8 +15,10 @@ if ! command -v "$GO" >/dev/null; then
   echo "deps: no '$GO' in PATH; install Go >= $GO_MIN (https://go.dev/dl/) and add it to PATH" >&2
   exit 1
 fi
-gover=$("$GO" env GOVERSION)            # e.g. go1.26.8
-v=${gover#go}; maj=${v%%.*}; rest=${v#*.}; min=${rest%%[!0-9]*}
+gover=$("$GO" env GOVERSION) || { echo "deps: $GO env GOVERSION failed" >&2; exit 1; }  # e.g. go1.26.8, go1.27rc1, devel go1.27-abcdef
+v=$(sed -nE 's/.*go([0-9]+)\.([0-9]+).*/\1 \2/p' <<<"$gover")
+if [ -z "$v" ]; then echo "deps: cannot read a Go version from '$gover'" >&2; exit 1; fi
+read -r maj min <<<"$v"
 want_maj=${GO_MIN%%.*}; want_min=${GO_MIN#*.}
 if (( maj < want_maj || (maj == want_maj && min < want_min) )); then
   echo "deps: $gover is too old: this module needs Go >= $GO_MIN" >&2
