@@ -12,6 +12,7 @@ import (
 
 	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/mlx5/emu/rc/rctest"
+	"github.com/shift-rdma/shift/mlx5/emu/roce"
 )
 
 // The tests play the provider: they lay rings out in mmapped memory as libmlx5 does, write
@@ -23,7 +24,7 @@ var waitFor = 10 * time.Second // failure guard only
 // env is two devices over a link pair, and the memory the "provider" mapped.
 type env struct {
 	t    testing.TB
-	pair *rctest.Pair
+	stop func() // stops the links' delivery
 	a, b *testHost
 	mu   sync.Mutex
 	mem  [][]byte
@@ -47,15 +48,23 @@ var (
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	e := &env{t: t, pair: rctest.NewPair(addrA, addrB)}
-	e.a = e.newHost("a", e.pair.A)
-	e.b = e.newHost("b", e.pair.B)
-	e.pair.Start()
+	pair := rctest.NewPair(addrA, addrB)
+	e := newEnvLinks(t, pair.A, pair.B, pair.Stop)
+	pair.Start()
+	return e
+}
+
+// newEnvLinks builds the two hosts on the given links; stop ends the links' delivery.
+func newEnvLinks(t testing.TB, la, lb roce.Link, stop func()) *env {
+	t.Helper()
+	e := &env{t: t, stop: stop}
+	e.a = e.newHost("a", la)
+	e.b = e.newHost("b", lb)
 	t.Cleanup(e.close)
 	return e
 }
 
-func (e *env) newHost(name string, l *rctest.End) *testHost {
+func (e *env) newHost(name string, l roce.Link) *testHost {
 	e.t.Helper()
 	h := &testHost{env: e, pd: 1, portEvents: make(chan bool, 16)}
 	d, err := New(Config{Name: "emlx5_" + name, Ports: []PortConfig{{Link: l, MTU: 1024}},
@@ -82,7 +91,7 @@ func (h *testHost) newUAR() {
 }
 
 func (e *env) close() {
-	e.pair.Stop()
+	e.stop()
 	for _, h := range []*testHost{e.a, e.b} {
 		if err := h.dev.Close(); err != nil {
 			e.t.Errorf("close %s: %v", h.dev.Name(), err)
