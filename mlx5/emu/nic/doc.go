@@ -1,17 +1,49 @@
 // Package nic is the hardware half of the emulated ConnectX: what the NIC does with the memory
 // the provider and the kernel set up. A Device has ports bound to fabric links (each with the
 // RoCEv2 GID of its link's address), UAR pages whose doorbell and blue-flame registers a
-// watcher goroutine polls with atomic loads (adaptive: spinning briefly after activity, then
-// sleeping up to a millisecond), memory keys (registered regions with PD and access rights),
-// completion queues into which it writes CQE64s with the ownership bit in the PRM format, and
-// RC queue pairs whose send queues it reads in PRM format from the provider's ring memory once
-// — and only once — a doorbell was written to the QP's UAR register. Valid WQEs become work
-// requests for the RC transport engine (package rc) after their lkeys are checked; invalid
-// ones complete with the syndrome the hardware reports and move the QP to ERR. Incoming
-// packets are demultiplexed by destination QPN to the engines; the engines reach registered
-// memory, posted receives and the CQs through the device.
+// watcher goroutine polls with atomic loads, memory keys (registered regions with PD and access
+// rights), completion queues into which it writes CQE64s in PRM format with the ownership bit,
+// and RC queue pairs whose send queues it reads in PRM format from the provider's ring memory
+// once — and only once — a doorbell was written to the QP's UAR register. Valid WQEs become
+// work requests for the RC transport engine (package rc) after their lkeys are checked;
+// invalid ones complete with the syndrome the hardware reports and move the QP to ERR.
+// Incoming packets are demultiplexed by destination QPN to the engines; the engines reach
+// registered memory, posted receives and the CQs through the device.
 //
 // The emulated kernel driver (package emu) calls this API to create objects on uverbs commands
-// and turns the device's callbacks (port state, CQ events and errors, QP errors) into uverbs
-// events. Formats come from package mlx5; nothing here knows about the provider or SHIFT.
+// and turns the device's callbacks (port state, CQ events and errors, QP errors and
+// asynchronous events) into uverbs events. Formats and ring code come from package mlx5;
+// nothing here knows about the provider or SHIFT.
+//
+// How the model follows a ConnectX, and where it cannot:
+//
+//   - Doorbells. Hardware receives every MMIO write as its own transaction; the model sees a
+//     register only as memory. It consumes each register write by swapping it with zero, and
+//     executes a send queue from its consumer index up to the send counter of the doorbell
+//     record, so a QP's own doorbells may overwrite one another harmlessly. Two QPs sharing a
+//     blue-flame register could hide each other's doorbells, so each QP must own its register
+//     (CreateQP refuses a shared one with EBUSY); mlx5_ib shares medium-latency bfregs between
+//     QPs, the emulated kernel gives each QP its own. The CQ arm doorbell is shared by all CQs
+//     of a page, as on hardware; a hidden arm is recovered from the CQ's arm doorbell record,
+//     which the device marks "never armed" at creation (its only write to a doorbell record).
+//   - Execution follows the doorbell record only after a doorbell: a WQE written and advertised
+//     in the record but not rung never runs. Receives need no doorbell (mlx5 posts them with
+//     the record alone). A QP in INIT or RTR keeps rung WQEs until RTS; RESET zeroes the
+//     device's ring indexes.
+//   - Completions keep send-queue order: a WQE the device completes itself (NOP, validation
+//     error) waits until the engine has completed the WQEs before it. Unsignaled WQEs produce a
+//     CQE only on error; every WQE flushed by ERR produces a flush CQE.
+//   - CQ events: an arm raises one event for the next CQE that satisfies it (solicited-only
+//     arms: a receive with the SE bit, or an error), or at once when such a CQE is already past
+//     the consumer index the arm carries; an arm repeating the last one (same sequence number,
+//     command and index) is ignored. A CQ without a free entry overruns: the CQ error callback
+//     runs once and the CQ takes no more CQEs (the QPs using it are not moved to ERR).
+//   - Adaptive polling: the watcher spins (yielding) for 50 µs after activity, then sleeps with
+//     a period doubling from 10 µs to 1 ms, so an idle device costs little CPU and the first
+//     doorbell after idleness waits up to about a millisecond (more on a loaded machine).
+//   - Vendor syndromes in error CQEs are the values ConnectX firmware is seen to report where
+//     known (0x81 retry exceeded, 0x88 remote access, 0x51 local protection), else 0.
+//   - A receive WQE the device cannot scatter into (bad lkey) completes with a local error and
+//     the QP goes to ERR; the requester sees RNR NAKs meanwhile rather than a NAK, a
+//     simplification of the IBA responder behaviour.
 package nic

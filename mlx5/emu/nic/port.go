@@ -15,7 +15,9 @@ import (
 type LinkStateSource interface {
 	// LinkUp reports the current carrier state.
 	LinkUp() bool
-	// OnLinkState installs a function called on every carrier change. It must not block.
+	// OnLinkState registers a function called on every carrier change; the device calls it
+	// once per port, when it is created. It must not block. Changes reported after the
+	// device is closed are ignored.
 	OnLinkState(func(up bool))
 }
 
@@ -71,10 +73,8 @@ func (p *Port) attach() {
 	}
 }
 
-// detach stops receiving; packets still arriving are dropped.
+// detach stops receiving; packets still arriving are dropped. Carrier changes still
+// reported by the link are ignored once the device is closed (SetLinkUp checks it).
 func (p *Port) detach() {
 	p.link.SetReceiver(func(*roce.Packet) {})
-	if s, ok := p.link.(LinkStateSource); ok {
-		s.OnLinkState(func(bool) {})
-	}
 }
