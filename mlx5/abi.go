@@ -1,6 +1,10 @@
 package mlx5
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
+)
 
 // mlx5 driver data (rdma/mlx5-abi.h): the bytes libmlx5 puts in the UHW_IN attribute (or
 // after the legacy command struct) and the kernel's mlx5_ib returns in UHW_OUT. They are in
@@ -30,10 +34,12 @@ type AllocUcontextReqV2 struct {
 }
 
 // AllocUcontextReqV2Size is sizeof(struct mlx5_ib_alloc_ucontext_req_v2);
-// AllocUcontextReqMinSize is sizeof(struct mlx5_ib_alloc_ucontext_req), the v1 request.
+// AllocUcontextReqMinSize is sizeof(struct mlx5_ib_alloc_ucontext_req), the v0 request;
+// AllocUcontextReqMinV2Size is offsetof(max_cqe_version), the shortest v2 request.
 const (
-	AllocUcontextReqV2Size  = 32
-	AllocUcontextReqMinSize = 8
+	AllocUcontextReqV2Size    = 32
+	AllocUcontextReqMinSize   = 8
+	AllocUcontextReqMinV2Size = 16
 )
 
 // Put encodes r into b[0:32].
@@ -48,14 +54,19 @@ func (r *AllocUcontextReqV2) Put(b []byte) {
 	ne.PutUint64(b[24:], r.LibCaps)
 }
 
-// DecodeAllocUcontextReq decodes a v1 or v2 request.
+// DecodeAllocUcontextReq decodes a v0 or v2 request as mlx5_ib_alloc_ucontext does: exactly
+// 8 bytes or at least 16 (EINVAL otherwise), reserved bytes zero (EOPNOTSUPP otherwise).
 func DecodeAllocUcontextReq(b []byte) (AllocUcontextReqV2, error) {
+	const op = "decode mlx5 alloc_ucontext req"
 	var r AllocUcontextReqV2
-	if len(b) < AllocUcontextReqMinSize {
-		return r, shortErr("decode mlx5 alloc_ucontext req", len(b), AllocUcontextReqMinSize)
+	if len(b) != AllocUcontextReqMinSize && len(b) < AllocUcontextReqMinV2Size {
+		return r, shortErr(op, len(b), AllocUcontextReqMinV2Size)
 	}
 	var f [AllocUcontextReqV2Size]byte
 	copy(f[:], b)
+	if f[17] != 0 || ne.Uint16(f[18:]) != 0 || ne.Uint32(f[20:]) != 0 {
+		return r, newErr(op, ErrMalformed, unix.EOPNOTSUPP, "reserved bytes set")
+	}
 	r.TotalNumBfregs = ne.Uint32(f[0:])
 	r.NumLowLatencyBfregs = ne.Uint32(f[4:])
 	r.Flags = ne.Uint32(f[8:])
@@ -197,14 +208,19 @@ func (c *CreateCQ) Put(b []byte) {
 	ne.PutUint16(b[24:], c.UARPageIndex)
 }
 
-// DecodeCreateCQ decodes the create_cq driver data.
+// DecodeCreateCQ decodes the create_cq driver data as create_cq_user does: at least
+// offsetof(flags) bytes (EINVAL), reserved0 and reserved1 zero (EINVAL).
 func DecodeCreateCQ(b []byte) (CreateCQ, error) {
+	const op = "decode mlx5 create_cq"
 	var c CreateCQ
 	if len(b) < CreateCQMinSize {
-		return c, shortErr("decode mlx5 create_cq", len(b), CreateCQMinSize)
+		return c, shortErr(op, len(b), CreateCQMinSize)
 	}
 	var f [CreateCQSize]byte
 	copy(f[:], b)
+	if ne.Uint16(f[26:]) != 0 || ne.Uint32(f[28:]) != 0 {
+		return c, newErr(op, ErrMalformed, unix.EINVAL, "reserved bytes set")
+	}
 	c.BufAddr = ne.Uint64(f[0:])
 	c.DBAddr = ne.Uint64(f[8:])
 	c.CQESize = ne.Uint32(f[16:])
@@ -262,11 +278,13 @@ type CreateQP struct {
 	DCIStreams [2]uint8 // 52
 }
 
-// CreateQPSize is sizeof(struct mlx5_ib_create_qp); CreateQPMinSize is offsetof(sq_buf_addr),
-// the request of libraries that predate it.
+// CreateQPSize is sizeof(struct mlx5_ib_create_qp); CreateQPMinSize is offsetof(ece_options),
+// the shortest request mlx5_ib accepts (process_udata_size: libraries without ECE);
+// createQPReservedOff is offsetof(reserved), from where check_ucmd_data wants zeros.
 const (
-	CreateQPSize    = 56
-	CreateQPMinSize = 40
+	CreateQPSize        = 56
+	CreateQPMinSize     = 48
+	createQPReservedOff = 54
 )
 
 // Put encodes q into b[0:56].
@@ -286,11 +304,19 @@ func (q *CreateQP) Put(b []byte) {
 	b[52], b[53] = q.DCIStreams[0], q.DCIStreams[1]
 }
 
-// DecodeCreateQP decodes the create_qp driver data.
+// DecodeCreateQP decodes the create_qp driver data of an RC/UC/UD QP as mlx5_ib does: at
+// least offsetof(ece_options) bytes, and every byte from offsetof(reserved) to the end of the
+// input zero (EINVAL otherwise, check_ucmd_data).
 func DecodeCreateQP(b []byte) (CreateQP, error) {
+	const op = "decode mlx5 create_qp"
 	var q CreateQP
 	if len(b) < CreateQPMinSize {
-		return q, shortErr("decode mlx5 create_qp", len(b), CreateQPMinSize)
+		return q, shortErr(op, len(b), CreateQPMinSize)
+	}
+	for _, x := range b[min(len(b), createQPReservedOff):] {
+		if x != 0 {
+			return q, newErr(op, ErrMalformed, unix.EINVAL, "bytes after offset %d not cleared", createQPReservedOff)
+		}
 	}
 	var f [CreateQPSize]byte
 	copy(f[:], b)

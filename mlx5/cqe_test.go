@@ -83,7 +83,45 @@ func TestDecodersRejectShortInput(t *testing.T) {
 	b := make([]byte, CreateQPMinSize)
 	b[0] = 1
 	q, err := DecodeCreateQP(b)
-	if err != nil || q.SQBufAddr != 0 || q.BufAddr == 0 {
+	if err != nil || q.ECEOptions != 0 || q.BufAddr == 0 {
 		t.Errorf("create_qp prefix: %+v %v", q, err)
 	}
+}
+
+// The structural rules mlx5_ib applies to request driver data.
+func TestRequestDecoderKernelRules(t *testing.T) {
+	expect := func(name string, err error, errno unix.Errno) {
+		t.Helper()
+		if errno == 0 {
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			return
+		}
+		if !errors.Is(err, errno) {
+			t.Errorf("%s: %v, want %v", name, err, errno)
+		}
+	}
+	_, err := DecodeAllocUcontextReq(make([]byte, 8))
+	expect("ucontext v0", err, 0)
+	_, err = DecodeAllocUcontextReq(make([]byte, 12))
+	expect("ucontext 12 bytes", err, unix.EINVAL)
+	_, err = DecodeAllocUcontextReq(make([]byte, 16))
+	expect("ucontext v2 without max_cqe_version", err, 0)
+	b := make([]byte, 32)
+	b[20] = 1
+	_, err = DecodeAllocUcontextReq(b)
+	expect("ucontext reserved2", err, unix.EOPNOTSUPP)
+	b = make([]byte, CreateCQSize)
+	b[27] = 1
+	_, err = DecodeCreateCQ(b)
+	expect("create_cq reserved0", err, unix.EINVAL)
+	b = make([]byte, 64)
+	_, err = DecodeCreateQP(b)
+	expect("create_qp with cleared tail", err, 0)
+	b[60] = 1
+	_, err = DecodeCreateQP(b)
+	expect("create_qp with uncleared tail", err, unix.EINVAL)
+	_, err = DecodeCreateQP(make([]byte, 47))
+	expect("create_qp without ece_options", err, unix.EINVAL)
 }

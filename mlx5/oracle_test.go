@@ -301,7 +301,9 @@ func TestOracleLayout(t *testing.T) {
 		{"AllocUcontextReqMinSize", AllocUcontextReqMinSize, "mlx5_ib_alloc_ucontext_req."},
 		{"AllocUcontextRespMinSize", AllocUcontextRespMinSize, "mlx5_ib_alloc_ucontext_resp.cqe_version"},
 		{"CreateCQMinSize", CreateCQMinSize, "mlx5_ib_create_cq.flags"},
-		{"CreateQPMinSize", CreateQPMinSize, "mlx5_ib_create_qp.sq_buf_addr"},
+		{"AllocUcontextReqMinV2Size", AllocUcontextReqMinV2Size, "mlx5_ib_alloc_ucontext_req_v2.max_cqe_version"},
+		{"CreateQPMinSize", CreateQPMinSize, "mlx5_ib_create_qp.ece_options"},
+		{"createQPReservedOff", createQPReservedOff, "mlx5_ib_create_qp.reserved"},
 		{"CreateQPRespMinSize", CreateQPRespMinSize, "mlx5_ib_create_qp_resp.ece_options"},
 	}
 	for _, m := range mins {

@@ -72,6 +72,7 @@ static const dvo_field abi_fields[] = {
 	F(mlx5_ib_create_qp, sq_buf_addr),
 	F(mlx5_ib_create_qp, ece_options),
 	F(mlx5_ib_create_qp, dci_streams),
+	F(mlx5_ib_create_qp, reserved),
 	S(mlx5_ib_create_qp_resp),
 	F(mlx5_ib_create_qp_resp, bfreg_index),
 	F(mlx5_ib_create_qp_resp, ece_options),
