@@ -62,8 +62,11 @@ func (q *QP) process() {
 		}
 		// Completed by the device itself: keep completions in send queue order by waiting
 		// for the WRs the engine still holds.
+		// stalled is published before outstanding is read, and SendCompleted decrements
+		// outstanding before it reads stalled: one of the two sees the other, so the last
+		// completion cannot miss the stall.
+		q.stalled.Store(true)
 		if q.outstanding.Load() > 0 {
-			q.stalled.Store(true)
 			return
 		}
 		q.stalled.Store(false)
