@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,8 +29,12 @@ func NewBuffer(size int) (*Buffer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider: new buffer: mmap %d bytes: %w", n, err)
 	}
+	liveBuffers.Add(1)
 	return &Buffer{b: b[:size:n]}, nil
 }
+
+// liveBuffers counts mapped Buffers, for the leak check of the tests.
+var liveBuffers atomic.Int64
 
 // Bytes returns the buffer's memory.
 func (m *Buffer) Bytes() []byte { return m.b }
@@ -47,6 +52,7 @@ func (m *Buffer) Free() error {
 	}
 	b := m.b[:cap(m.b)]
 	m.b = nil
+	liveBuffers.Add(-1)
 	if err := unix.Munmap(b); err != nil {
 		return fmt.Errorf("provider: free buffer: %w", err)
 	}
