@@ -8,7 +8,10 @@ import (
 )
 
 // RandomPacket returns a valid packet of opcode op from src to dst, with header fields drawn
-// from rng and, for opcodes with data, a payload of 0 to 9 bytes (so every pad count occurs).
+// from rng and, for opcodes with data, a payload of 0 or 3 to 12 bytes (so every pad count
+// occurs). Payload byte 2 is never zero: Wireshark's InfiniBand dissector takes a payload
+// whose bytes 2-3 are zero for an encapsulated Ethernet type and then reports the random
+// bytes as a malformed packet of that type.
 func RandomPacket(rng *rand.Rand, op roce.Opcode, src, dst netip.Addr) *roce.Packet {
 	p := &roce.Packet{
 		SrcIP:   src,
@@ -44,9 +47,16 @@ func RandomPacket(rng *rand.Rand, op roce.Opcode, src, dst netip.Addr) *roce.Pac
 		p.AtomicAck = rng.Uint64()
 	}
 	if op.HasPayload() {
-		p.Payload = make([]byte, rng.IntN(10))
+		n := 0
+		if rng.IntN(6) != 0 {
+			n = 3 + rng.IntN(10)
+		}
+		p.Payload = make([]byte, n)
 		for i := range p.Payload {
 			p.Payload[i] = byte(rng.Uint32())
+		}
+		if n > 0 {
+			p.Payload[2] |= 0x01
 		}
 		p.BTH.PadCount = uint8(-len(p.Payload) & 3)
 	}
