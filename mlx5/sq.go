@@ -262,3 +262,46 @@ func (q *SQ) CopyInline(w *SendWQE, dst []byte) int {
 	}
 	return c
 }
+
+// ReadWQE copies the whole WQE at basic block idx (DS 16-byte units, unwrapped) into dst and
+// returns its length, as the kernel's mlx5_ib_read_user_wqe_sq reads a WQE that may wrap. It
+// is how a caller takes an outstanding WQE out of a ring (to copy it to another QP).
+func (q *SQ) ReadWQE(idx uint32, dst []byte) (int, error) {
+	off := q.Offset(idx)
+	ds := int(q.buf[off+7]) // low byte of qpn_ds
+	n := ds * SegSize
+	if ds == 0 || ds > MaxDS || WQEBBs(ds) > int(q.wqeCnt) {
+		return 0, newErr("read send wqe", ErrMalformed, unix.EINVAL, "DS %d at index %d", ds, idx)
+	}
+	if len(dst) < n {
+		return 0, shortErr("read send wqe", len(dst), n)
+	}
+	c := copy(dst[:n], q.buf[off:])
+	copy(dst[c:n], q.buf)
+	return n, nil
+}
+
+// WriteWQE writes a WQE taken with ReadWQE at the producer position, wrapping at the end of
+// the ring, with the control segment's QPN and WQE index rewritten for this queue, and
+// advances the producer counter. Keys inside the segments are the caller's to rewrite (Parse
+// the copy, or edit it before writing). Space is the caller's business.
+func (q *SQ) WriteWQE(src []byte, qpn uint32) (Posted, error) {
+	if len(src) < CtrlSegSize || len(src)%SegSize != 0 {
+		return Posted{}, newErr("write send wqe", ErrMalformed, unix.EINVAL, "%d bytes", len(src))
+	}
+	ds := len(src) / SegSize
+	if ds > MaxDS || int(src[7]) != ds || WQEBBs(ds) > int(q.wqeCnt) {
+		return Posted{}, newErr("write send wqe", ErrMalformed, unix.EINVAL, "%d bytes with DS %d", len(src), src[7])
+	}
+	ctrl, _ := DecodeCtrlSeg(src)
+	off := q.Offset(q.curPost)
+	c := copy(q.buf[off:], src)
+	copy(q.buf, src[c:])
+	ctrl.QPN = qpn & qpnMask
+	ctrl.WQEIndex = uint16(q.curPost)
+	ctrl.Put(q.buf[off : off+CtrlSegSize])
+	bbs := WQEBBs(ds)
+	p := Posted{Offset: off, WQEIndex: ctrl.WQEIndex, DS: uint8(ds), BBs: uint8(bbs)}
+	q.curPost += uint32(bbs)
+	return p, nil
+}

@@ -337,3 +337,49 @@ func TestRingAtWithheld(t *testing.T) {
 		t.Fatalf("after second ring: counter %d doorbell %+v", db.SendCounter(), ParseSQDoorbell(uar.Load64(0xb00)))
 	}
 }
+
+// TestReadWriteWQE moves a wrapped WQE from one ring to another position of another ring and
+// checks that it parses to the same WQE with the new QPN and index.
+func TestReadWriteWQE(t *testing.T) {
+	src, dst := newSQ(t, 4), newSQ(t, 8)
+	src.SetCurPost(3)
+	b := src.Begin()
+	b.Raddr(RaddrSeg{RemoteAddr: 0xabc, RKey: 0x11})
+	for i := 0; i < 4; i++ {
+		b.Data(DataSeg{ByteCount: uint32(100 + i), LKey: 0x22, Addr: uint64(i)})
+	}
+	p, err := b.Finish(CtrlSeg{Opcode: OpcodeRDMAWriteImm, QPN: 0x100, Imm: 5, FMCESE: CtrlCQUpdate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw [MaxDS * SegSize]byte
+	n, err := src.ReadWQE(3, raw[:])
+	if err != nil || n != int(p.DS)*SegSize {
+		t.Fatalf("ReadWQE: %d, %v", n, err)
+	}
+	dst.SetCurPost(7)
+	q, err := dst.WriteWQE(raw[:n], 0x200)
+	if err != nil || q.WQEIndex != 7 || q.DS != p.DS || dst.CurPost() != 7+uint32(p.BBs) {
+		t.Fatalf("WriteWQE: %+v, %v", q, err)
+	}
+	var a, c SendWQE
+	if err := src.Parse(3, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Parse(7, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Ctrl.QPN != 0x200 || c.Ctrl.WQEIndex != 7 {
+		t.Fatalf("rewritten ctrl %+v", c.Ctrl)
+	}
+	c.Ctrl.QPN, c.Ctrl.WQEIndex, c.Offset = a.Ctrl.QPN, a.Ctrl.WQEIndex, a.Offset
+	if a != c {
+		t.Fatalf("copied WQE differs:\n%+v\n%+v", a, c)
+	}
+	if _, err := src.ReadWQE(3, raw[:16]); !errors.Is(err, ErrShort) {
+		t.Fatalf("short dst: %v", err)
+	}
+	if _, err := dst.WriteWQE(raw[:n-16], 1); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("DS mismatch accepted: %v", err)
+	}
+}
