@@ -1,11 +1,15 @@
 package nic
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/mlx5/emu/rc"
 )
+
+type rcStats = rc.Stats
 
 func expectEvent(t *testing.T, q *qpEnd, want QPEvent) {
 	t.Helper()
@@ -75,4 +79,25 @@ func TestReceiveTooSmall(t *testing.T) {
 	checkCQE(t, a.scq.poll(), mlx5.CQEReqErr, mlx5.WCRemInvReqErr)
 	expectEvent(t, b, QPEventReqErr)
 	noEvent(t, a)
+}
+
+// A SEND that arrives before any receive is posted is RNR-NAKed; once software posts a
+// receive (doorbell record only), the retried SEND lands in it.
+func TestRNRThenReceive(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.pairQPs()
+	fill(a.mem[:300], 21)
+	a.post(wqe{op: mlx5.OpcodeSend, local: []mlx5.DataSeg{a.seg(0, 300)}, signaled: true})
+	waitUntil(t, "an RNR NAK", func() bool {
+		return b.qp.Transport().(interface{ Stats() rcStats }).Stats().RNRNAKsSent > 0
+	})
+	if !a.scq.empty() || !b.rcq.empty() {
+		t.Fatal("completion before a receive was posted")
+	}
+	b.postRecv(1024, 512)
+	checkCQE(t, a.scq.poll(), mlx5.CQEReq, mlx5.WCSuccess)
+	r := checkCQE(t, b.rcq.poll(), mlx5.CQERespSend, mlx5.WCSuccess)
+	if r.ByteLen != 300 || !bytes.Equal(b.mem[1024:1324], a.mem[:300]) {
+		t.Fatalf("receive %+v or data wrong after RNR", r)
+	}
 }
