@@ -95,7 +95,11 @@ func FuzzParseSendWQE(f *testing.F) {
 		copy(ring, in)
 		var w SendWQE
 		dst := make([]byte, 4*SendWQEBB)
+		var raw [MaxDS * SegSize]byte
 		for idx := uint32(0); idx < 4; idx++ {
+			if n, err := q.ReadWQE(idx, raw[:]); err == nil && (n < SegSize || n > 4*SendWQEBB) {
+				t.Fatalf("ReadWQE(%d) = %d bytes", idx, n)
+			}
 			if err := q.Parse(idx, &w); err != nil {
 				continue
 			}
