@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,21 +16,36 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	before := runtime.NumGoroutine()
 	code := m.Run()
 	if code == 0 {
-		// Close must leave no timer or delivery goroutine behind.
+		// Close must leave no timer callback, delivery or fabric goroutine of this module
+		// behind (the testing and fuzzing machinery's own goroutines are not counted).
 		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		stacks := ourGoroutines()
+		for stacks != "" && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
+			stacks = ourGoroutines()
 		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<16)
-			fmt.Fprintf(os.Stderr, "goroutine leak: %d before, %d after\n%s", before, n, buf[:runtime.Stack(buf, true)])
+		if stacks != "" {
+			fmt.Fprintf(os.Stderr, "goroutine leak:\n%s", stacks)
 			code = 1
 		}
 	}
 	os.Exit(code)
+}
+
+// ourGoroutines returns the stacks of goroutines running this module's code, other than the
+// one calling it.
+func ourGoroutines() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "github.com/shift-rdma/shift/") && !strings.Contains(g, "ourGoroutines") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // region is a registered memory region of the test host.
