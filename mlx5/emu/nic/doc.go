@@ -41,6 +41,10 @@
 //   - Adaptive polling: the watcher spins (yielding) for 50 µs after activity, then sleeps with
 //     a period doubling from 10 µs to 1 ms, so an idle device costs little CPU and the first
 //     doorbell after idleness waits up to about a millisecond (more on a loaded machine).
+//   - Validation is at least as strict as the hardware's: a WQE whose control segment names
+//     another QPN fails with LOC_QP_OP_ERR (a ConnectX identifies the QP by the doorbell and
+//     may not check WQEs it fetches), so a provider that copies WQEs between QPs must rewrite
+//     the QPN, as it must for BlueFlame writes anyway.
 //   - Vendor syndromes in error CQEs are the values ConnectX firmware is seen to report where
 //     known (0x81 retry exceeded, 0x88 remote access, 0x51 local protection), else 0.
 //   - A receive WQE the device cannot scatter into (bad lkey) completes with a local error and
