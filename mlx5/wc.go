@@ -1,5 +1,7 @@
 package mlx5
 
+import "strconv"
+
 // WCStatus is enum ibv_wc_status (infiniband/verbs.h), the status a completion reports.
 type WCStatus uint32
 
@@ -42,7 +44,7 @@ func (s WCStatus) String() string {
 	if int(s) < len(wcStatusNames) {
 		return wcStatusNames[s]
 	}
-	return "WC_STATUS_" + hex8(uint8(s))
+	return "WC_STATUS_" + strconv.Itoa(int(s))
 }
 
 // StatusFromSyndrome maps an error CQE syndrome to a work completion status exactly as
@@ -152,7 +154,7 @@ func (o WCOpcode) String() string {
 	case WCRecvRDMAWithImm:
 		return "RECV_RDMA_WITH_IMM"
 	}
-	return "WC_OPCODE_" + hex8(uint8(o))
+	return "WC_OPCODE_" + strconv.Itoa(int(o))
 }
 
 // WCFlags is enum ibv_wc_flags (infiniband/verbs.h).
