@@ -68,6 +68,9 @@ func (d *Device) CreateCQ(cfg CQConfig) (*CQ, error) {
 	if cfg.Buf == 0 || cfg.Buf%64 != 0 || cfg.DBRec == 0 || cfg.DBRec%8 != 0 {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "buffer %#x dbrec %#x", cfg.Buf, cfg.DBRec)
 	}
+	if !checkMapped(cfg.Buf, uint64(cfg.CQEs*cfg.CQESize)) || !checkMapped(cfg.DBRec, mlx5.DBRecSize) {
+		return nil, newErr(op, ErrInvalid, unix.EFAULT, "buffer %#x or dbrec %#x not mapped", cfg.Buf, cfg.DBRec)
+	}
 	ring, err := mlx5.NewCQ(hostBytes(cfg.Buf, cfg.CQEs*cfg.CQESize), cfg.CQEs, cfg.CQESize)
 	if err != nil {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "%v", err)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // The NIC reaches host memory by address, as a DMA engine does: the rings, doorbell records,
@@ -44,4 +46,22 @@ func swapReg(b []byte, off int) (v [8]byte, ok bool) {
 // peekReg reports whether the register at b[off:off+8] holds an unconsumed write.
 func peekReg(b []byte, off int) bool {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off]))) != 0
+}
+
+// checkMapped reports whether every page of [addr, addr+n) is mapped in this process, as the
+// kernel's ib_umem_get would find when it pins user memory (EFAULT otherwise). mincore fails
+// with ENOMEM on a range containing unmapped pages.
+func checkMapped(addr uint64, n uint64) bool {
+	if n == 0 {
+		return true
+	}
+	const page = 4096
+	start := addr &^ (page - 1)
+	end := (addr + n + page - 1) &^ (page - 1)
+	if end < start {
+		return false
+	}
+	vec := make([]byte, (end-start)/page)
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(start), uintptr(end-start), uintptr(unsafe.Pointer(&vec[0])))
+	return e == 0
 }

@@ -60,6 +60,9 @@ func (d *Device) RegisterMR(pd uint32, addr, length uint64, access Access) (*MR,
 	if length > 1<<40 || (length > 0 && addr == 0) || addr+length < addr {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "range %#x+%#x", addr, length)
 	}
+	if !checkMapped(addr, length) {
+		return nil, newErr(op, ErrInvalid, unix.EFAULT, "range %#x+%#x not mapped", addr, length)
+	}
 	t := &d.mkeys
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -1,10 +1,13 @@
 package nic
 
 import (
+	"errors"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/shift-rdma/shift/mlx5/emu/rc/rctest"
 )
@@ -103,6 +106,20 @@ func TestCreateValidation(t *testing.T) {
 	}
 	if _, err := d.CreateCQ(CQConfig{Buf: addrOf(buf) + 8, CQEs: 8, CQESize: 64, DBRec: addrOf(db)}); err == nil {
 		t.Error("misaligned CQ buffer accepted")
+	}
+	gone, err := unix.Mmap(-1, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goneAddr := addrOf(gone)
+	if err := unix.Munmap(gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.RegisterMR(1, goneAddr, 8192, AccessLocalWrite); !errors.Is(err, unix.EFAULT) {
+		t.Errorf("MR over unmapped memory: %v, want EFAULT", err)
+	}
+	if _, err := d.CreateCQ(CQConfig{Buf: goneAddr, CQEs: 8, CQESize: 64, DBRec: addrOf(db)}); !errors.Is(err, unix.EFAULT) {
+		t.Errorf("CQ over unmapped memory: %v, want EFAULT", err)
 	}
 	if _, err := d.RegisterMR(1, addrOf(buf), 4096, AccessRemoteWrite); err == nil {
 		t.Error("remote write without local write accepted")

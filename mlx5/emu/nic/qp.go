@@ -200,6 +200,10 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	case cfg.DBRec == 0 || cfg.DBRec%8 != 0:
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "dbrec %#x", cfg.DBRec)
 	}
+	bufLen := cfg.SQOffset + uint64(cfg.SQWQEBBs)*mlx5.SendWQEBB
+	if !checkMapped(cfg.Buf, bufLen) || !checkMapped(cfg.DBRec, mlx5.DBRecSize) {
+		return nil, newErr(op, ErrInvalid, unix.EFAULT, "buffer %#x+%#x or dbrec %#x not mapped", cfg.Buf, bufLen, cfg.DBRec)
+	}
 	q := &QP{
 		dev: d, pd: cfg.PD, scq: cfg.SendCQ, rcq: cfg.RecvCQ, uar: cfg.UAR, bfrg: cfg.Bfreg,
 		onError:    cfg.OnError,
