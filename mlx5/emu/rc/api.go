@@ -210,7 +210,8 @@ type Transport interface {
 	// transport state. Errors wrap ErrState or ErrConfig.
 	Modify(to State, cfg Config) error
 	// Post queues a WR, called in doorbell order. Allowed in RTS (executed) and in Error
-	// (completed at once with StatusWRFlushErr); in RTR/Init it wraps ErrState. The engine
+	// (completed at once with StatusWRFlushErr); in RTR/Init it wraps ErrState, and a
+	// malformed WR (unknown op, atomic result list not 8 bytes) wraps ErrConfig. The engine
 	// copies wr; it keeps the slices of wr.Local until the WR completes.
 	Post(wr *WorkRequest) error
 	// HandlePacket processes one packet addressed to this QP; the engine takes ownership.
