@@ -46,7 +46,7 @@ func TestOracleConstants(t *testing.T) {
 		"MLX5_OPCODE_RDMA_READ": int64(OpcodeRDMARead), "MLX5_OPCODE_ATOMIC_CS": int64(OpcodeAtomicCS),
 		"MLX5_OPCODE_ATOMIC_FA":   int64(OpcodeAtomicFA),
 		"MLX5_WQE_CTRL_CQ_UPDATE": int64(CtrlCQUpdate), "MLX5_WQE_CTRL_SOLICITED": int64(CtrlSolicited),
-		"MLX5_WQE_CTRL_FENCE": int64(CtrlFence), "MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE": int64(CtrlInitiatorSmallFnce),
+		"MLX5_WQE_CTRL_FENCE": int64(CtrlFence), "MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE": int64(CtrlInitiatorSmallFence),
 		"MLX5_SEND_WQE_BB": SendWQEBB, "MLX5_SEND_WQE_SHIFT": SendWQEShift, "MLX5_INLINE_SEG": InlineSeg,
 		"MLX5_INVALID_LKEY":   InvalidLKey,
 		"MLX5_CQE_OWNER_MASK": int64(CQEOwnerMask), "MLX5_CQE_REQ": int64(CQEReq),

@@ -63,12 +63,12 @@ func (o Opcode) Segments() (raddr, atomic, ok bool) {
 // Control segment fm_ce_se bits (enum MLX5_WQE_CTRL_* in mlx5dv.h). Bits 7..5 are the fence
 // mode, bits 3..2 the completion mode, bit 1 the solicited-event request.
 const (
-	CtrlCQUpdate           uint8 = 2 << 2 // MLX5_WQE_CTRL_CQ_UPDATE: generate a CQE (signaled)
-	CtrlSolicited          uint8 = 1 << 1 // MLX5_WQE_CTRL_SOLICITED
-	CtrlFence              uint8 = 4 << 5 // MLX5_WQE_CTRL_FENCE: wait for prior RDMA READ/atomics
-	CtrlInitiatorSmallFnce uint8 = 1 << 5 // MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE (after local inval/bind)
-	CtrlFenceMask          uint8 = 7 << 5 // fence mode field
-	CtrlCEMask             uint8 = 3 << 2 // completion mode field
+	CtrlCQUpdate            uint8 = 2 << 2 // MLX5_WQE_CTRL_CQ_UPDATE: generate a CQE (signaled)
+	CtrlSolicited           uint8 = 1 << 1 // MLX5_WQE_CTRL_SOLICITED
+	CtrlFence               uint8 = 4 << 5 // MLX5_WQE_CTRL_FENCE: wait for prior RDMA READ/atomics
+	CtrlInitiatorSmallFence uint8 = 1 << 5 // MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE (after local inval/bind)
+	CtrlFenceMask           uint8 = 7 << 5 // fence mode field
+	CtrlCEMask              uint8 = 3 << 2 // completion mode field
 )
 
 // WQE geometry.
