@@ -2,7 +2,9 @@ package fabric
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,14 +194,5 @@ func (e *Endpoint) Close() error {
 func (e *Endpoint) String() string { return fmt.Sprintf("fabric endpoint %v", e.addr) }
 
 func sortedKeys(m map[uint64]func(LinkEvent)) []uint64 {
-	keys := make([]uint64, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
+	return slices.Sorted(maps.Keys(m))
 }

@@ -119,7 +119,9 @@ func (l *UDPLink) Send(p *roce.Packet) {
 	defer l.bufs.Put(bp)
 	b, err := p.AppendWire((*bp)[:0])
 	*bp = b[:0]
-	if err == nil {
+	if err != nil {
+		l.ctr.txInvalid.Add(1)
+	} else {
 		_, err = l.conn.WriteToUDPAddrPort(b, netip.AddrPortFrom(p.DstIP.Unmap(), roce.UDPPort))
 	}
 	if err != nil {

@@ -132,7 +132,11 @@ func TestUDPSendErrorsAreCounted(t *testing.T) {
 	if !errors.Is(a.SendError(), syscall.EMSGSIZE) {
 		t.Fatalf("send error %v, want EMSGSIZE", a.SendError())
 	}
-	if a.Stats().TxPackets != 0 {
-		t.Fatal("oversized packet counted as sent")
+	if a.Stats().TxPackets != 0 || a.Stats().TxInvalid != 0 {
+		t.Fatalf("oversized packet counted as sent or invalid: %+v", a.Stats())
+	}
+	a.Send(&roce.Packet{DstIP: a.Addr(), BTH: roce.BTH{Opcode: roce.WriteOnly}}) // no RETH
+	if st := a.Stats(); st.TxInvalid != 1 || st.TxDropped != 2 || !errors.Is(a.SendError(), roce.ErrHeaders) {
+		t.Fatalf("invalid packet: stats %+v, error %v", st, a.SendError())
 	}
 }
