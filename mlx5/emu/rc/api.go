@@ -1,18 +1,3 @@
-// Package rc is the Reliable Connected transport engine of the emulated ConnectX: the part of a
-// NIC that turns posted work requests into RC packets and incoming RC packets into memory
-// accesses, acknowledgements and completions. It segments SEND/WRITE messages at the path MTU,
-// numbers packets with 24-bit PSNs, acknowledges them (coalescing allowed), retransmits go-back-N
-// after the local ACK timeout, handles PSN sequence error and RNR NAKs with retry_cnt and
-// rnr_retry, checks remote access through the host's memory table, executes READs and atomics
-// (atomics exactly once, replaying results for retransmitted requests) and moves the QP to the
-// error state with flush completions as the IBA requires.
-//
-// The engine is NIC-agnostic: it knows nothing of mlx5 WQE or CQE formats. The NIC model parses
-// WQEs, resolves lkeys into byte slices, and hands the engine WorkRequests; it implements Host so
-// the engine can reach remote-accessible memory and posted receives, and it turns the engine's
-// completions into CQEs. Packets travel over a roce.Link; the NIC demultiplexes incoming packets
-// by destination QPN and calls QP.HandlePacket. Time comes from a clock.Clock (real time by
-// default) so tests drive timeouts deterministically with clock.Manual.
 package rc
 
 import (
