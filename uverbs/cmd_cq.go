@@ -96,3 +96,11 @@ func DestroyCQWrite(f File, handle uint32) (DestroyCQResp, error) {
 	err := Write(f, CmdDestroyCQ, structBytes(&cmd), nil, structBytes(&resp), nil)
 	return resp, err
 }
+
+// ReqNotifyCQ arms a CQ through the kernel with the legacy write REQ_NOTIFY_CQ: the next
+// completion (or the next solicited one) raises one completion event on the CQ's channel.
+// mlx5 arms CQs from user space instead; providers without a user-space arm (rxe) use this.
+func ReqNotifyCQ(f File, handle uint32, solicitedOnly bool) error {
+	cmd := ReqNotifyCQCmd{Cq_handle: handle, Solicited_only: uint32(boolU8(solicitedOnly))}
+	return Write(f, CmdReqNotifyCQ, structBytes(&cmd), nil, nil, nil)
+}

@@ -70,6 +70,8 @@ type CreateCQResp C.struct_ib_uverbs_create_cq_resp
 type ExCreateCQResp C.struct_ib_uverbs_ex_create_cq_resp
 type DestroyCQCmd C.struct_ib_uverbs_destroy_cq
 type DestroyCQResp C.struct_ib_uverbs_destroy_cq_resp
+type ReqNotifyCQCmd C.struct_ib_uverbs_req_notify_cq
+type WC C.struct_ib_uverbs_wc
 
 // QP.
 type GlobalRoute C.struct_ib_uverbs_global_route
@@ -87,11 +89,19 @@ type ExModifyQPCmd C.struct_ib_uverbs_ex_modify_qp
 type ExModifyQPResp C.struct_ib_uverbs_ex_modify_qp_resp
 type DestroyQPCmd C.struct_ib_uverbs_destroy_qp
 type DestroyQPResp C.struct_ib_uverbs_destroy_qp_resp
+type PostSendCmd C.struct_ib_uverbs_post_send
+type SendWR C.struct_ib_uverbs_send_wr
+type PostSendResp C.struct_ib_uverbs_post_send_resp
 
 // rxe driver data (rdma/rdma_user_rxe.h), used by the real-kernel tests.
 type RxeMmapInfo C.struct_mminfo
 type RxeCreateCQResp C.struct_rxe_create_cq_resp
 type RxeCreateQPResp C.struct_rxe_create_qp_resp
+type RxeSendWR C.struct_rxe_send_wr
+type RxeSGE C.struct_rxe_sge
+type RxeDMAInfo C.struct_rxe_dma_info
+type RxeSendWQE C.struct_rxe_send_wqe
+type RxeQueueBuf C.struct_rxe_queue_buf
 
 // ABI version and framing.
 const (
@@ -296,6 +306,23 @@ const (
 	QPCreateSQSigAll           = C.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
 	CQFlagsTimestampCompletion = C.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
 	CQFlagsIgnoreOverrun       = C.IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN
+)
+
+// Work request opcodes and send flags as the generic POST_SEND and rxe's queues carry them
+// (enum ib_uverbs_wr_opcode, enum ibv_send_flags), and completion opcodes (enum
+// ib_uverbs_wc_opcode).
+const (
+	WROpRDMAWrite     = C.IB_UVERBS_WR_RDMA_WRITE
+	WROpRDMAWriteImm  = C.IB_UVERBS_WR_RDMA_WRITE_WITH_IMM
+	WROpSend          = C.IB_UVERBS_WR_SEND
+	WROpRDMARead      = C.IB_UVERBS_WR_RDMA_READ
+	SendFlagFence     = C.IBV_SEND_FENCE
+	SendFlagSignaled  = C.IBV_SEND_SIGNALED
+	SendFlagSolicited = C.IBV_SEND_SOLICITED
+	SendFlagInline    = C.IBV_SEND_INLINE
+	WCOpSend          = C.IB_UVERBS_WC_SEND
+	WCOpRDMAWrite     = C.IB_UVERBS_WC_RDMA_WRITE
+	WCOpRDMARead      = C.IB_UVERBS_WC_RDMA_READ
 )
 
 // GID types (enum ib_uverbs_gid_type).

@@ -252,6 +252,27 @@ type DestroyCQResp struct {
 	Comp_events_reported  uint32
 	Async_events_reported uint32
 }
+type ReqNotifyCQCmd struct {
+	Cq_handle      uint32
+	Solicited_only uint32
+}
+type WC struct {
+	Wr_id          uint64
+	Status         uint32
+	Opcode         uint32
+	Vendor_err     uint32
+	Byte_len       uint32
+	Ex             [4]byte
+	Qp_num         uint32
+	Src_qp         uint32
+	Wc_flags       uint32
+	Pkey_index     uint16
+	Slid           uint16
+	Sl             uint8
+	Dlid_path_bits uint8
+	Port_num       uint8
+	Reserved       uint8
+}
 
 type GlobalRoute struct {
 	Dgid          [16]uint8
@@ -426,6 +447,24 @@ type DestroyQPCmd struct {
 type DestroyQPResp struct {
 	Reported uint32
 }
+type PostSendCmd struct {
+	Response  uint64
+	Qp_handle uint32
+	Wr_count  uint32
+	Sge_count uint32
+	Wqe_size  uint32
+}
+type SendWR struct {
+	Wr_id      uint64
+	Num_sge    uint32
+	Opcode     uint32
+	Send_flags uint32
+	Ex         [4]byte
+	Wr         [32]byte
+}
+type PostSendResp struct {
+	Wr uint32
+}
 
 type RxeMmapInfo struct {
 	Offset uint64
@@ -438,6 +477,49 @@ type RxeCreateCQResp struct {
 type RxeCreateQPResp struct {
 	Rq_mi RxeMmapInfo
 	Sq_mi RxeMmapInfo
+}
+type RxeSendWR struct {
+	Wr_id      uint64
+	Reserved   uint32
+	Opcode     uint32
+	Send_flags uint32
+	Ex         [4]byte
+	Wr         [120]byte
+}
+type RxeSGE struct {
+	Addr   uint64
+	Length uint32
+	Lkey   uint32
+}
+type RxeDMAInfo struct {
+	Length     uint32
+	Resid      uint32
+	Cur_sge    uint32
+	Num_sge    uint32
+	Sge_offset uint32
+	Reserved   uint32
+}
+type RxeSendWQE struct {
+	Wr            RxeSendWR
+	Status        uint32
+	State         uint32
+	Iova          uint64
+	Mask          uint32
+	First_psn     uint32
+	Last_psn      uint32
+	Ack_length    uint32
+	Ssn           uint32
+	Has_rd_atomic uint32
+	Dma           RxeDMAInfo
+}
+type RxeQueueBuf struct {
+	Log2_elem_size uint32
+	Index_mask     uint32
+	Pad_1          [30]uint32
+	Producer_index uint32
+	Pad_2          [31]uint32
+	Consumer_index uint32
+	Pad_3          [31]uint32
 }
 
 const (
@@ -635,6 +717,20 @@ const (
 	QPCreateSQSigAll           = 0x1000
 	CQFlagsTimestampCompletion = 0x1
 	CQFlagsIgnoreOverrun       = 0x2
+)
+
+const (
+	WROpRDMAWrite     = 0x0
+	WROpRDMAWriteImm  = 0x1
+	WROpSend          = 0x2
+	WROpRDMARead      = 0x4
+	SendFlagFence     = 0x1
+	SendFlagSignaled  = 0x2
+	SendFlagSolicited = 0x4
+	SendFlagInline    = 0x8
+	WCOpSend          = 0x0
+	WCOpRDMAWrite     = 0x1
+	WCOpRDMARead      = 0x2
 )
 
 const (

@@ -212,7 +212,11 @@ func fields(st *dwarf.StructType, prefix string) []row {
 			// Anonymous union or struct member: its members are named directly.
 			if sub, ok := ft.(*dwarf.StructType); ok && len(sub.Field) > 0 {
 				if sub.Kind == "union" {
-					rows = append(rows, row{path: prefix + sub.Field[0].Name})
+					// The first member stands for the union (Go has one field for it);
+					// it may itself be wrapped, as __DECLARE_FLEX_ARRAY does.
+					if r := fields(sub, prefix); len(r) > 0 {
+						rows = append(rows, r[0])
+					}
 				} else {
 					rows = append(rows, fields(sub, prefix)...)
 				}
