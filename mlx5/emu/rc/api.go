@@ -165,7 +165,10 @@ type RecvCompletion struct {
 //
 // RemoteMemory and PopRecv are called while the QP's lock is held: they must not call back into
 // the QP. The completion callbacks are called without the lock, one at a time and in order, and
-// may call Post, Modify or FlushRecv.
+// may call Post, Modify or FlushRecv. Completions are delivered by whichever goroutine is
+// delivering when they are produced: a call that produces completions (Post in ERR, Modify to
+// ERR, HandlePacket) may return before they reach the Host, if another goroutine is delivering
+// at that moment (that goroutine delivers them before it returns).
 type Host interface {
 	// RemoteMemory resolves an incoming request's rkey and range for the given access. It
 	// returns the bytes (len == length) or an error when the rkey is unknown, the range falls
