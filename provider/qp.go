@@ -51,7 +51,7 @@ func (q *QP) initRings(l qpLayout, signalAll bool, bf *mlx5.BFReg) error {
 		if err != nil {
 			return err
 		}
-		q.sq = newSendQueue(ring, bf, db, uint32(l.sqMaxPost), l.sqMaxGS, l.maxInline, q.qpn, signalAll)
+		q.sq = newSendQueue(ring, bf, db, l.sqWQESize, uint32(l.sqMaxPost), l.sqMaxGS, l.maxInline, q.qpn, signalAll)
 	} else {
 		q.sq = &sendQueue{db: db}
 	}

@@ -147,43 +147,60 @@ func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 	if dsq.head-dsq.tail.Load()+1 > dsq.maxPost {
 		return dsq.cur(), &WRError{Op: "copy_wqe", Limit: int(dsq.maxPost), Got: int(dsq.head-dsq.tail.Load()) + 1, Err: ErrSQFull}
 	}
-	if maxBB := uint32(alignUp(rcSQOverhead()+dsq.maxGS*dataSegSize, sendWQEBB) / sendWQEBB); nbb > max(maxBB, uint32(alignUp(rcSQOverhead()+inlineHdrSize+dsq.maxInl, sendWQEBB)/sendWQEBB)) {
-		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: %d WQEBBs exceed the destination WQE size", ErrInvalidArgument, nbb)
+	if nbb > dsq.slotBB {
+		// The destination's max_post assumes WQEs of at most its own slot size.
+		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: %d WQEBBs exceed the destination's %d-block WQE slot",
+			ErrInvalidArgument, nbb, dsq.slotBB)
 	}
-	soff := int(sidx) * mlx5.SendWQEBB
-	c, _ := mlx5.DecodeCtrlSeg(ssq.buf[soff : soff+16])
+	var wqe [mlx5.MaxDS * mlx5.SegSize]byte
+	n, err := ssq.ring.ReadWQE(pos, wqe[:])
+	if err != nil {
+		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w", err)
+	}
+	rewriteKeys(wqe[:n], rw)
 	dcur := dsq.cur()
-	didx := dcur & dsq.mask
-	doff := int(didx) * mlx5.SendWQEBB
-	for i := 0; i < int(c.DS); i++ {
-		copy(dsq.seg(doff+i*16), ssq.seg(soff+i*16))
+	if _, err := dsq.ring.WriteWQE(wqe[:n], q.qpn); err != nil {
+		return dcur, fmt.Errorf("provider: copy WQE: %w", err)
 	}
-	c.QPN = q.qpn
-	c.WQEIndex = uint16(dcur)
-	c.Put(dsq.buf[doff : doff+16])
+	dsq.record(dcur, nbb, ssq.wrid[sidx])
+	return dcur + nbb, nil
+}
+
+// ReadSendWQE copies the send WQE at position pos (unwrapped, DS*16 bytes) into dst and
+// returns its length, for callers that keep or inspect WQEs themselves.
+func (q *QP) ReadSendWQE(pos uint32, dst []byte) (int, error) {
+	n, err := q.sq.ring.ReadWQE(pos, dst)
+	if err != nil {
+		return 0, fmt.Errorf("provider: read WQE: %w", err)
+	}
+	return n, nil
+}
+
+// rewriteKeys maps the remote key of the raddr segment and the local keys of the data
+// segments of an unwrapped WQE (inline data carries no key).
+func rewriteKeys(wqe []byte, rw WQERewrite) {
+	c, _ := mlx5.DecodeCtrlSeg(wqe)
 	raddr, atomic, _ := c.Opcode.Segments()
-	o := doff + mlx5.CtrlSegSize
+	o := mlx5.CtrlSegSize
 	if raddr {
-		r, _ := mlx5.DecodeRaddrSeg(dsq.seg(o))
+		r, _ := mlx5.DecodeRaddrSeg(wqe[o:])
 		if rw.RKey != nil {
 			r.RKey = rw.RKey(r.RKey)
-			r.Put(dsq.seg(o))
+			r.Put(wqe[o:])
 		}
 		o += mlx5.RaddrSegSize
 	}
 	if atomic {
 		o += mlx5.AtomicSegSize
 	}
-	if rw.LKey != nil && !mlx5.IsInline(dsq.seg(o)) {
-		for ; o < doff+int(c.DS)*16; o += mlx5.DataSegSize {
-			d, _ := mlx5.DecodeDataSeg(dsq.seg(o))
-			d.LKey = rw.LKey(d.LKey)
-			d.Put(dsq.seg(o))
-		}
+	if rw.LKey == nil || o >= len(wqe) || mlx5.IsInline(wqe[o:]) {
+		return
 	}
-	dsq.record(dcur, nbb, ssq.wrid[sidx])
-	dsq.ring.SetCurPost(dcur + nbb)
-	return dcur + nbb, nil
+	for ; o+mlx5.DataSegSize <= len(wqe); o += mlx5.DataSegSize {
+		d, _ := mlx5.DecodeDataSeg(wqe[o:])
+		d.LKey = rw.LKey(d.LKey)
+		d.Put(wqe[o:])
+	}
 }
 
 // resetIndices is mlx5_init_qp_indices plus the doorbell records: what a QP looks like after

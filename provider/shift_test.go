@@ -127,7 +127,7 @@ func TestCQCleanAndResetIndices(t *testing.T) {
 	r := newRingQP(t, QPCap{MaxSendWR: 8, MaxSendSGE: 1}, false)
 	other := &QP{qpn: 0x77, sq: &sendQueue{}, rq: &recvQueue{}}
 	otherRing, _ := mlx5.NewSQ(make([]byte, 256), 4)
-	other.sq = newSendQueue(otherRing, nil, mlx5.DBRec{}, 4, 1, 0, 0x77, false)
+	other.sq = newSendQueue(otherRing, nil, mlx5.DBRec{}, 64, 4, 1, 0, 0x77, false)
 	other.sq.wrid[1] = 99
 	other.sq.nbb[1] = 1
 	other.sq.pos[1] = 1

@@ -24,6 +24,7 @@ type sendQueue struct {
 	maxPost uint32
 	maxGS   int
 	maxInl  int
+	slotBB  uint32 // WQEBBs of the largest WQE the QP was sized for
 	qpn     uint32
 
 	rung uint32        // position the doorbell record was last set to
@@ -44,12 +45,12 @@ type sendQueue struct {
 	startOf []uint32
 }
 
-func newSendQueue(ring *mlx5.SQ, bf *mlx5.BFReg, db mlx5.DBRec, maxPost uint32, maxGS, maxInl int, qpn uint32, signalAll bool) *sendQueue {
+func newSendQueue(ring *mlx5.SQ, bf *mlx5.BFReg, db mlx5.DBRec, slotBytes int, maxPost uint32, maxGS, maxInl int, qpn uint32, signalAll bool) *sendQueue {
 	n := uint32(ring.WQECount())
 	ring.MaxInline = maxInl
 	return &sendQueue{
 		ring: ring, bf: bf, db: db, buf: ring.Buf(), wqeCnt: n, mask: n - 1, maxPost: maxPost, maxGS: maxGS,
-		maxInl: maxInl, qpn: qpn, signalAll: signalAll,
+		maxInl: maxInl, slotBB: uint32(slotBytes / mlx5.SendWQEBB), qpn: qpn, signalAll: signalAll,
 		wrid: make([]uint64, n), wqeHead: make([]uint32, n),
 		pos: make([]uint32, n), nbb: make([]uint8, n), startOf: make([]uint32, n),
 	}
