@@ -155,7 +155,9 @@ type QP struct {
 	attr      QPAttr
 	sqCI      uint16       // next WQEBB the device reads
 	wqe       mlx5.SendWQE // parse scratch, under mu
-	dbPending bool         // rung while not yet in RTS
+	wr        rc.WorkRequest
+	locals    [][][]byte // per send queue slot gather/scatter list storage, under mu
+	dbPending bool       // rung while not yet in RTS
 	destroyed bool
 
 	outstanding atomic.Int32 // WRs handed to the engine and not yet completed

@@ -43,16 +43,16 @@ func (q *QP) process() {
 	pi := q.dbrec.SendCounter()
 	for q.sqCI != pi {
 		pending := pi - q.sqCI
-		var wr rc.WorkRequest
+		wr := &q.wr // the engine copies it
 		var lc localCompletion
-		bbs, local := q.parse(&wr, &lc, pending)
+		bbs, local := q.parse(wr, &lc, pending)
 		q.dev.stats.wqesExecuted.Add(1)
 		if !local {
 			// In ERR the engine completes the WR at once with a flush error, after the WRs
 			// it still holds, which keeps the send queue's completion order.
 			q.outstanding.Add(1)
 			q.sqCI += bbs
-			if err := q.tr.Post(&wr); err != nil {
+			if err := q.tr.Post(wr); err != nil {
 				// The engine refused the WR (it was closed or reset under us): complete
 				// it as flushed so software's ring accounting still moves.
 				q.outstanding.Add(-1)
@@ -141,7 +141,7 @@ func (q *QP) parse(wr *rc.WorkRequest, lc *localCompletion, pending uint16) (bbs
 		return bbs, true
 	}
 	var total uint64
-	wr.Local = make([][]byte, 0, w.NumData)
+	wr.Local = q.localsFor(w.NumData)
 	for i := 0; i < w.NumData; i++ {
 		d := &w.Data[i]
 		l := d.ByteCount
@@ -227,4 +227,23 @@ func (q *QP) enterErrorLocked(status mlx5.WCStatus) {
 	if q.onError != nil {
 		q.onError(status)
 	}
+}
+
+// localsFor returns the gather/scatter list storage of the WQE at the consumer index. The
+// engine keeps the list until the WR completes, and software reuses a send queue slot only
+// after the WQE in it (or a later one) completed, so each slot's storage is reused in turn
+// instead of allocating one list per WQE.
+func (q *QP) localsFor(n int) [][]byte {
+	slot := int(q.sqCI & (q.sqBBs - 1))
+	if q.locals == nil {
+		q.locals = make([][][]byte, q.sqBBs)
+	}
+	l := q.locals[slot]
+	if cap(l) < n {
+		l = make([][]byte, 0, max(n, 4))
+	}
+	clear(l[:cap(l)])
+	l = l[:0]
+	q.locals[slot] = l
+	return l
 }
