@@ -89,6 +89,11 @@ func CopyToUser(addr uint64, src []byte) error {
 // UserBytes returns the n bytes at user address addr as a slice aliasing that memory, for an
 // emulated device that keeps accessing registered memory (MRs, rings) after the command.
 // Accesses through it are not fault-protected; use CopyFromUser/CopyToUser for one-shot copies.
+//
+// The address arrives as an integer, like in the kernel, so the race detector's pointer
+// checks (checkptr) cannot relate it to the Go object it names; they are off here.
+//
+//go:nocheckptr
 func UserBytes(addr uint64, n int) ([]byte, error) {
 	if addr == 0 || n < 0 || addr+uint64(n) < addr {
 		return nil, unix.EFAULT
