@@ -46,8 +46,8 @@ func (q *QP) process() {
 		wr := &q.wr // the engine copies it
 		var lc localCompletion
 		bbs, local := q.parse(wr, &lc, pending)
-		q.dev.stats.wqesExecuted.Add(1)
 		if !local {
+			q.dev.stats.wqesExecuted.Add(1)
 			// In ERR the engine completes the WR at once with a flush error, after the WRs
 			// it still holds, which keeps the send queue's completion order.
 			q.outstanding.Add(1)
@@ -74,6 +74,7 @@ func (q *QP) process() {
 			lc.status = mlx5.WCWRFlushErr
 		}
 		q.sqCI += bbs
+		q.dev.stats.wqesExecuted.Add(1)
 		q.localCompleteLocked(&lc)
 		if lc.status != mlx5.WCSuccess && q.State() != QPSErr {
 			q.enterErrorLocked(lc.status)
