@@ -44,3 +44,12 @@ func (e *opError) Unwrap() []error { return []error{e.kind, e.errno} }
 func newErr(op string, kind error, errno unix.Errno, format string, args ...any) error {
 	return &opError{op: op, kind: kind, errno: errno, msg: fmt.Sprintf(format, args...)}
 }
+
+// errnoOf returns the errno inside err, or def when there is none.
+func errnoOf(err error, def unix.Errno) unix.Errno {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return def
+}

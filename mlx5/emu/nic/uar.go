@@ -57,7 +57,7 @@ func (d *Device) AllocUAR() (*UAR, error) {
 	}
 	mem, err := unix.Mmap(-1, 0, UARPageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, newErr(op, ErrNoSpace, err.(unix.Errno), "mmap")
+		return nil, newErr(op, ErrNoSpace, errnoOf(err, unix.ENOMEM), "mmap: %v", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -101,7 +101,7 @@ func (u *UAR) release() error {
 	u.dev.pollMu.Lock()
 	defer u.dev.pollMu.Unlock()
 	if err := unix.Munmap(u.mem); err != nil {
-		return newErr("free uar", ErrInvalid, err.(unix.Errno), "munmap")
+		return newErr("free uar", ErrInvalid, errnoOf(err, unix.EINVAL), "munmap: %v", err)
 	}
 	return nil
 }
