@@ -12,8 +12,9 @@ import (
 	"github.com/shift-rdma/shift/uverbs"
 )
 
-func TestE2EEveryOpcode(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2EEveryOpcode(t *testing.T) { everyOpcodeBody(t, newTestbed(t)) }
+
+func everyOpcodeBody(t *testing.T, tb *testbed) {
 	a, b := connectedPair(t, tb, defaultPairOpts())
 	ab, bb := a.buf.Bytes(), b.buf.Bytes()
 
@@ -226,11 +227,17 @@ func TestE2EBadRKeyThenFlush(t *testing.T) {
 func TestE2ELinkDownRetryExceeded(t *testing.T) {
 	tb := newTestbed(t)
 	tb.needEmulator(t, "link down injection")
+	linkDownBody(t, tb, func() { tb.cluster.Endpoint(1, 0, 1).SetLinkUp(false) })
+}
+
+// linkDownBody takes the responder's link down under a 64 KiB WRITE and a SEND: the
+// requester retries timeout × (retry_cnt+1), then reports RETRY_EXC_ERR and flushes the rest.
+func linkDownBody(t *testing.T, tb *testbed, down func()) {
 	o := defaultPairOpts()
 	o.attr.Timeout = 8 // 1 ms per try
 	o.attr.RetryCnt = 2
 	a, b := connectedPair(t, tb, o)
-	tb.cluster.Endpoint(1, 0, 1).SetLinkUp(false)
+	down()
 	if err := a.qp.PostSend([]provider.SendWR{
 		{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(0, 65536)},
 			RemoteAddr: b.mr.Addr, RKey: b.mr.RKey},
