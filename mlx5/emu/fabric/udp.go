@@ -38,11 +38,14 @@ type UDPLink struct {
 	closed     atomic.Bool
 	done       chan struct{}
 	bufs       sync.Pool
+	netdev     *netdevState
 }
 
 var _ roce.Link = (*UDPLink)(nil)
 
-// ListenUDP binds addr:4791 (UDP) and starts the receive goroutine.
+// ListenUDP binds addr:4791 (UDP), starts the receive goroutine, and follows the link state
+// of the interface holding addr (see LinkUp). Call it on the thread whose network namespace
+// the link belongs to (netnstest.NS.Do).
 func ListenUDP(addr netip.Addr) (*UDPLink, error) {
 	addr = addr.Unmap()
 	if !addr.IsValid() || addr.IsUnspecified() || addr.IsMulticast() {
@@ -72,11 +75,26 @@ func ListenUDP(addr netip.Addr) (*UDPLink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fabric: listen udp %v: %w", addr, err)
 	}
-	l := &UDPLink{conn: pc.(*net.UDPConn), addr: addr, port: roce.UDPPort, done: make(chan struct{})}
+	nd, err := watchNetdev(addr)
+	if err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("fabric: listen udp %v: %w", addr, err)
+	}
+	l := &UDPLink{conn: pc.(*net.UDPConn), addr: addr, port: roce.UDPPort, done: make(chan struct{}), netdev: nd}
 	l.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	go l.readLoop()
 	return l, nil
 }
+
+// LinkUp reports whether the interface holding the link's address is up with carrier.
+func (l *UDPLink) LinkUp() bool { return l.netdev.up.Load() }
+
+// Watch calls fn on every later change of LinkUp, from the link's notification goroutine, in
+// order, until cancel is called: the emulated port raises its port events from it.
+func (l *UDPLink) Watch(fn func(LinkEvent)) (cancel func()) { return l.netdev.watch(fn) }
+
+// OnLinkState calls fn with the new state on every change of LinkUp (see Watch).
+func (l *UDPLink) OnLinkState(fn func(up bool)) { l.Watch(func(e LinkEvent) { fn(e.Up) }) }
 
 // Addr is the bound address.
 func (l *UDPLink) Addr() netip.Addr { return l.addr }
@@ -177,6 +195,7 @@ func (l *UDPLink) Close() error {
 	}
 	err := l.conn.Close()
 	<-l.done
+	l.netdev.close()
 	if err != nil {
 		return fmt.Errorf("fabric: close udp %v: %w", l.addr, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -93,19 +94,38 @@ func noneIn(got []uint32, lo, hi uint32) bool {
 }
 
 // TestUDPOverVethLinkDown runs RoCEv2 between two namespaces over a veth pair and takes each
-// end down with `ip link set dev X down`: nothing crosses while it is down, in either
-// direction, and traffic resumes after `up`. Every frame on the wire is captured; each must
+// end down with `ip link set dev X down`: both links report the port down and then up again,
+// nothing crosses while it is down, in either direction, and traffic resumes after `up`. Every frame on the wire is captured; each must
 // carry a valid ICRC over the headers the kernel actually wrote, and tshark must decode them
 // all as InfiniBand with no malformed packet.
 func TestUDPOverVethLinkDown(t *testing.T) {
 	h := newHosts(t, "10.79.0.1/24", "10.79.0.2/24")
 	capture := netnstest.StartCapture(t, h.vb)
+	var evMu sync.Mutex
+	var evA, evB []bool
+	h.a.OnLinkState(func(up bool) { evMu.Lock(); evA = append(evA, up); evMu.Unlock() })
+	cancel := h.b.Watch(func(e fabric.LinkEvent) { evMu.Lock(); evB = append(evB, e.Up); evMu.Unlock() })
+	defer cancel()
+	// Both ports follow either end of the cable: admin down on one side is carrier loss on
+	// the other.
+	linkStates := func(what string, up bool, n int) {
+		t.Helper()
+		waitFor(t, what, func() bool {
+			evMu.Lock()
+			defer evMu.Unlock()
+			return h.a.LinkUp() == up && h.b.LinkUp() == up && len(evA) == n && len(evB) == n
+		})
+	}
+	if !h.a.LinkUp() || !h.b.LinkUp() {
+		t.Fatal("links not up at start")
+	}
 
 	h.exchange(t, 0, 50)
 
 	// Sender side down: its sends fail at once (no route), the peer's are lost on the wire.
 	txDropped := h.a.Stats().TxDropped
 	h.va.SetUp(t, false)
+	linkStates("both ports down after va down", false, 1)
 	for i := range uint32(20) {
 		h.a.Send(data(h.b.Addr(), 1000+i))
 		h.b.Send(ack(h.a.Addr(), 1000+i))
@@ -118,6 +138,7 @@ func TestUDPOverVethLinkDown(t *testing.T) {
 		t.Errorf("send on a down link failed with %v, want ENETUNREACH or ENETDOWN", h.a.SendError())
 	}
 	h.va.SetUp(t, true)
+	linkStates("both ports up after va up", true, 2)
 	h.resync(t, 2000)
 	if !noneIn(h.sa.psns(), 1000, 1020) || !noneIn(h.sb.psns(), 1000, 1020) {
 		t.Fatal("packets sent while the link was down arrived after it came back")
@@ -126,10 +147,12 @@ func TestUDPOverVethLinkDown(t *testing.T) {
 
 	// Receiver side down: the peer's sends succeed locally and are lost on the wire.
 	h.vb.SetUp(t, false)
+	linkStates("both ports down after vb down", false, 3)
 	for i := range uint32(20) {
 		h.a.Send(data(h.b.Addr(), 4000+i))
 	}
 	h.vb.SetUp(t, true)
+	linkStates("both ports up after vb up", true, 4)
 	h.resync(t, 5000)
 	if !noneIn(h.sb.psns(), 4000, 4020) {
 		t.Fatal("packets sent toward a down link arrived")
@@ -138,6 +161,11 @@ func TestUDPOverVethLinkDown(t *testing.T) {
 	if h.a.ICRCErrors() != 0 || h.b.ICRCErrors() != 0 {
 		t.Fatalf("ICRC errors: %d, %d", h.a.ICRCErrors(), h.b.ICRCErrors())
 	}
+	evMu.Lock()
+	if want := []bool{false, true, false, true}; !slices.Equal(evA, want) || !slices.Equal(evB, want) {
+		t.Errorf("link events a %v b %v, want %v", evA, evB, want)
+	}
+	evMu.Unlock()
 
 	frames, err := capture.Stop()
 	if err != nil {
