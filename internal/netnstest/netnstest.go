@@ -46,7 +46,12 @@ func Require(t testing.TB) {
 // NS is a named network namespace (visible to `ip netns`), deleted at the end of the test.
 type NS struct {
 	Name string
+
+	lastIndex atomic.Int32 // interface indexes handed out by NewVeth, from 100 up
 }
+
+// allocIndex returns an interface index not yet used in the namespace by NewVeth.
+func (ns *NS) allocIndex() int { return int(ns.lastIndex.Add(1)) + 99 }
 
 // New creates a uniquely named network namespace with its loopback up, or skips the test if
 // that is impossible here.

@@ -67,3 +67,23 @@ func TestCleanupRemovesNamespace(t *testing.T) {
 		t.Fatalf("namespace %s still exists after its test: %v", name, err)
 	}
 }
+
+// TestTwoPairs joins two namespaces with two veth pairs, one per emulated NIC, as multi-rail
+// hosts are wired: each end gets its own index, and each pair carries its own subnet.
+func TestTwoPairs(t *testing.T) {
+	a, b := netnstest.New(t), netnstest.New(t)
+	a0, b0 := netnstest.NewVeth(t, a, b, netnstest.VethConfig{
+		Addrs: [2]netip.Prefix{netip.MustParsePrefix("10.67.0.1/24"), netip.MustParsePrefix("10.67.0.2/24")}})
+	a1, b1 := netnstest.NewVeth(t, a, b, netnstest.VethConfig{
+		Addrs: [2]netip.Prefix{netip.MustParsePrefix("10.67.1.1/24"), netip.MustParsePrefix("10.67.1.2/24")}})
+	if a0.Index == a1.Index || b0.Index == b1.Index || a0.Index == 2 || b0.Index == 2 {
+		t.Fatalf("indexes %d %d / %d %d", a0.Index, a1.Index, b0.Index, b1.Index)
+	}
+	a0.SetUp(t, false)
+	if out := a.Run(t, "ip", "route", "get", "10.67.1.2"); !strings.Contains(out, a1.Name) {
+		t.Fatalf("the second rail does not route over %s: %s", a1.Name, out)
+	}
+	if out := b.Run(t, "cat", "/sys/class/net/"+b1.Name+"/carrier"); strings.TrimSpace(out) != "1" {
+		t.Fatalf("second rail lost carrier when the first went down: %s", out)
+	}
+}

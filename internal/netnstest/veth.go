@@ -27,9 +27,10 @@ type VethConfig struct {
 	// Addrs are the two ends' addresses with their prefix, e.g. 10.77.0.1/24 and 10.77.0.2/24.
 	// IPv6 addresses are added with nodad so they are usable at once.
 	Addrs [2]netip.Prefix
-	// Indexes are the two ends' interface indexes; 0 picks 100 and 101. Explicit indexes
-	// matter: two fresh namespaces would otherwise give both ends index 2, and an interface
-	// with index 2 gets the kernel's rate-limited link-watch handling of a physical NIC.
+	// Indexes are the two ends' interface indexes; 0 picks the next free one from 100 up
+	// in that end's namespace. Explicit indexes matter: two fresh namespaces would otherwise
+	// give both ends index 2, and a veth whose index equals its peer's is handled by the
+	// kernel's link watch as a physical NIC, with carrier changes rate-limited to one a second.
 	Indexes [2]int
 	// StaticNeighbors adds permanent neighbour entries for each other's MAC, as a RoCE
 	// NIC resolves its peer once: then a link that goes down drops packets at once instead
@@ -49,11 +50,13 @@ func NewVeth(t testing.TB, a, b *NS, cfg VethConfig) (*Veth, *Veth) {
 		}
 	}
 	idx := cfg.Indexes
-	if idx[0] == 0 {
-		idx[0] = 100
-	}
-	if idx[1] == 0 {
-		idx[1] = 101
+	for i, ns := range []*NS{a, b} {
+		if idx[i] == 0 {
+			idx[i] = ns.allocIndex()
+			if a == b && i == 1 {
+				idx[i] = ns.allocIndex()
+			}
+		}
 	}
 	base := uniqueName("sv")
 	ends := [2]*Veth{
