@@ -1,0 +1,138 @@
+package provider_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/uverbs"
+)
+
+func TestE2EDevicesQueriesAndGIDs(t *testing.T) {
+	tb := newTestbed(t)
+	devs, err := provider.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, d := range devs {
+		if d.Name == tb.names[0] || d.Name == tb.names[1] {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Fatalf("Devices() lacks the test devices: %+v", devs)
+	}
+	ctx, err := provider.Open(tb.names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	da, err := ctx.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if da.PhysPortCnt < 1 || da.MaxQPWR == 0 || da.MaxCQE == 0 || da.MaxSGE == 0 {
+		t.Fatalf("device attributes %+v", da)
+	}
+	pa, err := ctx.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pa.State != uverbs.PortActive || pa.ActiveMTU < uverbs.MTU1024 || pa.LinkLayer != 2 {
+		t.Fatalf("port attributes %+v", pa)
+	}
+	g0, err := ctx.GIDByIndex(1, 0)
+	if err != nil || !g0.RoCEv2 {
+		t.Fatalf("GID 0: %+v %v", g0, err)
+	}
+	if tb.cluster != nil {
+		ip := net.IP(emu.PortAddr(0, 0, 1).AsSlice())
+		g, err := ctx.GIDByIP(1, ip)
+		if err != nil || g.Index != 0 || !g.IP().Equal(ip) {
+			t.Fatalf("GID for %v: %+v %v", ip, g, err)
+		}
+	}
+	if _, err := ctx.GIDByIP(1, net.ParseIP("192.0.2.77")); err == nil {
+		t.Fatal("GID for a foreign address found")
+	}
+	if _, err := ctx.GIDByIndex(1, 99); err == nil {
+		t.Fatal("GID index 99 found")
+	}
+	if _, err := provider.Open("no-such-device-x"); err == nil {
+		t.Fatal("opened a device that does not exist")
+	}
+}
+
+// An MR registered without remote write rejects RDMA WRITEs: the requester sees
+// REM_ACCESS_ERR.
+func TestE2EMRAccessFlags(t *testing.T) {
+	tb := newTestbed(t)
+	a, b := connectedPair(t, tb, defaultPairOpts())
+	ro, err := b.pd.RegMR(b.buf.Bytes()[:4096], provider.AccessRemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Dereg()
+	if err := a.qp.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{a.mr.SGE(0, 64)}, RemoteAddr: ro.Addr, RKey: ro.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.cq, 1); wc[0].Status != provider.WCSuccess {
+		t.Fatalf("READ from a read-only MR: %v", wc[0].Status)
+	}
+	if err := a.qp.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{a.mr.SGE(0, 64)}, RemoteAddr: ro.Addr, RKey: ro.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.cq, 1); wc[0].Status != provider.WCRemAccessErr {
+		t.Fatalf("WRITE to a read-only MR: %v, want REM_ACCESS_ERR", wc[0].Status)
+	}
+}
+
+// A CQ that is not polled overruns; the overrun is reported as IBV_EVENT_CQ_ERR.
+func TestE2ECQOverrunEvent(t *testing.T) {
+	tb := newTestbed(t)
+	o := defaultPairOpts()
+	a, b := connectedPair(t, tb, o)
+	small, err := a.ctx.CreateCQ(1, nil, 0) // 2 CQEs
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := a.pd.CreateQP(provider.QPInitAttr{SendCQ: small, RecvCQ: small, Cap: provider.QPCap{MaxSendWR: 8, MaxSendSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		qp.Destroy()
+		small.Destroy()
+	}()
+	bq, err := b.pd.CreateQP(provider.QPInitAttr{SendCQ: b.cq, RecvCQ: b.cq, Cap: provider.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bq.Destroy()
+	le := provider.Endpoint{QPN: qp.QPN(), PSN: 1, GID: a.ep.GID}
+	re := provider.Endpoint{QPN: bq.QPN(), PSN: 2, GID: b.ep.GID}
+	if err := qp.Connect(o.attr, le, re); err != nil {
+		t.Fatal(err)
+	}
+	if err := bq.Connect(o.attr, re, le); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		if err := qp.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+			SGL: []provider.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	guard, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	ev, err := a.ctx.GetAsyncEvent(guard)
+	if err != nil || ev.Type != uverbs.EventCQErr || ev.CQ != small {
+		t.Fatalf("async event %+v %v, want CQ_ERR on the small CQ", ev, err)
+	}
+}
