@@ -104,6 +104,7 @@ func (e *Endpoint) Send(p *roce.Packet) {
 		e.ctr.txDropped.Add(1)
 		return
 	}
+	p.BTH.PadCount = uint8(-len(p.Payload) & 3) // as the wire encoding derives it
 	e.ctr.txPackets.Add(1)
 	e.ctr.txBytes.Add(uint64(len(p.Payload)))
 	e.f.tapped(TapSent, p)

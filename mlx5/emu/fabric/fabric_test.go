@@ -72,7 +72,7 @@ func TestDeliveryInOrderBothWays(t *testing.T) {
 	if !slices.Equal(sb.psns(), seq(0, n)) || !slices.Equal(sa.psns(), seq(0, n)) {
 		t.Fatal("packets delivered out of order")
 	}
-	if p := sb.pkts[0]; p.SrcIP != a.Addr() || p.DstIP != b.Addr() || string(p.Payload) != "\x00\x01\x02" {
+	if p := sb.pkts[0]; p.SrcIP != a.Addr() || p.DstIP != b.Addr() || string(p.Payload) != "\x00\x01\x02" || p.BTH.PadCount != 1 {
 		t.Fatalf("delivered %+v", p)
 	}
 	st := a.Stats()
