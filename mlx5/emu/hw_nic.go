@@ -135,6 +135,11 @@ func (h *nicHW) destroyQP(qpn uint32) error {
 	if qp == nil {
 		return fmt.Errorf("qp %#x: %w", qpn, unix.EINVAL)
 	}
+	// destroy_qp_common of mlx5_ib moves the QP to RESET (2RST_QP) before destroying it, so
+	// the transport has stopped and nothing of it outlives the command.
+	if qp.State() != nic.QPSReset {
+		_ = qp.Modify(nic.QPSReset, nic.QPAttr{})
+	}
 	return qp.Destroy()
 }
 

@@ -15,16 +15,7 @@ import (
 
 func newCluster(t *testing.T, cfg emu.ClusterConfig) *emu.Cluster {
 	t.Helper()
-	c, err := emu.NewCluster(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("cluster close: %v", err)
-		}
-	})
-	return c
+	return emutest.NewCluster(t, cfg)
 }
 
 func wantErrno(t *testing.T, what string, err error, want unix.Errno) {

@@ -2,6 +2,7 @@ package emutest
 
 import (
 	"os"
+	"time"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -89,10 +90,31 @@ func (c *Ctx) Close() {
 		_ = unix.Close(c.AsyncFD)
 		c.AsyncFD = -1
 	}
+	if c.Dev != nil && release(c.Dev, c.mems) {
+		c.mems = nil
+		return
+	}
+	c.quiesce()
 	for _, b := range c.mems {
 		_ = unix.Munmap(b)
 	}
 	c.mems = nil
+}
+
+// quiesce waits until the device's doorbell watcher has completed two more passes, so a
+// doorbell it picked up before the objects were destroyed has been handled and it no longer
+// holds their memory. (nic's destroy does not yet wait for the watcher itself; a real device
+// finishes with an object before destroy returns.)
+func (c *Ctx) quiesce() {
+	if c.Dev == nil || c.Dev.NIC() == nil {
+		return
+	}
+	n := c.Dev.NIC()
+	start := n.Stats().Passes
+	deadline := time.Now().Add(5 * time.Second)
+	for n.Stats().Passes < start+2 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Microsecond)
+	}
 }
 
 func (c *Ctx) userHandle() uint64 {
