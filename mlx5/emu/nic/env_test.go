@@ -2,6 +2,7 @@ package nic
 
 import (
 	"bytes"
+	"os"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -46,11 +47,18 @@ var (
 	addrB = netip.MustParseAddr("10.0.0.2")
 )
 
+// newEnv joins two hosts through the in-process fabric (package fabric, no faults); with
+// NIC_TEST_LINK=rctest it uses the RC package's minimal link pair instead, to tell a fabric
+// problem from a device one.
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	pair := rctest.NewPair(addrA, addrB)
-	e := newEnvLinks(t, pair.A, pair.B, pair.Stop)
-	pair.Start()
+	if os.Getenv("NIC_TEST_LINK") == "rctest" {
+		pair := rctest.NewPair(addrA, addrB)
+		e := newEnvLinks(t, pair.A, pair.B, pair.Stop)
+		pair.Start()
+		return e
+	}
+	e, _, _ := newFabricEnv(t, 1)
 	return e
 }
 

@@ -15,7 +15,7 @@ type fabricLink struct{ *fabric.Endpoint }
 
 func (l fabricLink) OnLinkState(fn func(bool)) { l.Watch(func(e fabric.LinkEvent) { fn(e.Up) }) }
 
-func newFabricEnv(t *testing.T, seed uint64) (*env, *fabric.Endpoint, *fabric.Endpoint) {
+func newFabricEnv(t testing.TB, seed uint64) (*env, *fabric.Endpoint, *fabric.Endpoint) {
 	t.Helper()
 	f := fabric.New(fabric.WithSeed(seed))
 	ea, err := f.Attach(addrA)
