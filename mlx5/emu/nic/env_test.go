@@ -2,8 +2,8 @@ package nic
 
 import (
 	"bytes"
-	"os"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
