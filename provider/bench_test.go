@@ -119,3 +119,18 @@ func BenchmarkPollOne(b *testing.B) {
 		left--
 	}
 }
+
+// BenchmarkPostSendSGENoDoorbell is BenchmarkPostSendSGE without the doorbell (record, UAR
+// store, fences): the cost of validating and writing the WQE alone.
+func BenchmarkPostSendSGENoDoorbell(b *testing.B) {
+	r, p := benchQP(b)
+	wr := []SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled,
+		SGL: []SGE{{Addr: p.Addr(), Length: 4096, LKey: 5}}, RemoteAddr: 0x1000, RKey: 1}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.qp.PostSendNoDoorbell(wr); err != nil {
+			b.Fatal(err)
+		}
+		resetSQ(r.qp)
+	}
+}

@@ -378,3 +378,31 @@ func resetSQ(q *QP) {
 	q.sq.tail.Store(q.sq.head)
 	q.sq.done.Store(q.sq.cur())
 }
+
+// A QP created without a receive queue (or without a send queue) refuses posts on the
+// missing queue and answers the SHIFT ring operations without touching memory.
+func TestMissingQueues(t *testing.T) {
+	r := newRingQP(t, QPCap{MaxSendWR: 4, MaxSendSGE: 1}, false)
+	if err := r.qp.PostRecv([]RecvWR{{}}); !errors.Is(err, ErrRQFull) {
+		t.Fatalf("recv on a QP without RQ: %v", err)
+	}
+	if len(r.qp.OutstandingRecvs(nil)) != 0 {
+		t.Fatal("outstanding receives on a QP without RQ")
+	}
+	s := newRingQP(t, QPCap{MaxRecvWR: 4, MaxRecvSGE: 1}, false)
+	if err := s.qp.PostSend([]SendWR{{Opcode: WRSend}}); !errors.Is(err, ErrSQFull) {
+		t.Fatalf("send on a QP without SQ: %v", err)
+	}
+	if s.qp.SendProducer() != 0 || len(s.qp.OutstandingSends(nil)) != 0 || s.qp.SendWRID(3) != 0 {
+		t.Fatal("SQ state on a QP without SQ")
+	}
+	if err := s.qp.RingSendDoorbell(1); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("ring without SQ: %v", err)
+	}
+	if _, err := r.qp.CopySendWQE(s.qp, 0, WQERewrite{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("copy from a QP without SQ: %v", err)
+	}
+	if _, err := s.qp.ReadSendWQE(0, make([]byte, 64)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("read WQE without SQ: %v", err)
+	}
+}

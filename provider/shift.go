@@ -83,7 +83,12 @@ func (q *QP) SendRung() uint32 { return q.sq.rung }
 
 // SendWRID returns the wr_id of the send WQE whose first block is at pos (the per-WQE wr_id
 // table, as rdma-core's sq.wrid).
-func (q *QP) SendWRID(pos uint32) uint64 { return q.sq.wrid[pos&q.sq.mask] }
+func (q *QP) SendWRID(pos uint32) uint64 {
+	if q.sq.wqeCnt == 0 {
+		return 0
+	}
+	return q.sq.wrid[pos&q.sq.mask]
+}
 
 // PostSendNoDoorbell writes the WQEs exactly as PostSend does but neither updates the doorbell
 // record nor writes the UAR: the NIC cannot see them until RingSendDoorbell (or a later
@@ -106,6 +111,9 @@ func (q *QP) PostSendNoDoorbell(wrs []SendWR) (uint32, error) {
 func (q *QP) RingSendDoorbell(upTo uint32) error {
 	sq := q.sq
 	cur := sq.cur()
+	if sq.wqeCnt == 0 {
+		return fmt.Errorf("provider: ring doorbell: %w: QP %#x has no send queue", ErrInvalidArgument, q.qpn)
+	}
 	if int32(upTo-sq.rung) < 0 || int32(cur-upTo) < 0 {
 		return fmt.Errorf("provider: ring doorbell: %w: position %d outside rung %d..producer %d",
 			ErrInvalidArgument, upTo, sq.rung, cur)
@@ -138,6 +146,9 @@ type WQERewrite struct {
 // It returns the producer position after the copy.
 func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 	ssq, dsq := src.sq, q.sq
+	if ssq.wqeCnt == 0 || dsq.wqeCnt == 0 {
+		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: QP without a send queue", ErrInvalidArgument)
+	}
 	sidx := pos & ssq.mask
 	if int32(pos-ssq.done.Load()) < 0 || int32(ssq.cur()-pos) <= 0 || ssq.pos[sidx] != pos {
 		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: position %d is not an outstanding WQE of QP %#x",
@@ -169,6 +180,9 @@ func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 // ReadSendWQE copies the send WQE at position pos (unwrapped, DS*16 bytes) into dst and
 // returns its length, for callers that keep or inspect WQEs themselves.
 func (q *QP) ReadSendWQE(pos uint32, dst []byte) (int, error) {
+	if q.sq.wqeCnt == 0 {
+		return 0, fmt.Errorf("provider: read WQE: %w: QP %#x has no send queue", ErrInvalidArgument, q.qpn)
+	}
 	n, err := q.sq.ring.ReadWQE(pos, dst)
 	if err != nil {
 		return 0, fmt.Errorf("provider: read WQE: %w", err)

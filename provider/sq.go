@@ -57,7 +57,12 @@ func newSendQueue(ring *mlx5.SQ, bf *mlx5.BFReg, db mlx5.DBRec, slotBytes int, m
 }
 
 // cur is the producer position in WQEBBs (cur_post, free running).
-func (q *sendQueue) cur() uint32 { return q.ring.CurPost() }
+func (q *sendQueue) cur() uint32 {
+	if q.ring == nil { // QP without a send queue
+		return 0
+	}
+	return q.ring.CurPost()
+}
 
 // seg returns the 16-byte segment at byte offset off of the ring (mod its size). Segments
 // never straddle the end because the ring is a whole number of 64-byte blocks.
