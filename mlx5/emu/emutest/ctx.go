@@ -2,8 +2,8 @@ package emutest
 
 import (
 	"os"
-	"time"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
