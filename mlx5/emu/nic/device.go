@@ -231,3 +231,17 @@ func (d *Device) Close() error {
 
 // gidAddr is the address a port's GID carries.
 func gidAddr(l roce.Link) netip.Addr { return l.Addr() }
+
+// QP returns the QP with number qpn, or nil.
+func (d *Device) QP(qpn uint32) *QP {
+	d.objMu.RLock()
+	defer d.objMu.RUnlock()
+	return d.qps[qpn&0xffffff]
+}
+
+// CQ returns the CQ with number cqn, or nil.
+func (d *Device) CQ(cqn uint32) *CQ {
+	d.objMu.RLock()
+	defer d.objMu.RUnlock()
+	return d.cqs[cqn&0xffffff]
+}

@@ -148,6 +148,9 @@ func TestCreateValidation(t *testing.T) {
 	if err := d.FreeUAR(e.a.uar); err == nil {
 		t.Error("UAR freed while a QP rings through it")
 	}
+	if d.QP(q.qp.QPN()) != q.qp || d.CQ(cq.cq.CQN()) != cq.cq || d.QP(0x1) != nil {
+		t.Error("lookup by number")
+	}
 	if err := q.qp.Modify(QPSSQD, QPAttr{}); err == nil {
 		t.Error("SQD accepted")
 	}
@@ -156,5 +159,8 @@ func TestCreateValidation(t *testing.T) {
 	}
 	if err := cq.cq.Destroy(); err != nil {
 		t.Fatalf("destroy CQ after its QP: %v", err)
+	}
+	if d.QP(q.qp.QPN()) != nil || d.CQ(cq.cq.CQN()) != nil {
+		t.Error("destroyed objects still found")
 	}
 }
