@@ -83,6 +83,12 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 		return nil, opError("get context", err)
 	}
 	c.resp = resp
+	if resp.CQEVersion != 0 {
+		// The kernel answers min(requested, supported); anything else breaks the QPN-based
+		// completion lookup.
+		c.release()
+		return nil, fmt.Errorf("provider: get context: kernel chose CQE version %d, asked for 0: %w", resp.CQEVersion, ErrInvalidArgument)
+	}
 	c.lim = queueLimits{MaxSQDescSize: int(resp.MaxSQDescSz), MaxRQDescSize: int(resp.MaxRQDescSz),
 		MaxSendWQEBB: int(resp.MaxSendWQEBB), MaxRecvWR: int(resp.MaxRecvWR)}
 	ps := unix.Getpagesize()

@@ -45,7 +45,10 @@ func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
 	fail := func(err error) (*QP, error) { mem.Free(); dbMem.Free(); return nil, opError("create qp", err) }
 
 	drv := mlx5.CreateQP{BufAddr: mem.Addr(), DBAddr: dbMem.Addr(), SQWQECount: uint32(l.sqWQECnt),
-		RQWQECount: uint32(l.rqWQECnt), RQWQEShift: uint32(l.rqWQEShift)}
+		RQWQECount: uint32(l.rqWQECnt), RQWQEShift: uint32(l.rqWQEShift),
+		// With CQE version 0 the kernel requires the "no user index" value (libmlx5 sends
+		// 0xffffff; mlx5_ib's get_qp_user_index refuses anything else).
+		UIdx: noUserIndex}
 	var in [mlx5.CreateQPSize]byte
 	var out [mlx5.CreateQPRespSize]byte
 	drv.Put(in[:])
@@ -86,6 +89,9 @@ func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
 	c.mu.Unlock()
 	return q, nil
 }
+
+// noUserIndex is libmlx5's uidx for CQE version 0 contexts.
+const noUserIndex = 0xffffff
 
 // QPAttr is struct ibv_qp_attr in the form package uverbs carries it; the mask bits are the
 // uverbs.QPAttr* constants (IBV_QP_*).
