@@ -98,8 +98,7 @@ func (e *Endpoint) Send(p *roce.Packet) {
 	}
 	p.SrcIP = e.addr
 	if err := p.Validate(); err != nil {
-		err = fmt.Errorf("fabric: send from %v: %w", e.addr, err)
-		e.invalid.Store(&err)
+		e.setInvalid(fmt.Errorf("fabric: send from %v: %w", e.addr, err))
 		e.ctr.txInvalid.Add(1)
 		e.ctr.txDropped.Add(1)
 		return
@@ -112,6 +111,10 @@ func (e *Endpoint) Send(p *roce.Packet) {
 		e.ctr.txDropped.Add(1)
 	}
 }
+
+// setInvalid keeps err for InvalidError; a separate function so that Send's own error
+// variable stays on the stack.
+func (e *Endpoint) setInvalid(err error) { e.invalid.Store(&err) }
 
 // afterTX carries a packet that left this endpoint's TX hooks to its destination.
 func (e *Endpoint) afterTX(p *roce.Packet, at time.Time) {

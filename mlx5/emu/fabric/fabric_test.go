@@ -2,7 +2,9 @@ package fabric_test
 
 import (
 	"errors"
+	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -386,5 +388,28 @@ func TestJitterIsDeterministic(t *testing.T) {
 	}
 	if slices.Equal(r1, r3) {
 		t.Fatal("seeds 3 and 4 gave the same delays")
+	}
+}
+
+// TestSendDeliverZeroAlloc asserts that carrying a packet from Send to the receiver allocates
+// nothing when no fault is configured: the in-process fabric is on every emulated data path.
+func TestSendDeliverZeroAlloc(t *testing.T) {
+	_, a, b, _, _ := pair(t)
+	var got atomic.Uint64
+	b.SetReceiver(func(*roce.Packet) { got.Add(1) })
+	p := data(b.Addr(), 0)
+	want := uint64(0)
+	send := func() {
+		want++
+		a.Send(p)
+		for got.Load() != want {
+			runtime.Gosched()
+		}
+	}
+	for range 100 {
+		send() // grow the queue's slice once
+	}
+	if allocs := testing.AllocsPerRun(500, send); allocs != 0 {
+		t.Fatalf("%v allocations per packet", allocs)
 	}
 }

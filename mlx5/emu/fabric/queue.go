@@ -1,7 +1,6 @@
 package fabric
 
 import (
-	"container/heap"
 	"sync"
 	"time"
 
@@ -21,7 +20,7 @@ type queue struct {
 	drop    func(*roce.Packet)
 
 	mu      sync.Mutex
-	items   itemHeap
+	items   itemQueue
 	seq     uint64
 	closed  bool
 	timer   clock.Timer
@@ -38,23 +37,45 @@ type item struct {
 	seq uint64
 }
 
-type itemHeap []item
-
-func (h itemHeap) Len() int { return len(h) }
-func (h itemHeap) Less(i, j int) bool {
-	if !h[i].at.Equal(h[j].at) {
-		return h[i].at.Before(h[j].at)
-	}
-	return h[i].seq < h[j].seq
+// itemQueue is a slice kept sorted by delivery time, then arrival. Delivery times almost
+// always arrive in order (per-direction delays keep them monotonic), so an insertion from
+// the tail costs O(1) and nothing is boxed, unlike container/heap.
+type itemQueue struct {
+	items []item
+	head  int
 }
-func (h itemHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *itemHeap) Push(x any)   { *h = append(*h, x.(item)) }
-func (h *itemHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = item{}
-	*h = old[:len(old)-1]
+
+func (q *itemQueue) len() int { return len(q.items) - q.head }
+
+func (q *itemQueue) push(it item) {
+	q.items = append(q.items, it)
+	for i := len(q.items) - 1; i > q.head && q.items[i].at.Before(q.items[i-1].at); i-- {
+		q.items[i], q.items[i-1] = q.items[i-1], q.items[i]
+	}
+}
+
+func (q *itemQueue) peek() *item { return &q.items[q.head] }
+
+func (q *itemQueue) pop() item {
+	it := q.items[q.head]
+	q.items[q.head] = item{}
+	q.head++
+	switch {
+	case q.head == len(q.items):
+		q.items, q.head = q.items[:0], 0
+	case q.head > 1024 && q.head > len(q.items)/2:
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
 	return it
+}
+
+// drain removes and returns every item.
+func (q *itemQueue) drain() []item {
+	out := append([]item(nil), q.items[q.head:]...)
+	q.items, q.head = nil, 0
+	return out
 }
 
 func newQueue(clk clock.Clock, deliver, drop func(*roce.Packet)) *queue {
@@ -65,13 +86,13 @@ func newQueue(clk clock.Clock, deliver, drop func(*roce.Packet)) *queue {
 // push queues p for delivery at time at.
 func (q *queue) push(p *roce.Packet, at time.Time) {
 	q.mu.Lock()
-	if q.closed || len(q.items) >= MaxQueued {
+	if q.closed || q.items.len() >= MaxQueued {
 		q.mu.Unlock()
 		q.drop(p)
 		return
 	}
 	q.seq++
-	heap.Push(&q.items, item{p: p, at: at, seq: q.seq})
+	q.items.push(item{p: p, at: at, seq: q.seq})
 	q.mu.Unlock()
 	q.signal()
 }
@@ -101,13 +122,13 @@ func (q *queue) run() {
 			q.mu.Unlock()
 			return
 		}
-		if len(q.items) > 0 {
-			head := q.items[0]
+		if q.items.len() > 0 {
+			head := q.items.peek()
 			now := q.clk.Now()
 			if !head.at.After(now) {
-				heap.Pop(&q.items)
+				it := q.items.pop()
 				q.mu.Unlock()
-				q.deliver(head.p)
+				q.deliver(it.p)
 				continue
 			}
 			if q.timer == nil || !q.timerAt.Equal(head.at) {
@@ -138,8 +159,7 @@ func (q *queue) close() {
 	if q.timer != nil {
 		q.timer.Stop()
 	}
-	items := q.items
-	q.items = nil
+	items := q.items.drain()
 	q.mu.Unlock()
 	close(q.stop)
 	<-q.done

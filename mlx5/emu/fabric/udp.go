@@ -143,14 +143,17 @@ func (l *UDPLink) Send(p *roce.Packet) {
 		_, err = l.conn.WriteToUDPAddrPort(b, netip.AddrPortFrom(p.DstIP.Unmap(), roce.UDPPort))
 	}
 	if err != nil {
-		err = fmt.Errorf("fabric: udp send %v to %v: %w", p.BTH.Opcode, p.DstIP, err)
-		l.lastErr.Store(&err)
+		l.setSendError(fmt.Errorf("fabric: udp send %v to %v: %w", p.BTH.Opcode, p.DstIP, err))
 		l.ctr.txDropped.Add(1)
 		return
 	}
 	l.ctr.txPackets.Add(1)
 	l.ctr.txBytes.Add(uint64(len(p.Payload)))
 }
+
+// setSendError keeps err for SendError; a separate function so that Send's own error
+// variable stays on the stack.
+func (l *UDPLink) setSendError(err error) { l.lastErr.Store(&err) }
 
 func (l *UDPLink) readLoop() {
 	defer close(l.done)
