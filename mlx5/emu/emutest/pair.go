@@ -21,9 +21,15 @@ type Pair struct {
 // and connects them with p. The receive CQs are attached to completion channels.
 func NewPair(t testing.TB, c *emu.Cluster, sz QPSize, p ConnParams) *Pair {
 	t.Helper()
+	return NewPairOn(t, c.Hosts[0].Devices[0], c.Hosts[1].Devices[0], sz, p)
+}
+
+// NewPairOn is NewPair between port 1 of devices a and b.
+func NewPairOn(t testing.TB, a, b *emu.Device, sz QPSize, p ConnParams) *Pair {
+	t.Helper()
 	pr := &Pair{Params: p}
-	pr.A = Open(t, c.Hosts[0].Devices[0])
-	pr.B = Open(t, c.Hosts[1].Devices[0])
+	pr.A = Open(t, a)
+	pr.B = Open(t, b)
 	pr.ChanA = pr.A.CompChannel()
 	pr.ChanB = pr.B.CompChannel()
 	pr.SCQA, pr.RCQA = pr.A.CreateCQ(256, -1), pr.A.CreateCQ(256, pr.ChanA)
