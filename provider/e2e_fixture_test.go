@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,18 +23,35 @@ var clusterSeq atomic.Uint64
 
 type testbed struct {
 	names   [2]string
+	gid     uint8        // source GID index (RoCEv2); SHIFT_HIL_GID_INDEX on hardware
 	cluster *emu.Cluster // nil on hardware
 }
 
+// hilTestbed names the two hardware devices of SHIFT_HIL_DEVICES, or skips.
+func hilTestbed(t *testing.T) *testbed {
+	t.Helper()
+	hil := os.Getenv("SHIFT_HIL_DEVICES")
+	if hil == "" {
+		t.Skip("hardware-in-the-loop tests need SHIFT_HIL_DEVICES=devA,devB naming two connected mlx5 devices; none set")
+	}
+	n := strings.Split(hil, ",")
+	if len(n) != 2 {
+		t.Fatalf("SHIFT_HIL_DEVICES=%q: want two comma-separated device names", hil)
+	}
+	tb := &testbed{names: [2]string{n[0], n[1]}}
+	if g := os.Getenv("SHIFT_HIL_GID_INDEX"); g != "" {
+		v, err := strconv.Atoi(g)
+		if err != nil || v < 0 || v > 255 {
+			t.Fatalf("SHIFT_HIL_GID_INDEX=%q", g)
+		}
+		tb.gid = uint8(v)
+	}
+	return tb
+}
+
+// newTestbed builds two emulated hosts on an in-process fabric.
 func newTestbed(t *testing.T) *testbed {
 	t.Helper()
-	if hil := os.Getenv("SHIFT_HIL_DEVICES"); hil != "" {
-		n := strings.Split(hil, ",")
-		if len(n) != 2 {
-			t.Fatalf("SHIFT_HIL_DEVICES=%q: want two comma-separated device names", hil)
-		}
-		return &testbed{names: [2]string{n[0], n[1]}}
-	}
 	prefix := fmt.Sprintf("ptest%d_%d_", os.Getpid(), clusterSeq.Add(1))
 	c, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, Register: true, Prefix: prefix, Seed: 1})
 	if err != nil {
@@ -122,6 +140,9 @@ func openSide(t *testing.T, name string, o pairOpts, psn uint32) *side {
 
 func connectedPair(t *testing.T, tb *testbed, o pairOpts) (*side, *side) {
 	t.Helper()
+	if o.attr.GIDIndex == 0 {
+		o.attr.GIDIndex = tb.gid
+	}
 	a := openSide(t, tb.names[0], o, 0x1000)
 	b := openSide(t, tb.names[1], o, 0x2000)
 	if err := a.qp.Connect(o.attr, a.ep, b.ep); err != nil {

@@ -13,9 +13,11 @@ import (
 // A WQE written without its doorbell is not executed; ringing up to it runs exactly it.
 // Withheld WQEs copied into another connected QP run there with their original wr_ids (the
 // failover path SHIFT takes).
-func TestE2EWithheldDoorbellAndCopy(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2EWithheldDoorbellAndCopy(t *testing.T) { e2eWithheldDoorbellAndCopy(t, newTestbed(t)) }
+
+func e2eWithheldDoorbellAndCopy(t *testing.T, tb *testbed) {
 	o := defaultPairOpts()
+	o.attr.GIDIndex = tb.gid
 	a, b := connectedPair(t, tb, o)
 	ab, bb := a.buf.Bytes(), b.buf.Bytes()
 	fill(ab[:3*4096], 9)
@@ -103,9 +105,11 @@ func TestE2EWithheldDoorbellAndCopy(t *testing.T) {
 }
 
 // A QP reset to RESET is reusable: both sides reset and reconnect, then traffic flows.
-func TestE2EResetAndReconnect(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2EResetAndReconnect(t *testing.T) { e2eResetAndReconnect(t, newTestbed(t)) }
+
+func e2eResetAndReconnect(t *testing.T, tb *testbed) {
 	o := defaultPairOpts()
+	o.attr.GIDIndex = tb.gid
 	a, b := connectedPair(t, tb, o)
 	// Break the connection with a bad rkey, leaving a in ERR.
 	if err := a.qp.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
@@ -146,9 +150,11 @@ func TestE2EResetAndReconnect(t *testing.T) {
 	}
 }
 
-func TestE2ELocalProtectionAndRNR(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2ELocalProtectionAndRNR(t *testing.T) { e2eLocalProtectionAndRNR(t, newTestbed(t)) }
+
+func e2eLocalProtectionAndRNR(t *testing.T, tb *testbed) {
 	o := defaultPairOpts()
+	o.attr.GIDIndex = tb.gid
 	o.attr.RNRRetry = 1 // retry once, then RNR_RETRY_EXC_ERR
 	o.attr.MinRNRTimer = 1
 	a, b := connectedPair(t, tb, o)
@@ -174,8 +180,9 @@ func TestE2ELocalProtectionAndRNR(t *testing.T) {
 
 // Armed for solicited completions only, the CQ raises no event for an ordinary SEND and one
 // for a solicited SEND.
-func TestE2ESolicitedEvent(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2ESolicitedEvent(t *testing.T) { e2eSolicitedEvent(t, newTestbed(t)) }
+
+func e2eSolicitedEvent(t *testing.T, tb *testbed) {
 	a, b := connectedPair(t, tb, defaultPairOpts())
 	if err := b.qp.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{b.mr.SGE(0, 64)}}, {WRID: 2, SGL: []provider.SGE{b.mr.SGE(64, 64)}}}); err != nil {
 		t.Fatal(err)

@@ -11,8 +11,9 @@ import (
 	"github.com/shift-rdma/shift/uverbs"
 )
 
-func TestE2EDevicesQueriesAndGIDs(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2EDevicesQueriesAndGIDs(t *testing.T) { e2eDevicesQueriesAndGIDs(t, newTestbed(t)) }
+
+func e2eDevicesQueriesAndGIDs(t *testing.T, tb *testbed) {
 	devs, err := provider.Devices()
 	if err != nil {
 		t.Fatal(err)
@@ -45,9 +46,9 @@ func TestE2EDevicesQueriesAndGIDs(t *testing.T) {
 	if pa.State != uverbs.PortActive || pa.ActiveMTU < uverbs.MTU1024 || pa.LinkLayer != 2 {
 		t.Fatalf("port attributes %+v", pa)
 	}
-	g0, err := ctx.GIDByIndex(1, 0)
-	if err != nil || !g0.RoCEv2 {
-		t.Fatalf("GID 0: %+v %v", g0, err)
+	g0, err := ctx.GIDByIndex(1, int(tb.gid))
+	if err != nil || (tb.cluster != nil && !g0.RoCEv2) {
+		t.Fatalf("GID %d: %+v %v", tb.gid, g0, err)
 	}
 	if tb.cluster != nil {
 		ip := net.IP(emu.PortAddr(0, 0, 1).AsSlice())
@@ -69,8 +70,9 @@ func TestE2EDevicesQueriesAndGIDs(t *testing.T) {
 
 // An MR registered without remote write rejects RDMA WRITEs: the requester sees
 // REM_ACCESS_ERR.
-func TestE2EMRAccessFlags(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2EMRAccessFlags(t *testing.T) { e2eMRAccessFlags(t, newTestbed(t)) }
+
+func e2eMRAccessFlags(t *testing.T, tb *testbed) {
 	a, b := connectedPair(t, tb, defaultPairOpts())
 	ro, err := b.pd.RegMR(b.buf.Bytes()[:4096], provider.AccessRemoteRead)
 	if err != nil {
@@ -94,9 +96,11 @@ func TestE2EMRAccessFlags(t *testing.T) {
 }
 
 // A CQ that is not polled overruns; the overrun is reported as IBV_EVENT_CQ_ERR.
-func TestE2ECQOverrunEvent(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2ECQOverrunEvent(t *testing.T) { e2eCQOverrunEvent(t, newTestbed(t)) }
+
+func e2eCQOverrunEvent(t *testing.T, tb *testbed) {
 	o := defaultPairOpts()
+	o.attr.GIDIndex = tb.gid
 	a, b := connectedPair(t, tb, o)
 	small, err := a.ctx.CreateCQ(1, nil, 0) // 2 CQEs
 	if err != nil {

@@ -102,9 +102,11 @@ func everyOpcodeBody(t *testing.T, tb *testbed) {
 	}
 }
 
-func TestE2EPingPong(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2EPingPong(t *testing.T) { e2ePingPong(t, newTestbed(t)) }
+
+func e2ePingPong(t *testing.T, tb *testbed) {
 	o := defaultPairOpts()
+	o.attr.GIDIndex = tb.gid
 	a, b := connectedPair(t, tb, o)
 	const iters, size = 200, 256
 	// Each side keeps one receive posted at offset 0 and sends from offset 4096.
@@ -140,9 +142,11 @@ func TestE2EPingPong(t *testing.T) {
 	}
 }
 
-func TestE2EBandwidthWrites(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2EBandwidthWrites(t *testing.T) { e2eBandwidthWrites(t, newTestbed(t)) }
+
+func e2eBandwidthWrites(t *testing.T, tb *testbed) {
 	o := defaultPairOpts()
+	o.attr.GIDIndex = tb.gid
 	o.cap.MaxSendWR = 128
 	o.bufSize = 4 << 20
 	a, b := connectedPair(t, tb, o)
@@ -189,8 +193,9 @@ func TestE2EBandwidthWrites(t *testing.T) {
 	}
 }
 
-func TestE2EBadRKeyThenFlush(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2EBadRKeyThenFlush(t *testing.T) { e2eBadRKeyThenFlush(t, newTestbed(t)) }
+
+func e2eBadRKeyThenFlush(t *testing.T, tb *testbed) {
 	a, b := connectedPair(t, tb, defaultPairOpts())
 	if err := a.qp.PostSend([]provider.SendWR{
 		{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(0, 64)},
@@ -224,8 +229,9 @@ func TestE2EBadRKeyThenFlush(t *testing.T) {
 	}
 }
 
-func TestE2ELinkDownRetryExceeded(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2ELinkDownRetryExceeded(t *testing.T) { e2eLinkDownRetryExceeded(t, newTestbed(t)) }
+
+func e2eLinkDownRetryExceeded(t *testing.T, tb *testbed) {
 	tb.needEmulator(t, "link down injection")
 	linkDownBody(t, tb, func() { tb.cluster.Endpoint(1, 0, 1).SetLinkUp(false) })
 }
@@ -234,6 +240,7 @@ func TestE2ELinkDownRetryExceeded(t *testing.T) {
 // requester retries timeout × (retry_cnt+1), then reports RETRY_EXC_ERR and flushes the rest.
 func linkDownBody(t *testing.T, tb *testbed, down func()) {
 	o := defaultPairOpts()
+	o.attr.GIDIndex = tb.gid
 	o.attr.Timeout = 8 // 1 ms per try
 	o.attr.RetryCnt = 2
 	a, b := connectedPair(t, tb, o)
@@ -254,8 +261,9 @@ func linkDownBody(t *testing.T, tb *testbed, down func()) {
 	}
 }
 
-func TestE2ECompletionEvent(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2ECompletionEvent(t *testing.T) { e2eCompletionEvent(t, newTestbed(t)) }
+
+func e2eCompletionEvent(t *testing.T, tb *testbed) {
 	a, b := connectedPair(t, tb, defaultPairOpts())
 	if err := b.qp.PostRecv([]provider.RecvWR{{WRID: 9, SGL: []provider.SGE{b.mr.SGE(0, 64)}}}); err != nil {
 		t.Fatal(err)
@@ -285,8 +293,9 @@ func TestE2ECompletionEvent(t *testing.T) {
 	}
 }
 
-func TestE2EPortAsyncEvents(t *testing.T) {
-	tb := newTestbed(t)
+func TestE2EPortAsyncEvents(t *testing.T) { e2ePortAsyncEvents(t, newTestbed(t)) }
+
+func e2ePortAsyncEvents(t *testing.T, tb *testbed) {
 	tb.needEmulator(t, "link down injection")
 	a, _ := connectedPair(t, tb, defaultPairOpts())
 	ep := tb.cluster.Endpoint(0, 0, 1)
