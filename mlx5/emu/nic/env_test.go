@@ -176,6 +176,21 @@ func (c *cqEnd) poll() mlx5.CQE64 {
 	return e
 }
 
+// pollNoFatal waits for the next CQE without failing the test (for other goroutines); nil on
+// timeout.
+func (c *cqEnd) pollNoFatal() *mlx5.CQE64 {
+	var e mlx5.CQE64
+	deadline := time.Now().Add(waitFor)
+	for !c.ring.Poll(&e) {
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	c.ring.UpdateCI(c.db)
+	return &e
+}
+
 // empty reports that no CQE is ready.
 func (c *cqEnd) empty() bool {
 	var e mlx5.CQE64
