@@ -413,3 +413,27 @@ func TestSendDeliverZeroAlloc(t *testing.T) {
 		t.Fatalf("%v allocations per packet", allocs)
 	}
 }
+
+// TestReceiveQueueOverflow fills the receive queue behind a receiver that does not return:
+// arrivals beyond MaxQueued are dropped and counted, as a NIC drops on buffer overflow.
+func TestReceiveQueueOverflow(t *testing.T) {
+	_, a, b, _, _ := pair(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var delivered atomic.Uint64
+	b.SetReceiver(func(*roce.Packet) {
+		if delivered.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+	})
+	a.Send(data(b.Addr(), 0))
+	<-entered // the delivery goroutine now holds packet 0 and the queue is empty
+	for i := range uint32(fabric.MaxQueued + 10) {
+		a.Send(data(b.Addr(), 1+i))
+	}
+	if st := b.Stats(); st.RxDropped != 10 {
+		t.Fatalf("stats %+v, want 10 RX drops", st)
+	}
+	close(release)
+	waitFor(t, "the queued packets", func() bool { return delivered.Load() == fabric.MaxQueued+1 })
+}
