@@ -215,8 +215,16 @@ func e2eBadRKeyThenFlush(t *testing.T, tb *testbed) {
 	if attr, err := a.qp.Query(0); err != nil || provider.QPState(attr.State) != provider.QPStateErr {
 		t.Fatalf("QP state after error: %v %v", attr.State, err)
 	}
+	// The responder refused the access and its QP went to ERR: mlx5 reports that as the
+	// affiliated event IBV_EVENT_QP_ACCESS_ERR on the responder's QP.
+	guard, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	ev, err := b.ctx.GetAsyncEvent(guard)
+	if err != nil || ev.Type != uverbs.EventQPAccessErr || ev.QP != b.qp {
+		t.Fatalf("responder async event %+v %v, want QP_ACCESS_ERR on its QP", ev, err)
+	}
 	// Posting on an errored QP is refused with a state error, nothing written.
-	err := a.qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}})
+	err = a.qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}})
 	if !errors.Is(err, provider.ErrQPState) {
 		t.Fatalf("post on ERR QP: %v", err)
 	}
