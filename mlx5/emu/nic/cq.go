@@ -101,6 +101,7 @@ func (d *Device) CreateCQ(cfg CQConfig) (*CQ, error) {
 	d.mu.Unlock()
 	d.objMu.Lock()
 	d.cqs[c.cqn] = c
+	d.cqsByUAR[c.uar] = append(d.cqsByUAR[c.uar], c)
 	d.objMu.Unlock()
 	return c, nil
 }
@@ -127,6 +128,18 @@ func (c *CQ) Destroy() error {
 		return newErr("destroy cq", ErrNotFound, unix.EINVAL, "cq %#x", c.cqn)
 	}
 	delete(d.cqs, c.cqn)
+	list := d.cqsByUAR[c.uar]
+	for i, x := range list {
+		if x == c {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(d.cqsByUAR, c.uar)
+	} else {
+		d.cqsByUAR[c.uar] = list
+	}
 	return nil
 }
 
@@ -226,17 +239,16 @@ const armUnset = 0xc0000000
 func (d *Device) armFromDoorbell(u *UAR, cqn, word uint32) {
 	d.objMu.RLock()
 	named := d.cqs[cqn]
-	var others []*CQ
-	for _, c := range d.cqs {
-		if c != named && (c.uar == nil || c.uar == u) {
-			others = append(others, c)
-		}
-	}
+	others := append(append(d.armScratch[:0], d.cqsByUAR[u]...), d.cqsByUAR[nil]...)
 	d.objMu.RUnlock()
 	if named != nil && (named.uar == nil || named.uar == u) {
 		named.arm(word)
 	}
-	for _, c := range others {
+	for i, c := range others {
+		others[i] = nil
+		if c == named {
+			continue
+		}
 		w := c.dbrec.Load(mlx5.CQArmDB)
 		c.mu.Lock()
 		changed := w != c.lastArm
@@ -245,4 +257,5 @@ func (d *Device) armFromDoorbell(u *UAR, cqn, word uint32) {
 			c.arm(w)
 		}
 	}
+	d.armScratch = others[:0]
 }

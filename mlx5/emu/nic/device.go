@@ -53,6 +53,9 @@ type Device struct {
 	objMu sync.RWMutex // guards cqs and qps for lookups from the data path
 	cqs   map[uint32]*CQ
 	qps   map[uint32]*QP
+	// cqsByUAR lists the CQs armed through each page (key nil: through any page).
+	cqsByUAR   map[*UAR][]*CQ
+	armScratch []*CQ // used by the watcher only
 
 	mkeys mkeyTable
 
@@ -109,6 +112,7 @@ func New(cfg Config) (*Device, error) {
 		newTr:     cfg.NewTransport,
 		uars:      make(map[uint32]*UAR),
 		cqs:       make(map[uint32]*CQ),
+		cqsByUAR:  make(map[*UAR][]*CQ),
 		qps:       make(map[uint32]*QP),
 		nextQPN:   firstQPN - 1,
 		wake:      make(chan struct{}, 1),
@@ -208,6 +212,7 @@ func (d *Device) Close() error {
 	}
 	d.objMu.Lock()
 	clear(d.cqs)
+	clear(d.cqsByUAR)
 	d.objMu.Unlock()
 	d.mu.Lock()
 	uars := make([]*UAR, 0, len(d.uars))
