@@ -94,6 +94,11 @@ func init() {
 			flagsAttr(uverbs.AttrQueryGIDTableFlags),
 			ptrOut(uverbs.AttrQueryGIDTableRespEntries, true, 0),
 			ptrOut(uverbs.AttrQueryGIDTableRespNumEntries, true, 8)}, (*File).iQueryGIDTable},
+		{uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry}: {"query_gid_entry", []uverbs.AttrSpec{
+			const8(uverbs.AttrQueryGIDEntryPort, true),
+			const8(uverbs.AttrQueryGIDEntryGIDIndex, true),
+			flagsAttr(uverbs.AttrQueryGIDEntryFlags),
+			ptrOut(uverbs.AttrQueryGIDEntryRespEntry, true, sizeOf[uverbs.GIDEntry]())}, (*File).iQueryGIDEntry},
 		{uverbs.ObjectPD, uverbs.MethodPDDestroy}: {"dealloc_pd", []uverbs.AttrSpec{
 			idr(uverbs.AttrDestroyPDHandle, true)}, (*File).iDeallocPD},
 		{uverbs.ObjectMR, uverbs.MethodMRDestroy}: {"dereg_mr", []uverbs.AttrSpec{
@@ -225,6 +230,36 @@ func (f *File) iQueryGIDTable(r *uverbs.IoctlRequest) error {
 		return err
 	}
 	return r.Out(uverbs.AttrQueryGIDTableRespNumEntries, u64b(uint64(len(entries))))
+}
+
+// iQueryGIDEntry is UVERBS_METHOD_QUERY_GID_ENTRY: an invalid port is EINVAL, an index
+// outside the table or an empty entry ENODATA (rdma_get_gid_attr).
+func (f *File) iQueryGIDEntry(r *uverbs.IoctlRequest) error {
+	port, err := r.Const(uverbs.AttrQueryGIDEntryPort)
+	if err != nil {
+		return err
+	}
+	idx, err := r.Const(uverbs.AttrQueryGIDEntryGIDIndex)
+	if err != nil {
+		return err
+	}
+	if r.Has(uverbs.AttrQueryGIDEntryFlags) {
+		if fl, _ := r.Const(uverbs.AttrQueryGIDEntryFlags); fl != 0 {
+			return fmt.Errorf("flags %#x: %w", fl, unix.EINVAL)
+		}
+	}
+	if _, ok := f.dev.port(int(port)); !ok || port > 0xff {
+		return fmt.Errorf("port %d: %w", port, unix.EINVAL)
+	}
+	if idx != 0 {
+		return fmt.Errorf("port %d gid index %d: no such entry: %w", port, idx, unix.ENODATA)
+	}
+	for _, e := range f.dev.gidEntries(netdevIndex) {
+		if e.Port_num == uint32(port) {
+			return r.OutZero(uverbs.AttrQueryGIDEntryRespEntry, encode(&e))
+		}
+	}
+	return fmt.Errorf("port %d: %w", port, unix.ENODATA)
 }
 
 func (f *File) iDeallocPD(r *uverbs.IoctlRequest) error {

@@ -75,6 +75,14 @@ func TestQueries(t *testing.T) {
 	if a := netip.AddrFrom16(got); !a.Is4In6() || a.Unmap() != netip.MustParseAddr("10.1.0.1") {
 		t.Errorf("GID %v is not ::ffff:10.1.0.1", a)
 	}
+	e, err := uverbs.QueryGIDEntry(x.File, uverbs.DriverIDMLX5, 1, 0)
+	if err != nil || e != gids[0] {
+		t.Errorf("query gid entry 1/0: %v %+v", err, e)
+	}
+	_, err = uverbs.QueryGIDEntry(x.File, uverbs.DriverIDMLX5, 1, 1)
+	wantErrno(t, "empty gid entry", err, unix.ENODATA)
+	_, err = uverbs.QueryGIDEntry(x.File, uverbs.DriverIDMLX5, 2, 0)
+	wantErrno(t, "gid entry of port 2", err, unix.EINVAL)
 	if x.Resp.NumPorts != 1 || x.Resp.BfRegSize != 512 || x.Resp.TotBfregs != emutest.TotalBfregs || x.Resp.CQEVersion != 1 {
 		t.Errorf("alloc_ucontext response: %+v", x.Resp)
 	}
