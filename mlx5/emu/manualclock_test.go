@@ -30,7 +30,7 @@ func TestRetryExceededTimingManualClock(t *testing.T) {
 	fill(10, ma.Buf)
 
 	var mu sync.Mutex
-	var sent int          // data packets offered to the wire
+	var sent int           // data packets offered to the wire
 	var firstPSNs []uint32 // PSN of the first data packet of each transmission burst
 	var burstStart = true
 	ep := c.Endpoint(0, 0, 1)
