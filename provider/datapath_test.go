@@ -263,7 +263,7 @@ func TestErrorCompletionsAndUnsignaledRetire(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if q.sq.head-q.sq.tail.Load() != 3 {
+	if q.sq.head-q.sq.tail() != 3 {
 		t.Fatal("outstanding")
 	}
 	// Error CQE for the third WQE (position 8: each WQE takes 4 WQEBBs? no: ds 3 → 1 block).
@@ -281,8 +281,8 @@ func TestErrorCompletionsAndUnsignaledRetire(t *testing.T) {
 	if wc[0].Status.String() != "remote access error" {
 		t.Errorf("status string %q", wc[0].Status)
 	}
-	if q.sq.tail.Load() != 3 || q.sq.done.Load() != q.sq.cur() {
-		t.Fatalf("tail %d done %d cur %d", q.sq.tail.Load(), q.sq.done.Load(), q.sq.cur())
+	if q.sq.tail() != 3 || q.sq.done() != q.sq.cur() {
+		t.Fatalf("tail %d done %d cur %d", q.sq.tail(), q.sq.done(), q.sq.cur())
 	}
 	for syn, want := range map[uint8]WCStatus{
 		mlx5.SyndromeLocalLengthErr: WCLocLenErr, mlx5.SyndromeLocalQPOpErr: WCLocQPOpErr,
@@ -375,8 +375,7 @@ func mustPost(t testing.TB, err error) {
 // resetSQ retires everything posted, as if the NIC had completed it, so benchmarks and
 // allocation tests can post forever.
 func resetSQ(q *QP) {
-	q.sq.tail.Store(q.sq.head)
-	q.sq.done.Store(q.sq.cur())
+	q.sq.setRetired(q.sq.cur(), q.sq.head)
 }
 
 // A QP created without a receive queue (or without a send queue) refuses posts on the

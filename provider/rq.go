@@ -65,6 +65,7 @@ func (q *recvQueue) write(wrs []RecvWR) {
 // retire consumes the receive WQE named by a responder CQE's wqe_counter.
 func (q *recvQueue) retire(wqeCounter uint16) uint64 {
 	idx := uint32(wqeCounter) & q.mask
-	q.tail.Add(1)
+	// Only the poller writes tail; a store (not an atomic add) publishes it.
+	q.tail.Store(q.tail.Load() + 1)
 	return q.wrid[idx]
 }

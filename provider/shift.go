@@ -31,7 +31,7 @@ func (q *QP) OutstandingSends(dst []SendWQE) []SendWQE {
 	if sq.wqeCnt == 0 {
 		return dst
 	}
-	for p, end := sq.done.Load(), sq.cur(); p != end; {
+	for p, end := sq.done(), sq.cur(); p != end; {
 		idx := p & sq.mask
 		off := int(idx) * mlx5.SendWQEBB
 		c, _ := mlx5.DecodeCtrlSeg(sq.buf[off : off+16])
@@ -150,13 +150,13 @@ func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: QP without a send queue", ErrInvalidArgument)
 	}
 	sidx := pos & ssq.mask
-	if int32(pos-ssq.done.Load()) < 0 || int32(ssq.cur()-pos) <= 0 || ssq.pos[sidx] != pos {
+	if int32(pos-ssq.done()) < 0 || int32(ssq.cur()-pos) <= 0 || ssq.pos[sidx] != pos {
 		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: position %d is not an outstanding WQE of QP %#x",
 			ErrInvalidArgument, pos, src.qpn)
 	}
 	nbb := uint32(ssq.nbb[sidx])
-	if dsq.head-dsq.tail.Load()+1 > dsq.maxPost {
-		return dsq.cur(), &WRError{Op: "copy_wqe", Limit: int(dsq.maxPost), Got: int(dsq.head-dsq.tail.Load()) + 1, Err: ErrSQFull}
+	if dsq.head-dsq.tail()+1 > dsq.maxPost {
+		return dsq.cur(), &WRError{Op: "copy_wqe", Limit: int(dsq.maxPost), Got: int(dsq.head-dsq.tail()) + 1, Err: ErrSQFull}
 	}
 	if nbb > dsq.slotBB {
 		// The destination's max_post assumes WQEs of at most its own slot size.
@@ -223,8 +223,7 @@ func (q *QP) resetIndices() {
 	if sq := q.sq; sq.wqeCnt > 0 {
 		sq.ring.SetCurPost(0)
 		sq.rung, sq.head, sq.fmCache = 0, 0, 0
-		sq.tail.Store(0)
-		sq.done.Store(0)
+		sq.setRetired(0, 0)
 		clear(sq.buf)
 	}
 	if rq := q.rq; rq.wqeCnt > 0 {

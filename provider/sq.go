@@ -13,7 +13,7 @@ import (
 //
 // Concurrency: one goroutine posts at a time (the QP's users serialise posts, as libmlx5's
 // sq.lock does; SHIFT's layer above guarantees it); completions are consumed by the CQ poller,
-// which publishes the retired position through the atomics tail and done.
+// which publishes the retired position through one atomic word (retired).
 type sendQueue struct {
 	ring    *mlx5.SQ    // the ring and its producer counter (cur_post)
 	bf      *mlx5.BFReg // where the doorbell goes
@@ -27,10 +27,12 @@ type sendQueue struct {
 	slotBB  uint32 // WQEBBs of the largest WQE the QP was sized for
 	qpn     uint32
 
-	rung uint32        // position the doorbell record was last set to
-	head uint32        // WRs posted (free running)
-	tail atomic.Uint32 // WRs retired by completions
-	done atomic.Uint32 // WQEBB position after the last retired WQE
+	rung uint32 // position the doorbell record was last set to
+	head uint32 // WRs posted (free running)
+	// retired holds, published together by one atomic store from the poller, the WR count
+	// retired by completions (tail, low half) and the WQEBB position after the last retired
+	// WQE (done, high half).
+	retired atomic.Uint64
 
 	signalAll bool
 	fmCache   uint8
@@ -85,7 +87,7 @@ var wrToMlx5 = [...]mlx5.Opcode{
 // rejected list leaves the ring untouched (libmlx5 posts the prefix before the bad WR; this
 // provider posts nothing).
 func (q *sendQueue) validate(wrs []SendWR) error {
-	outstanding := q.head - q.tail.Load()
+	outstanding := q.head - q.tail()
 	if outstanding+uint32(len(wrs)) > q.maxPost {
 		return &WRError{Op: "post_send", Index: int(q.maxPost - min(outstanding, q.maxPost)),
 			Limit: int(q.maxPost), Got: int(outstanding) + len(wrs), Err: ErrSQFull}
@@ -202,7 +204,15 @@ func (q *sendQueue) record(cur, nbb uint32, wrid uint64) {
 // that WQE and every unsignaled one before it are done.
 func (q *sendQueue) retire(wqeCounter uint16) uint64 {
 	idx := uint32(wqeCounter) & q.mask
-	q.done.Store(q.pos[idx] + uint32(q.nbb[idx]))
-	q.tail.Store(q.wqeHead[idx])
+	q.setRetired(q.pos[idx]+uint32(q.nbb[idx]), q.wqeHead[idx])
 	return q.wrid[idx]
+}
+
+// tail is the number of WRs retired; done the position after the last retired WQE.
+func (q *sendQueue) tail() uint32 { return uint32(q.retired.Load()) }
+
+func (q *sendQueue) done() uint32 { return uint32(q.retired.Load() >> 32) }
+
+func (q *sendQueue) setRetired(done, tail uint32) {
+	q.retired.Store(uint64(done)<<32 | uint64(tail))
 }
