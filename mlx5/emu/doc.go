@@ -15,7 +15,8 @@
 // REG/DEREG_MR, CREATE_COMP_CHANNEL, CREATE/DESTROY_CQ, CREATE/MODIFY/QUERY/DESTROY_QP), with
 // the mlx5 driver data of rdma/mlx5-abi.h (alloc_ucontext bfregs and UAR pages, create_cq user
 // buffer and doorbell record, create_qp rings and bfreg). It keeps one handle table per file
-// (ENOENT for a missing handle, EINVAL for one of another type or as a command input), enforces
+// (ENOENT for a missing handle, EINVAL for one of another type, on both command paths as
+// kernels with commit 81f8f7454ad9 answer), enforces
 // ib_modify_qp_is_ok's RC state table and attribute masks and mlx5_ib's range checks (EINVAL),
 // refuses to destroy a PD with MRs or QPs or a CQ with QPs (EBUSY), maps UAR pages at mlx5's
 // mmap offsets, and delivers completion events and async events (port active/error, CQ error,

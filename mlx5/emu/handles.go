@@ -27,8 +27,7 @@ func (t objType) String() string { return objTypeNames[t] }
 // handleTable is the per-file object table of uverbs (ufile->idr): one id space shared by
 // every object type, ids allocated lowest-free from 0 as xa_alloc does, and a lookup that
 // distinguishes an id that does not exist (ENOENT, lookup_get_idr_uobject) from an id of
-// another type (EINVAL, rdma_lookup_get_uobject). Commands that take an object as input
-// and find nothing turn either into EINVAL, as uverbs_cmd.c's uobj_get_obj_read callers do.
+// another type (EINVAL, rdma_lookup_get_uobject); both reach user space unchanged.
 type handleTable struct {
 	mu   sync.Mutex
 	objs map[uint32]handleEntry

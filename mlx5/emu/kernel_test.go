@@ -110,7 +110,7 @@ func TestPDAndMR(t *testing.T) {
 	_, err = reg(a, 4096, a, x.PD, 1<<12)
 	wantErrno(t, "unknown access bit", err, unix.EINVAL)
 	_, err = reg(a, 4096, a, x.PD+77, 0)
-	wantErrno(t, "bad pd handle", err, unix.EINVAL)
+	wantErrno(t, "bad pd handle", err, unix.ENOENT)
 	_, err = reg(a, 0, a, x.PD, 0)
 	wantErrno(t, "zero length", err, unix.EINVAL)
 	// A page that is not mapped: unmap the middle page of a fresh region.

@@ -190,10 +190,10 @@ func TestQPLifecycleAndRules(t *testing.T) {
 	}
 
 	// Bad handles: a missing QP and a QP handle that is a CQ.
-	wantErrno(t, "modify unknown qp", uverbs.ModifyQP(x.File, 999, &init, initMask, nil), unix.EINVAL)
+	wantErrno(t, "modify unknown qp", uverbs.ModifyQP(x.File, 999, &init, initMask, nil), unix.ENOENT)
 	wantErrno(t, "modify a CQ handle", uverbs.ModifyQP(x.File, cq.Handle, &init, initMask, nil), unix.EINVAL)
 	_, err = uverbs.QueryQP(x.File, 999, 0, nil)
-	wantErrno(t, "query unknown qp", err, unix.EINVAL)
+	wantErrno(t, "query unknown qp", err, unix.ENOENT)
 
 	// Only RC is emulated; a wrong CQ handle is refused before anything is created.
 	in := make([]byte, mlx5.CreateQPSize)
@@ -202,7 +202,7 @@ func TestQPLifecycleAndRules(t *testing.T) {
 	_, err = uverbs.CreateQPWrite(x.File, uverbs.CreateQPRequest{Type: 77, PD: x.PD, SendCQ: cq.Handle, RecvCQ: cq.Handle}, in, nil)
 	wantErrno(t, "QP type 77", err, unix.EINVAL)
 	_, err = uverbs.CreateQPWrite(x.File, uverbs.CreateQPRequest{Type: uverbs.QPTypeRC, PD: x.PD, SendCQ: 999, RecvCQ: cq.Handle}, in, nil)
-	wantErrno(t, "unknown send CQ (write)", err, unix.EINVAL)
+	wantErrno(t, "unknown send CQ (write)", err, unix.ENOENT)
 	_, err = uverbs.CreateQP(x.File, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{Type: uverbs.QPTypeRC, PD: x.PD, SendCQ: 999, RecvCQ: cq.Handle, AsyncFD: -1}, in, nil)
 	wantErrno(t, "unknown send CQ (ioctl)", err, unix.ENOENT)
 	_, err = uverbs.CreateQP(x.File, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{Type: uverbs.QPTypeRC, PD: cq.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, AsyncFD: -1}, in, nil)

@@ -45,11 +45,14 @@ func (f *File) deallocPDLocked(h uint32) error {
 	return err
 }
 
-// getPD is uobj_get_obj_read for a command input: any failure is EINVAL.
+// getPD is uobj_get_obj_read for a command input. Since upstream commit 81f8f7454ad9
+// ("RDMA/uverbs: Propagate errors from rdma_lookup_get_uobject()", 2025, in the stable
+// kernels too; measured ENOENT on Debian's 6.1.0-56) the lookup's errno reaches user space:
+// ENOENT for a handle that does not exist, EINVAL for one of another type.
 func (f *File) getPD(op string, h uint32) (*pdObj, error) {
 	o, err := f.handles.get(objPD, h)
 	if err != nil {
-		return nil, fmt.Errorf("%s: pd: %w", op, toEINVAL(err))
+		return nil, fmt.Errorf("%s: pd: %w", op, err)
 	}
 	return o.(*pdObj), nil
 }
@@ -57,7 +60,7 @@ func (f *File) getPD(op string, h uint32) (*pdObj, error) {
 func (f *File) getCQ(op string, h uint32) (*cqObj, error) {
 	o, err := f.handles.get(objCQ, h)
 	if err != nil {
-		return nil, fmt.Errorf("%s: cq: %w", op, toEINVAL(err))
+		return nil, fmt.Errorf("%s: cq: %w", op, err)
 	}
 	return o.(*cqObj), nil
 }
@@ -65,14 +68,9 @@ func (f *File) getCQ(op string, h uint32) (*cqObj, error) {
 func (f *File) getQP(op string, h uint32) (*qpObj, error) {
 	o, err := f.handles.get(objQP, h)
 	if err != nil {
-		return nil, fmt.Errorf("%s: qp: %w", op, toEINVAL(err))
+		return nil, fmt.Errorf("%s: qp: %w", op, err)
 	}
 	return o.(*qpObj), nil
-}
-
-// toEINVAL keeps the message of a lookup error but makes its errno EINVAL.
-func toEINVAL(err error) error {
-	return fmt.Errorf("%s: %w", err.Error(), unix.EINVAL)
 }
 
 const pageSize = 4096
