@@ -55,7 +55,7 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 	if cq == nil {
 		return nil, fmt.Errorf("provider: get cq event: unknown CQ %d: %w", h, ErrNotFound)
 	}
-	cq.ring.armSN++ // mlx5_cq_event: the next arm uses the next sequence number
+	cq.ring.armSN.Add(1) // mlx5_cq_event: the next arm uses the next sequence number
 	cq.events.Add(1)
 	return cq, nil
 }

@@ -14,7 +14,7 @@ type cqRing struct {
 	buf   []byte
 	ncqe  uint32 // power of two
 	mask  uint32
-	armSN uint32 // arm sequence number, bumped per completion event
+	armSN atomic.Uint32 // arm sequence number, bumped per completion event (any goroutine)
 
 	// qps maps QPNs to the QPs whose completions land here; replaced as a whole on QP
 	// create/destroy so the poller reads it without a lock.

@@ -14,5 +14,5 @@ func (q *QP) ringSQ(nreq int, last mlx5.Posted, inl bool) {
 // armCQ is mlx5_arm_cq through package mlx5: arm word in the doorbell record, then the CQ
 // doorbell in the UAR.
 func (c *CQ) armCQ(solicited bool) {
-	c.ring.ring.Arm(c.ring.db, c.uar, c.cqn, c.ring.armSN, solicited)
+	c.ring.ring.Arm(c.ring.db, c.uar, c.cqn, c.ring.armSN.Load(), solicited)
 }
