@@ -50,7 +50,7 @@ func hilTestbed(t *testing.T) *testbed {
 }
 
 // newTestbed builds two emulated hosts on an in-process fabric.
-func newTestbed(t *testing.T) *testbed {
+func newTestbed(t testing.TB) *testbed {
 	t.Helper()
 	prefix := fmt.Sprintf("ptest%d_%d_", os.Getpid(), clusterSeq.Add(1))
 	c, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, Register: true, Prefix: prefix, Seed: 1})
@@ -94,7 +94,7 @@ func defaultPairOpts() pairOpts {
 		bufSize: 1 << 20}
 }
 
-func openSide(t *testing.T, name string, o pairOpts, psn uint32) *side {
+func openSide(t testing.TB, name string, o pairOpts, psn uint32) *side {
 	t.Helper()
 	s := &side{}
 	var err error
@@ -138,7 +138,7 @@ func openSide(t *testing.T, name string, o pairOpts, psn uint32) *side {
 	return s
 }
 
-func connectedPair(t *testing.T, tb *testbed, o pairOpts) (*side, *side) {
+func connectedPair(t testing.TB, tb *testbed, o pairOpts) (*side, *side) {
 	t.Helper()
 	if o.attr.GIDIndex == 0 {
 		o.attr.GIDIndex = tb.gid
@@ -155,7 +155,7 @@ func connectedPair(t *testing.T, tb *testbed, o pairOpts) (*side, *side) {
 }
 
 // waitWC polls cq until n completions arrived or the guard timeout passes.
-func waitWC(t *testing.T, cq *provider.CQ, n int) []provider.WC {
+func waitWC(t testing.TB, cq *provider.CQ, n int) []provider.WC {
 	t.Helper()
 	out := make([]provider.WC, 0, n)
 	var wc [16]provider.WC
