@@ -24,6 +24,7 @@ type File struct {
 	async      *eventQueue
 	channels   map[int]*eventQueue // by the application's descriptor
 	mapped     [][]byte            // live Mmap results
+	asyncMore  []*eventQueue       // async event files beyond the first (they get no events)
 	closed     bool
 }
 
@@ -82,6 +83,10 @@ func (f *File) Close() error {
 	for _, q := range f.channels {
 		q.close()
 	}
+	for _, q := range f.asyncMore {
+		q.close()
+	}
+	f.asyncMore = nil
 	f.channels = nil
 	if f.async != nil {
 		f.async.close()

@@ -338,8 +338,10 @@ func (f *File) checkAsyncFd(r *uverbs.IoctlRequest, id uint16) error {
 	if f.async != nil && fd == f.async.userFd {
 		return nil
 	}
-	if q, ok := f.channels[fd]; ok && q != nil {
-		return nil
+	for _, q := range f.asyncMore {
+		if q.userFd == fd {
+			return nil
+		}
 	}
 	return fmt.Errorf("fd %d is not an event file of this context: %w", fd, unix.EINVAL)
 }

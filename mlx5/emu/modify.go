@@ -121,7 +121,8 @@ func (f *File) modifyQP(r modifyQPReq) error {
 			return fmt.Errorf("%s: RoCE address vector without GRH: %w", op, unix.EINVAL)
 		}
 		if a.av.sgidIndex != 0 {
-			return fmt.Errorf("%s: sgid_index %d (one GID per port): %w", op, a.av.sgidIndex, unix.EINVAL)
+			// rdma_get_gid_attr: no GID there (measured ENODATA on Linux 6.1).
+			return fmt.Errorf("%s: sgid_index %d (one GID per port): %w", op, a.av.sgidIndex, unix.ENODATA)
 		}
 	}
 	// The hardware may have moved the QP to ERR on its own; firmware refuses any transition

@@ -48,7 +48,7 @@ func TestCQLifecycle(t *testing.T) {
 	}
 
 	_, err = uverbs.CreateCQWrite(x.File, uverbs.CreateCQRequest{CQE: 63, CompChannel: x.AsyncFD}, in, out)
-	wantErrno(t, "async fd as completion channel", err, unix.EINVAL)
+	wantErrno(t, "async fd as completion channel", err, unix.EBADF)
 	_, err = uverbs.CreateCQWrite(x.File, uverbs.CreateCQRequest{CQE: 1 << 23, CompChannel: -1}, in, out)
 	wantErrno(t, "cqe beyond max_cqe", err, unix.EINVAL)
 	_, err = uverbs.CreateCQWrite(x.File, uverbs.CreateCQRequest{CQE: 63, CompChannel: -1, CompVector: 99}, in, out)
@@ -128,7 +128,7 @@ func TestQPLifecycleAndRules(t *testing.T) {
 		{"path mtu 6", func(a *uverbs.QPAttr) uint32 { a.PathMTU = 6; return rtrMask }, unix.EINVAL},
 		{"max_dest_rd_atomic 17", func(a *uverbs.QPAttr) uint32 { a.MaxDestRdAtomic = 17; return rtrMask }, unix.EINVAL},
 		{"no GRH on RoCE", func(a *uverbs.QPAttr) uint32 { a.AV.IsGlobal = false; return rtrMask }, unix.EINVAL},
-		{"sgid index 1", func(a *uverbs.QPAttr) uint32 { a.AV.SGIDIndex = 1; return rtrMask }, unix.EINVAL},
+		{"sgid index 1", func(a *uverbs.QPAttr) uint32 { a.AV.SGIDIndex = 1; return rtrMask }, unix.ENODATA},
 		{"AV port 3", func(a *uverbs.QPAttr) uint32 { a.AV.Port = 3; return rtrMask }, unix.EINVAL},
 		{"min_rnr_timer 32", func(a *uverbs.QPAttr) uint32 { a.MinRNRTimer = 32; return rtrMask }, unix.EINVAL},
 		{"dest qpn beyond 24 bits", func(a *uverbs.QPAttr) uint32 { a.DestQPN = 1 << 24; return rtrMask }, unix.EINVAL},

@@ -181,7 +181,9 @@ func (f *File) createCQ(userHandle uint64, cqe uint32, compVector uint32, channe
 	if channelFd >= 0 {
 		q, ok := f.channels[int(channelFd)]
 		if !ok {
-			return 0, 0, 0, fmt.Errorf("%s: fd %d is not a completion channel of this context: %w", op, channelFd, unix.EINVAL)
+			// ib_uverbs_lookup_comp_file: measured EBADF on Linux 6.1 for an fd that is not
+			// a completion channel (the async fd, for instance).
+			return 0, 0, 0, fmt.Errorf("%s: fd %d is not a completion channel of this context: %w", op, channelFd, unix.EBADF)
 		}
 		ch = q
 	}

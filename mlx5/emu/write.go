@@ -173,7 +173,7 @@ func (f *File) allocAsyncFd() (*eventQueue, error) {
 	} else {
 		// Only the first async event file receives the context's events, as
 		// ufile->default_async_file.
-		f.channels[q.userFd] = q
+		f.asyncMore = append(f.asyncMore, q)
 	}
 	return q, nil
 }
