@@ -98,11 +98,11 @@ func (f *File) Close() error {
 	return errors.Join(errs...)
 }
 
-// errIfClosed is the kernel's answer on a file whose device is gone (EIO from
-// ib_uverbs_write after disassociation).
+// errIfClosed answers a command on a closed file as the system does on a closed descriptor
+// (EBADF).
 func (f *File) errIfClosed() error {
 	if f.closed {
-		return fmt.Errorf("uverbs file closed: %w", unix.EIO)
+		return fmt.Errorf("uverbs file closed: %w", unix.EBADF)
 	}
 	return nil
 }
