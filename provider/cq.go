@@ -23,6 +23,7 @@ type CQ struct {
 	uar     mlx5.UARPage // UAR page the arm doorbell goes to
 	events  atomic.Uint32
 	acked   atomic.Uint32
+	dead    atomic.Bool // destroyed: the ring memory is gone
 	qpsMu   sync.Mutex
 }
 
@@ -103,6 +104,7 @@ func (c *CQ) Destroy() error {
 	if _, err := uverbs.DestroyCQ(c.ctx.f, uverbs.DriverIDMLX5, c.handle); err != nil {
 		return opError("destroy cq", err)
 	}
+	c.dead.Store(true)
 	c.ctx.mu.Lock()
 	delete(c.ctx.cqByID, c.id)
 	c.ctx.mu.Unlock()

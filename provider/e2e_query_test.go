@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -138,5 +139,35 @@ func e2eCQOverrunEvent(t *testing.T, tb *testbed) {
 	ev, err := a.ctx.GetAsyncEvent(guard)
 	if err != nil || ev.Type != uverbs.EventCQErr || ev.CQ != small {
 		t.Fatalf("async event %+v %v, want CQ_ERR on the small CQ", ev, err)
+	}
+}
+
+// Objects used after Destroy answer ErrClosed instead of touching freed rings.
+func TestE2EUseAfterDestroy(t *testing.T) {
+	tb := newTestbed(t)
+	s := openSide(t, tb.names[0], defaultPairOpts(), 1)
+	cq, err := s.ctx.CreateCQ(4, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := s.pd.CreateQP(provider.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: provider.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}}); !errors.Is(err, provider.ErrClosed) {
+		t.Fatalf("post on a destroyed QP: %v", err)
+	}
+	if err := qp.PostRecv([]provider.RecvWR{{}}); !errors.Is(err, provider.ErrClosed) {
+		t.Fatalf("recv on a destroyed QP: %v", err)
+	}
+	if err := cq.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	var wc [1]provider.WC
+	if _, err := cq.Poll(wc[:]); !errors.Is(err, provider.ErrClosed) {
+		t.Fatalf("poll of a destroyed CQ: %v", err)
 	}
 }

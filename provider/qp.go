@@ -28,8 +28,8 @@ type QP struct {
 	dbrec []byte  // 8 bytes: receive counter, send counter
 	sq    *sendQueue
 	rq    *recvQueue
-	bfIdx uint32 // bfreg index the kernel assigned
-	dead  bool
+	bfIdx uint32      // bfreg index the kernel assigned
+	dead  atomic.Bool // destroyed: the ring memory is gone
 }
 
 // QPN is the QP number.

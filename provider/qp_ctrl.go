@@ -140,14 +140,15 @@ func (q *QP) Reset() error {
 func (q *QP) Destroy() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.dead {
+	if q.dead.Load() {
 		return nil
 	}
 	if _, err := uverbs.DestroyQP(q.ctx.f, uverbs.DriverIDMLX5, q.handle); err != nil {
 		return opError(fmt.Sprintf("destroy qp %#x", q.qpn), err)
 	}
-	q.dead = true
+	// Posts check the state before touching the rings: RESET stops them, dead names why.
 	q.state.Store(uint32(QPStateReset))
+	q.dead.Store(true)
 	q.recvCQ.ring.clean(q.qpn)
 	q.recvCQ.detach(q)
 	if q.sendCQ != q.recvCQ {

@@ -17,11 +17,11 @@ func (q *QP) PostSend(wrs []SendWR) error {
 }
 
 func (q *QP) checkSend(wrs []SendWR) error {
+	if st := q.State(); !st.canSend() {
+		return &WRError{Op: "post_send", Index: 0, Err: q.stateErr()}
+	}
 	if q.sq == nil || q.sq.wqeCnt == 0 {
 		return &WRError{Op: "post_send", Index: 0, Err: ErrSQFull}
-	}
-	if st := q.State(); !st.canSend() {
-		return &WRError{Op: "post_send", Index: 0, Err: ErrQPState}
 	}
 	return q.sq.validate(wrs)
 }
@@ -32,11 +32,11 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
+	if st := q.State(); !st.canRecv() {
+		return &WRError{Op: "post_recv", Index: 0, Err: q.stateErr()}
+	}
 	if q.rq == nil || q.rq.wqeCnt == 0 {
 		return &WRError{Op: "post_recv", Index: 0, Err: ErrRQFull}
-	}
-	if st := q.State(); !st.canRecv() {
-		return &WRError{Op: "post_recv", Index: 0, Err: ErrQPState}
 	}
 	if err := q.rq.validate(wrs); err != nil {
 		return err
@@ -47,3 +47,11 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 
 // State is the QP state as last set by Modify (an atomic load; the data path checks it).
 func (q *QP) State() QPState { return QPState(q.state.Load()) }
+
+// stateErr tells a destroyed QP from one in the wrong state (error path only).
+func (q *QP) stateErr() error {
+	if q.dead.Load() {
+		return ErrClosed
+	}
+	return ErrQPState
+}

@@ -232,8 +232,8 @@ func (q *QP) resetIndices() {
 		rq.tail.Store(0)
 		clear(rq.buf)
 	}
-	storeBE32(q.dbrec, mlx5.RcvDBR*4, 0)
-	storeBE32(q.dbrec, mlx5.SndDBR*4, 0)
+	q.sq.db.SetRecvCounter(0)
+	q.sq.db.SetSendCounter(0)
 }
 
 // clean removes the CQEs of qpn that software has not polled yet and compacts the rest, as
