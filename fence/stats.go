@@ -15,7 +15,7 @@ type Stats struct {
 
 type counters struct {
 	begun, released, failed, aborted, notifications atomic.Uint64
-	withheldWRs, releasedWRs                         atomic.Uint64
+	withheldWRs, releasedWRs                        atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {

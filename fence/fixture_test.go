@@ -1,0 +1,205 @@
+package fence_test
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/mlx5/emu/fabric"
+	"github.com/shift-rdma/shift/provider"
+)
+
+// The fixture: two emulated hosts on one in-process fabric, each with two NICs. Host 0 sends,
+// host 1 receives. Path 0 (the default NIC) connects NIC 0 of both hosts, path 1 (the backup)
+// NIC 1; each host registers one buffer on both of its NICs, so both paths write the same
+// receiver memory, as SHIFT's default and backup QPs do.
+
+const (
+	pathDefault = 0 // the fence's new QP
+	pathBackup  = 1 // the fence's old QP
+	bufSize     = 1 << 20
+)
+
+var clusterSeq atomic.Uint64
+
+// nicSide is one host's objects on one NIC.
+type nicSide struct {
+	dev *emu.Device
+	ctx *provider.Context
+	pd  *provider.PD
+	cq  *provider.CQ
+	qp  *provider.QP
+	mr  *provider.MR
+	ep  provider.Endpoint
+}
+
+type bed struct {
+	cluster    *emu.Cluster
+	snd, rcv   [2]*nicSide // per path
+	sbuf, rbuf *provider.Buffer
+	attr       provider.ConnectAttr
+	psn        uint32
+}
+
+// newBed builds the two hosts and connects both paths.
+func newBed(t testing.TB) *bed {
+	t.Helper()
+	prefix := fmt.Sprintf("fence%d_%d_", os.Getpid(), clusterSeq.Add(1))
+	c, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: 2, Register: true, Prefix: prefix, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close cluster: %v", err)
+		}
+	})
+	b := &bed{cluster: c, psn: 0x100}
+	// A short ACK timeout (4.096 µs × 2^10 ≈ 4 ms) so a dead path fails within a test's time.
+	b.attr = provider.ConnectAttr{Timeout: 10, RetryCnt: 3}
+	for _, buf := range []**provider.Buffer{&b.sbuf, &b.rbuf} {
+		if *buf, err = provider.NewBuffer(bufSize); err != nil {
+			t.Fatal(err)
+		}
+		m := *buf
+		t.Cleanup(func() { m.Free() })
+	}
+	for p := range 2 {
+		b.snd[p] = openNIC(t, c.Hosts[0].Devices[p], prefix, 0*2+p, b.sbuf)
+		b.rcv[p] = openNIC(t, c.Hosts[1].Devices[p], prefix, 1*2+p, b.rbuf)
+		b.connect(t, p)
+	}
+	return b
+}
+
+func openNIC(t testing.TB, dev *emu.Device, prefix string, idx int, buf *provider.Buffer) *nicSide {
+	t.Helper()
+	s := &nicSide{dev: dev}
+	var err error
+	if s.ctx, err = provider.Open(fmt.Sprintf("%s%d", prefix, idx)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.ctx.Close() })
+	if s.pd, err = s.ctx.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	if s.cq, err = s.ctx.CreateCQ(1024, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if s.qp, err = s.pd.CreateQP(provider.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq,
+		Cap: provider.QPCap{MaxSendWR: 256, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}}); err != nil {
+		t.Fatal(err)
+	}
+	if s.mr, err = s.pd.RegMR(buf.Bytes(), provider.AccessLocalWrite|provider.AccessRemoteWrite|
+		provider.AccessRemoteRead|provider.AccessRemoteAtomic); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Destroy in the order libibverbs requires; errors here would hide the test's own.
+		if s.qp.Destroy() != nil || s.mr.Dereg() != nil || s.cq.Destroy() != nil || s.pd.Dealloc() != nil {
+			t.Errorf("teardown of %s failed", s.ctx.Name())
+		}
+	})
+	return s
+}
+
+// connect (re)connects path p with fresh PSNs, resetting both QPs first.
+func (b *bed) connect(t testing.TB, p int) {
+	t.Helper()
+	s, r := b.snd[p], b.rcv[p]
+	for _, n := range []*nicSide{s, r} {
+		if n.qp.State() != provider.QPStateReset {
+			if err := n.qp.Reset(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g, err := n.ctx.GIDByIndex(1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.psn += 0x1000
+		n.ep = provider.Endpoint{QPN: n.qp.QPN(), PSN: b.psn, GID: g.GID}
+	}
+	if err := s.qp.Connect(b.attr, s.ep, r.ep); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.qp.Connect(b.attr, r.ep, s.ep); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// link returns the fabric endpoint of the sender's port on path p.
+func (b *bed) link(p int) *fabric.Endpoint { return b.cluster.Endpoint(0, p, 1) }
+
+// write is an RDMA WRITE of n bytes at off of the sender buffer to the same offset of the
+// receiver buffer over path p.
+func (b *bed) write(p int, wrid uint64, off, n int, flags provider.SendFlags) provider.SendWR {
+	return provider.SendWR{WRID: wrid, Opcode: provider.WRRDMAWrite, Flags: flags,
+		SGL:        []provider.SGE{b.snd[p].mr.SGE(off, n)},
+		RemoteAddr: b.rcv[p].mr.Addr + uint64(off), RKey: b.rcv[p].mr.RKey}
+}
+
+// writeImm is the notification: a WRITE_WITH_IMM of 8 bytes at off over path p.
+func (b *bed) writeImm(p int, wrid uint64, off int, imm uint32) provider.SendWR {
+	w := b.write(p, wrid, off, 8, provider.SendSignaled)
+	w.Opcode, w.Imm = provider.WRRDMAWriteWithImm, imm
+	return w
+}
+
+// postRecvs posts n 8-byte receives on the receiver's QP of path p (WRITE_WITH_IMM consumes
+// one).
+func (b *bed) postRecvs(t testing.TB, p, n int) {
+	t.Helper()
+	for i := range n {
+		if err := b.rcv[p].qp.PostRecv([]provider.RecvWR{{WRID: uint64(0x9000 + i),
+			SGL: []provider.SGE{b.rcv[p].mr.SGE(bufSize-64, 8)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// poll returns the completions now in cq (at most len(buf)).
+func poll(t testing.TB, cq *provider.CQ, buf []provider.WC) []provider.WC {
+	t.Helper()
+	n, err := cq.Poll(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf[:n]
+}
+
+// waitWCs polls cq until n completions arrived; the timeout is a failure guard only.
+func waitWCs(t testing.TB, cq *provider.CQ, n int) []provider.WC {
+	t.Helper()
+	out := make([]provider.WC, 0, n)
+	var buf [32]provider.WC
+	deadline := time.Now().Add(30 * time.Second)
+	for len(out) < n {
+		got := poll(t, cq, buf[:min(len(buf), n-len(out))])
+		out = append(out, got...)
+		if len(got) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out with %d of %d completions: %+v", len(out), n, out)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	return out
+}
+
+// waitPasses waits until the NIC's doorbell watcher has made at least n more polling passes
+// (each pass reads every doorbell register once).
+func waitPasses(t testing.TB, s *nicSide, n uint64) {
+	t.Helper()
+	start := s.dev.NIC().Stats().Passes
+	deadline := time.Now().Add(30 * time.Second)
+	for s.dev.NIC().Stats().Passes-start < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("watcher of %s made %d of %d passes", s.ctx.Name(), s.dev.NIC().Stats().Passes-start, n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
