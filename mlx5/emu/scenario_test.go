@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/mlx5/emu/emutest"
@@ -425,4 +427,36 @@ func TestCompletionEventOncePerArm(t *testing.T) {
 		t.Errorf("destroy cq: %v, comp_events_reported %d, want 2", err, d.Comp_events_reported)
 	}
 	_ = c
+}
+
+// After an error both QPs can be reset and reconnected and carry traffic again, the recovery
+// path SHIFT takes for a QP it probes or reuses; until then, the hardware state wins over the
+// driver's: a transition from the state the driver last set is refused.
+func TestRecoverAfterErrorByReset(t *testing.T) {
+	_, p := pair(t, emutest.DefaultConn)
+	ma := p.A.RegMR(4096, emutest.AllAccess)
+	mb := p.B.RegMR(4096, emutest.AllAccess)
+	p.QA.PostRing(t, emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:64])}, RemoteAddr: mb.Addr(), RKey: mb.RKey ^ 0x55})
+	wantWC(t, "WRITE with a bad rkey", p.SCQA.Wait(t, wait), mlx5.WCRemAccessErr, 0, 0)
+	a := uverbs.QPAttr{State: uverbs.QPStateRTS, CurState: uverbs.QPStateRTS, MinRNRTimer: 2}
+	wantErrno(t, "RTS→RTS on a QP the hardware moved to ERR", p.QA.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrCurState|uverbs.QPAttrMinRNRTimer), unix.EINVAL)
+	if ev := readAsync(t, p.B.AsyncFD); ev.Type != uverbs.EventQPAccessErr {
+		t.Fatalf("responder event %+v", ev)
+	}
+	for _, q := range []*emutest.QP{p.QA, p.QB} {
+		q.Reset(t)
+	}
+	conn := p.Params
+	conn.SQPSN, conn.RQPSN = 0x500, 0x900
+	emutest.Connect(t, p.QA, p.QB, conn)
+	fill(11, ma.Buf)
+	p.QB.PostRecv(t, emutest.SGE(mb, mb.Buf[2048:3072]))
+	p.QA.PostRing(t, emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:1024])}, RemoteAddr: mb.Addr(), RKey: mb.RKey})
+	p.QA.PostRing(t, emutest.WR{Op: mlx5.OpcodeSend, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[1024:1536])}})
+	wantWC(t, "WRITE after reset", p.SCQA.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRDMAWrite, 0)
+	wantWC(t, "SEND after reset", p.SCQA.Wait(t, wait), mlx5.WCSuccess, mlx5.WCSend, 0)
+	wantWC(t, "receive after reset", p.RCQB.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRecv, 512)
+	if !bytes.Equal(mb.Buf[:1024], ma.Buf[:1024]) || !bytes.Equal(mb.Buf[2048:2560], ma.Buf[1024:1536]) {
+		t.Error("data differs after reset and reconnect")
+	}
 }

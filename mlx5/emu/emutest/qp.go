@@ -229,3 +229,17 @@ func (q *QP) PostRecv(t testing.TB, sges ...mlx5.DataSeg) {
 func SGE(mr *MR, b []byte) mlx5.DataSeg {
 	return mlx5.DataSeg{ByteCount: uint32(len(b)), LKey: mr.LKey, Addr: uverbs.Addr(b)}
 }
+
+// Reset moves the QP to RESET and restarts the ring indexes and doorbell record at 0, as
+// libmlx5's mlx5_modify_qp does after a transition to RESET (mlx5_init_qp_indices).
+func (q *QP) Reset(t testing.TB) {
+	t.Helper()
+	if err := q.Modify(&uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState); err != nil {
+		t.Fatalf("qp %#x to RESET: %v", q.QPN, err)
+	}
+	q.SQ.SetCurPost(0)
+	q.RQ.SetHead(0)
+	q.DB.SetSendCounter(0)
+	q.DB.SetRecvCounter(0)
+	q.unrung = 0
+}
