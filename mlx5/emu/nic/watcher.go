@@ -13,6 +13,12 @@ import (
 // latency, then sleeps with an exponentially growing period up to maxSleep, so an idle device
 // costs almost no CPU. Anything that needs the watcher sooner (a QP moved to RTS with rung
 // doorbells pending, a stalled send queue whose earlier WRs completed) wakes it through kick.
+//
+// Measured here (TestIdleCPU, TestDoorbellLatency): back-to-back doorbells reach execution in
+// about 0.5–1 µs; the first doorbell after idleness waits about 1–2 ms at the median when the
+// application busy-polls its CQ (the watcher's Go timer shares the scheduler with that
+// goroutine). Sleeping in the kernel instead (FUTEX_WAIT with a timeout) was tried: it did
+// not lower that median measurably and cost 3.5× the idle CPU with 8 devices, so timers stay.
 const (
 	spinWindow = 50 * time.Microsecond
 	minSleep   = 10 * time.Microsecond
