@@ -1,7 +1,6 @@
 package nic
 
 import (
-	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -233,9 +232,6 @@ func (d *Device) Close() error {
 	}
 	return first
 }
-
-// gidAddr is the address a port's GID carries.
-func gidAddr(l roce.Link) netip.Addr { return l.Addr() }
 
 // QP returns the QP with number qpn, or nil.
 func (d *Device) QP(qpn uint32) *QP {

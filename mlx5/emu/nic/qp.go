@@ -142,7 +142,6 @@ type QP struct {
 	dbrec      mlx5.DBRec
 	sqBBs      uint16 // send queue size in WQEBBs
 	rqN        uint16
-	rqShift    uint
 	maxSendSGE int
 	maxRecvSGE int
 	maxInline  int
@@ -212,7 +211,6 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		onEvent:    cfg.OnAsyncEvent,
 		sqBBs:      uint16(cfg.SQWQEBBs),
 		rqN:        uint16(cfg.RQWQEs),
-		rqShift:    uint(cfg.RQWQEShift),
 		maxSendSGE: cfg.MaxSendSGE,
 		maxRecvSGE: cfg.MaxRecvSGE,
 		maxInline:  cfg.MaxInline,
