@@ -187,9 +187,9 @@ func (f *File) createCQ(userHandle uint64, cqe uint32, compVector uint32, channe
 		}
 		ch = q
 	}
-	if ud.BufAddr%pageSize != 0 {
-		// mlx5 maps the buffer with an MTT whose page offset must be 0 for CQs.
-		return 0, 0, 0, fmt.Errorf("%s: buffer %#x not page aligned: %w", op, ud.BufAddr, unix.EINVAL)
+	if ud.BufAddr%64 != 0 {
+		// The CQ context expresses the buffer's offset in its first page in 64-byte units.
+		return 0, 0, 0, fmt.Errorf("%s: buffer %#x not 64-byte aligned: %w", op, ud.BufAddr, unix.EINVAL)
 	}
 	if err := checkMapped(ud.BufAddr, uint64(n)*uint64(ud.CQESize)); err != nil {
 		return 0, 0, 0, fmt.Errorf("%s: buffer: %w", op, err)
