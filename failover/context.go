@@ -1,0 +1,198 @@
+package failover
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/provider"
+)
+
+// Options configure a failover Context.
+type Options struct {
+	// Backups names the backup devices explicitly; empty means SHIFT_BACKUP, then automatic
+	// selection. The first backup carries the shadows; further ones are accepted for the
+	// configuration syntax but not used yet.
+	Backups []string
+	// KV is the attribute store shared by every host of the job (required).
+	KV kv.Store
+	// Job namespaces the KV keys (shift/<Job>/...); empty means $SHIFT_JOB, then "default".
+	Job string
+	// Port and GIDIndex select the GID that names this host's default and backup devices in
+	// the KV keys and that the backup QPs use (0: port 1, index 0).
+	Port     uint8
+	GIDIndex int
+	// KVTimeout bounds one KV operation on the fallback path (0: 2 s).
+	KVTimeout time.Duration
+	// DrainTimeout bounds the wait for a failed default QP's last completions (0: 10 s).
+	DrainTimeout time.Duration
+	// HandshakeTimeout bounds the wait for the peer's receive counter (0: 10 s); past it the
+	// QP fails and the application gets the errors.
+	HandshakeTimeout time.Duration
+}
+
+// Stats are context-wide counters.
+type Stats struct {
+	Fallbacks   uint64 // QPs that completed a fallback
+	Refused     uint64 // fallbacks refused (unsafe WR, KV, backup not ready)
+	Transitions uint64 // state transitions of every QP
+	Reposted    uint64 // send WRs reposted on backup QPs
+	Skipped     uint64 // send WRs treated as completed because the peer had received them
+}
+
+// Context is a default device with its backup (struct ibv_context for the application).
+type Context struct {
+	def  *provider.Context
+	bk   *backupDev
+	opts Options
+	gid  [16]byte // default GID (KV key of this host's default objects)
+
+	lkeys sync.Map // default lkey → backup lkey
+	rkeys sync.Map // rkeyKey → backup rkey (KV cache)
+
+	injArmed atomic.Int64 // WRs until the injected fault (0: off)
+	injQPN   atomic.Uint32
+
+	fallbacks, refused, transitions, reposted, skipped atomic.Uint64
+}
+
+type rkeyKey struct {
+	gid  [16]byte
+	rkey uint32
+}
+
+// Open opens the default device name and its backup.
+func Open(name string, opts Options) (*Context, error) {
+	if opts.KV == nil {
+		return nil, fmt.Errorf("failover: open %s: %w: no KV store", name, ErrBadConfig)
+	}
+	if opts.Job == "" {
+		opts.Job = os.Getenv("SHIFT_JOB")
+		if opts.Job == "" {
+			opts.Job = "default"
+		}
+	}
+	if opts.Port == 0 {
+		opts.Port = 1
+	}
+	if opts.KVTimeout == 0 {
+		opts.KVTimeout = 2 * time.Second
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = 10 * time.Second
+	}
+	if opts.HandshakeTimeout == 0 {
+		opts.HandshakeTimeout = 10 * time.Second
+	}
+	var inj injectSpec
+	if s := os.Getenv("SHIFT_INJECT"); s != "" {
+		var err error
+		if inj, err = parseInject(s); err != nil {
+			return nil, err
+		}
+	}
+	backups, err := chooseBackups(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Context{opts: opts}
+	if c.def, err = provider.Open(name); err != nil {
+		return nil, fmt.Errorf("failover: open %s: %w", name, err)
+	}
+	g, err := c.def.GIDByIndex(opts.Port, opts.GIDIndex)
+	if err != nil {
+		c.def.Close()
+		return nil, fmt.Errorf("failover: open %s: default GID: %w", name, err)
+	}
+	c.gid = g.GID
+	if c.bk, err = openBackup(c, backups[0]); err != nil {
+		c.def.Close()
+		return nil, err
+	}
+	if inj.n > 0 {
+		c.Inject(inj.qpn, inj.n)
+	}
+	return c, nil
+}
+
+// Default is the default provider context (for tools and tests).
+func (c *Context) Default() *provider.Context { return c.def }
+
+// Backup is the backup provider context.
+func (c *Context) Backup() *provider.Context { return c.bk.ctx }
+
+// GIDByIndex is provider.Context.GIDByIndex on the default device.
+func (c *Context) GIDByIndex(port uint8, idx int) (GID, error) { return c.def.GIDByIndex(port, idx) }
+
+// Stats returns the context-wide counters.
+func (c *Context) Stats() Stats {
+	return Stats{Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), Transitions: c.transitions.Load(),
+		Reposted: c.reposted.Load(), Skipped: c.skipped.Load()}
+}
+
+// WaitShadow waits until every recorded control verb has been replayed on the backup device.
+func (c *Context) WaitShadow(ctx context.Context) error { return c.bk.wait(ctx) }
+
+// Close stops the background goroutines and closes both devices; objects still alive are
+// destroyed by the kernel.
+func (c *Context) Close() error {
+	err := c.bk.close()
+	return errors.Join(err, c.def.Close())
+}
+
+// Inject arms the failure injection of paper §5.1(3): the n-th next WR posted on QP qpn (0:
+// any QP) is posted to the default NIC with an invalid lkey, so it and its QP fail with a
+// local protection error; SHIFT reposts the correct WR on the backup.
+func (c *Context) Inject(qpn uint32, n int64) {
+	c.injQPN.Store(qpn)
+	c.injArmed.Store(n)
+}
+
+// keys of the KV store.
+func (c *Context) mrKey(gid [16]byte, rkey uint32) string {
+	return fmt.Sprintf("shift/%s/mr/%s/%d", c.opts.Job, hex.EncodeToString(gid[:]), rkey)
+}
+
+func (c *Context) qpKey(gid [16]byte, qpn uint32) string {
+	return fmt.Sprintf("shift/%s/qp/%s/%d", c.opts.Job, hex.EncodeToString(gid[:]), qpn)
+}
+
+func (c *Context) kvCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), c.opts.KVTimeout)
+}
+
+// backupRKey maps a remote default rkey of the peer whose default GID is gid to the peer's
+// backup rkey, through the cache and then the KV store (fail closed).
+func (c *Context) backupRKey(gid [16]byte, rkey uint32) (uint32, error) {
+	k := rkeyKey{gid, rkey}
+	if v, ok := c.rkeys.Load(k); ok {
+		return v.(uint32), nil
+	}
+	ctx, cancel := c.kvCtx()
+	defer cancel()
+	v, err := c.opts.KV.Get(ctx, c.mrKey(gid, rkey))
+	if err != nil {
+		return 0, fmt.Errorf("failover: backup rkey of %#x: %w", rkey, err)
+	}
+	if len(v) != 4 {
+		return 0, fmt.Errorf("failover: backup rkey of %#x: %w: %d-byte entry", rkey, kv.ErrUnavailable, len(v))
+	}
+	b := uint32(v[0])<<24 | uint32(v[1])<<16 | uint32(v[2])<<8 | uint32(v[3])
+	c.rkeys.Store(k, b)
+	return b, nil
+}
+
+// backupLKey maps a default lkey to the backup MR's lkey (a local table).
+func (c *Context) backupLKey(lkey uint32) (uint32, bool) {
+	v, ok := c.lkeys.Load(lkey)
+	if !ok {
+		return 0, false
+	}
+	return v.(uint32), true
+}

@@ -1,0 +1,336 @@
+package failover
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shift-rdma/shift/provider"
+)
+
+// ctrlWRID is the wr_id of SHIFT's own control WRs. Healthy completions are recognised by
+// position (each backup QP keeps the order of its posted WQEs); the wr_id is used only for
+// error completions, whose WQE position the WC does not carry.
+const ctrlWRID = 0x5348_4946_545f_4354 // "SHIFT_CT"
+
+// Gate values: a lock-free fast path holds the gate at gateBusy; once any QP of the object
+// leaves Default the gate is closed for good (until recovery) and every call takes the mutex.
+const (
+	gateOpen   = 0
+	gateBusy   = 1
+	gateClosed = 2
+)
+
+// closeGate waits until no fast-path call is inside and closes the gate.
+func closeGate(g *atomic.Uint32) {
+	for {
+		switch g.Load() {
+		case gateClosed:
+			return
+		case gateOpen:
+			if g.CompareAndSwap(gateOpen, gateClosed) {
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+// CQ is a completion queue: the default CQ and its shadow on the backup device, plus the WC
+// buffer that keeps, in order, the completions SHIFT took out of the CQs for the application.
+type CQ struct {
+	c    *Context
+	def  *provider.CQ
+	bk   atomic.Pointer[provider.CQ]
+	size int
+
+	gate atomic.Uint32
+
+	// last caches the QP of the last completion (rdma-core's cur_rsc); poller-owned.
+	last *QP
+	qps  atomic.Pointer[map[uint32]*QP] // default QPN → QP
+	bqps atomic.Pointer[map[uint32]*QP] // backup QPN → QP
+
+	mu       sync.Mutex
+	buf      []WC // WC buffer, oldest first from head
+	head     int
+	scratch  []WC
+	toFail   []*QP      // default QPs that reported an error: fall back
+	toFailBk []bkFail   // backup QPs that reported an error: fail
+	ctrl     []ctrlEvt  // peers' notifications received
+	tableMu  sync.Mutex // serialises map updates
+}
+
+type ctrlEvt struct {
+	q   *QP
+	imm uint32
+}
+
+type bkFail struct {
+	q      *QP
+	status WCStatus
+}
+
+// CreateCQ is ibv_create_cq for at least cqe entries. The shadow CQ on the backup device is
+// larger (SHIFT's control completions) and bound to the backup's completion channel.
+func (c *Context) CreateCQ(cqe int) (*CQ, error) {
+	d, err := c.def.CreateCQ(cqe, nil, 0)
+	if err != nil {
+		return nil, fmt.Errorf("failover: create_cq: %w", err)
+	}
+	cq := &CQ{c: c, def: d, size: cqe, scratch: make([]WC, 64)}
+	empty := map[uint32]*QP{}
+	cq.qps.Store(&empty)
+	empty2 := map[uint32]*QP{}
+	cq.bqps.Store(&empty2)
+	c.bk.record("create_cq", func() error {
+		b, err := c.bk.ctx.CreateCQ(2*cqe+64, c.bk.ch, 0)
+		if err != nil {
+			return err
+		}
+		c.bk.cqMu.Lock()
+		c.bk.cqs[b] = cq
+		c.bk.cqMu.Unlock()
+		cq.bk.Store(b)
+		return b.Arm(false)
+	})
+	return cq, nil
+}
+
+// Default is the default provider CQ.
+func (cq *CQ) Default() *provider.CQ { return cq.def }
+
+// Destroy is ibv_destroy_cq on both devices.
+func (cq *CQ) Destroy() error {
+	if err := cq.def.Destroy(); err != nil {
+		return fmt.Errorf("failover: destroy_cq: %w", err)
+	}
+	b := cq.c.bk
+	b.record("destroy_cq", func() error {
+		bcq := cq.bk.Swap(nil)
+		if bcq == nil {
+			return nil
+		}
+		b.cqMu.Lock()
+		delete(b.cqs, bcq)
+		b.cqMu.Unlock()
+		return bcq.Destroy()
+	})
+	return nil
+}
+
+func (cq *CQ) addQP(m *atomic.Pointer[map[uint32]*QP], qpn uint32, q *QP) {
+	cq.tableMu.Lock()
+	defer cq.tableMu.Unlock()
+	old := *m.Load()
+	n := make(map[uint32]*QP, len(old)+1)
+	for k, v := range old {
+		n[k] = v
+	}
+	if q == nil {
+		delete(n, qpn)
+	} else {
+		n[qpn] = q
+	}
+	m.Store(&n)
+}
+
+func (cq *CQ) lookup(qpn uint32) *QP {
+	if l := cq.last; l != nil && l.qpn == qpn {
+		return l
+	}
+	q := (*cq.qps.Load())[qpn]
+	cq.last = q
+	return q
+}
+
+// Poll is ibv_poll_cq: the WC buffer first, then the default CQ, then (after a fallback) the
+// backup CQ, with the application's wr_ids and QP numbers; SHIFT's own completions are never
+// returned. While every QP of the CQ is in Default it is the provider's poll plus one
+// atomic gate and the per-QP counters: no lock, no allocation.
+func (cq *CQ) Poll(wcs []WC) (int, error) {
+	if !cq.gate.CompareAndSwap(gateOpen, gateBusy) {
+		return cq.pollSlow(wcs)
+	}
+	n, err := cq.def.Poll(wcs)
+	for i := 0; i < n; i++ {
+		w := &wcs[i]
+		q := cq.lookup(w.QPNum)
+		if w.Status != provider.WCSuccess || q == nil {
+			// A failure: from here on the CQ is polled under its mutex. The rest of this
+			// batch goes through the classifier, in order, and is returned from the buffer.
+			cq.gate.Store(gateClosed)
+			cq.mu.Lock()
+			cq.classifyLocked(wcs[i:n])
+			cq.mu.Unlock()
+			cq.runPending()
+			m, err2 := cq.pollSlow(wcs[i:])
+			return i + m, errors.Join(err, err2)
+		}
+		if w.Opcode&provider.WCRecv != 0 {
+			q.recvDone++
+		} else {
+			q.retireSignaled()
+		}
+	}
+	cq.gate.Store(gateOpen)
+	return n, err
+}
+
+// pollSlow is Poll once the gate is closed.
+func (cq *CQ) pollSlow(wcs []WC) (int, error) {
+	cq.mu.Lock()
+	err := cq.pollDefaultLocked()
+	if err2 := cq.pollBackupLocked(); err2 != nil {
+		err = errors.Join(err, err2)
+	}
+	work := len(cq.toFail)+len(cq.toFailBk)+len(cq.ctrl) > 0
+	n := cq.takeLocked(wcs)
+	cq.mu.Unlock()
+	if work {
+		cq.runPending()
+		if n < len(wcs) {
+			cq.mu.Lock()
+			n += cq.takeLocked(wcs[n:])
+			cq.mu.Unlock()
+		}
+	}
+	return n, err
+}
+
+func (cq *CQ) takeLocked(wcs []WC) int {
+	n := copy(wcs, cq.buf[cq.head:])
+	cq.head += n
+	if cq.head == len(cq.buf) {
+		cq.buf, cq.head = cq.buf[:0], 0
+	}
+	return n
+}
+
+func (cq *CQ) pushLocked(w WC) { cq.buf = append(cq.buf, w) }
+
+// pollDefaultLocked moves the default CQ's completions through the classifier.
+func (cq *CQ) pollDefaultLocked() error {
+	for {
+		n, err := cq.def.Poll(cq.scratch)
+		cq.classifyLocked(cq.scratch[:n])
+		if err != nil || n < len(cq.scratch) {
+			return err
+		}
+	}
+}
+
+// classifyLocked accounts and buffers completions of default QPs.
+func (cq *CQ) classifyLocked(ws []WC) {
+	for i := range ws {
+		w := ws[i]
+		q := cq.lookup(w.QPNum)
+		if q == nil {
+			cq.pushLocked(w)
+			continue
+		}
+		switch q.defMode {
+		case defLive:
+			if w.Status == provider.WCSuccess {
+				if w.Opcode&provider.WCRecv != 0 {
+					q.recvDone++
+				} else {
+					q.retireSignaled()
+				}
+				cq.pushLocked(w)
+				continue
+			}
+			q.fifoMu.Lock()
+			q.errWCs = append(q.errWCs, ownedWC{cq: cq, wc: w})
+			first := !q.failQueued
+			q.failQueued = true
+			q.fifoMu.Unlock()
+			if first {
+				q.tErr.CompareAndSwap(0, time.Now().UnixNano())
+				cq.toFail = append(cq.toFail, q)
+			}
+		case defPassThrough:
+			cq.pushLocked(w)
+		case defDropped:
+			// Completions of the reset default QP (its control RECV flushed): SHIFT's own.
+		}
+	}
+}
+
+// pollBackupLocked takes the backup CQ's completions: the application's are buffered with
+// the default QPN, SHIFT's are consumed (notifications queued for runPending).
+func (cq *CQ) pollBackupLocked() error {
+	b := cq.bk.Load()
+	if b == nil {
+		return nil
+	}
+	bq := *cq.bqps.Load()
+	for {
+		n, err := b.Poll(cq.scratch)
+		for i := range cq.scratch[:n] {
+			w := cq.scratch[i]
+			q := bq[w.QPNum]
+			if q == nil {
+				continue
+			}
+			w.QPNum = q.qpn
+			if w.Status != provider.WCSuccess {
+				q.fifoMu.Lock()
+				first := !q.bkFailQueued
+				q.bkFailQueued = true
+				q.fifoMu.Unlock()
+				if first {
+					cq.toFailBk = append(cq.toFailBk, bkFail{q, w.Status})
+				}
+				if w.WRID != ctrlWRID {
+					cq.pushLocked(w)
+				}
+				continue
+			}
+			if w.Opcode&provider.WCRecv != 0 {
+				if q.popRecvKind() == kindCtrl {
+					cq.ctrl = append(cq.ctrl, ctrlEvt{q, w.Imm})
+					continue
+				}
+				q.recvDone++
+			} else if q.popSendKind() == kindCtrl {
+				continue
+			}
+			q.tOK.CompareAndSwap(0, time.Now().UnixNano())
+			cq.pushLocked(w)
+		}
+		if err != nil || n < len(cq.scratch) {
+			return err
+		}
+	}
+}
+
+// runPending runs the fallbacks, failures and notifications the pollers found; it takes QP
+// mutexes, so it runs with no CQ mutex held.
+func (cq *CQ) runPending() {
+	cq.mu.Lock()
+	toFail, toFailBk, ctrl := cq.toFail, cq.toFailBk, cq.ctrl
+	cq.toFail, cq.toFailBk, cq.ctrl = nil, nil, nil
+	cq.mu.Unlock()
+	for _, q := range toFail {
+		q.fallback(0, false)
+	}
+	for _, e := range ctrl {
+		q := e.q
+		q.fallback(e.imm, true)
+	}
+	for _, f := range toFailBk {
+		f.q.failBackup(f.status)
+	}
+}
+
+// onBackupEvent runs on the backup device's event goroutine.
+func (cq *CQ) onBackupEvent() {
+	cq.mu.Lock()
+	_ = cq.pollBackupLocked()
+	cq.mu.Unlock()
+	cq.runPending()
+}

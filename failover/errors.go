@@ -1,0 +1,18 @@
+package failover
+
+import "errors"
+
+var (
+	// ErrNoBackup: no backup device could be chosen for the default device.
+	ErrNoBackup = errors.New("failover: no backup device")
+	// ErrNotSafe: the fallback was refused because an outstanding WR is an atomic or carries
+	// SendIneligible (retransmitting it could apply it twice).
+	ErrNotSafe = errors.New("failover: outstanding work request is not retransmission-safe")
+	// ErrBackupNotReady: the QP's shadow on the backup device was not connected when the
+	// fallback needed it (peer attributes missing from the KV store, or not replayed yet).
+	ErrBackupNotReady = errors.New("failover: backup QP not ready")
+	// ErrFailed: the QP failed and could not fall back; posts are refused as on a QP in ERR.
+	ErrFailed = errors.New("failover: QP failed")
+	// ErrBadConfig: an option or environment variable could not be parsed.
+	ErrBadConfig = errors.New("failover: bad configuration")
+)

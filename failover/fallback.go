@@ -1,0 +1,341 @@
+package failover
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/uverbs"
+)
+
+// fallback moves q from Default to the backup (State 1 → 2, paper §4.3.2). It runs on the
+// goroutine that found the failure: an error completion (fromPeer false) or the peer's
+// notification on the backup QP carrying the peer's receive counter (fromPeer true). A
+// notification that arrives while q already waits for one is the reply.
+func (q *QP) fallback(peerCount uint32, fromPeer bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch q.mach.sendState() {
+	case SendDefault:
+	case SendHandshake:
+		if fromPeer {
+			q.repostSendsLocked(peerCount)
+		}
+		return
+	default:
+		return
+	}
+	closeGate(&q.sendGate)
+	closeGate(&q.recvGate)
+	closeGate(&q.scq.gate)
+	closeGate(&q.rcq.gate)
+	if err := q.prepareLocked(); err != nil {
+		q.refuseLocked(err)
+		return
+	}
+	if fromPeer {
+		q.repostSendsLocked(peerCount)
+		return
+	}
+	q.hsTimer = time.AfterFunc(q.c.opts.HandshakeTimeout, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.mach.sendState() == SendHandshake {
+			q.failLocked(provider.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
+		}
+	})
+}
+
+// setDefMode sets what the classifiers do with the default QP's completions.
+func (q *QP) setDefMode(m int) {
+	q.scq.mu.Lock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Lock()
+	}
+	q.defMode = m
+	if q.rcq != q.scq {
+		q.rcq.mu.Unlock()
+	}
+	q.scq.mu.Unlock()
+}
+
+// prepareLocked is step 1 on either side: stop the default QP, collect its last
+// completions, check that the outstanding WRs may be retransmitted, move the outstanding
+// receives to the backup QP and send the notification with our receive counter.
+func (q *QP) prepareLocked() error {
+	b := q.bk.Load()
+	if b == nil || !q.bkReady.Load() {
+		return fmt.Errorf("failover: QP %#x: %w", q.qpn, ErrBackupNotReady)
+	}
+	// Nothing more may execute on the default QP: what landed is accounted by the drain and
+	// the peer's counter, the rest is reposted.
+	if err := q.def.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState); err != nil {
+		return fmt.Errorf("failover: QP %#x: move default QP to ERR: %w", q.qpn, err)
+	}
+	if err := q.drainLocked(); err != nil {
+		return err
+	}
+	// Retransmission-safe check over every WR without a completion.
+	posted := q.sPosted.Load()
+	for c := q.sCursor; c < posted; c++ {
+		r := &q.slog[c&q.smask]
+		switch {
+		case r.wr.Opcode == provider.WRAtomicCmpAndSwp || r.wr.Opcode == provider.WRAtomicFetchAdd:
+			return fmt.Errorf("failover: QP %#x: outstanding %v (wr_id %d): %w", q.qpn, r.wr.Opcode, r.wr.WRID, ErrNotSafe)
+		case r.wr.Flags&SendIneligible != 0:
+			return fmt.Errorf("failover: QP %#x: outstanding ineligible WR (wr_id %d): %w", q.qpn, r.wr.WRID, ErrNotSafe)
+		}
+		// Fail closed now rather than in the middle of reposting: every key must map.
+		if _, err := q.rewriteLocked(r.wr); err != nil {
+			return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
+		}
+	}
+	// Outstanding receives go to the backup QP behind its control RECV.
+	var recvs []RecvWR
+	for i := q.recvDone; i < q.rPosted.Load(); i++ {
+		r := &q.rlog[i&q.rmask]
+		recvs = append(recvs, RecvWR{WRID: r.wrid, SGL: append([]SGE(nil), r.sgl...)})
+	}
+	if len(recvs) > 0 {
+		if err := q.postRecvBackupLocked(recvs); err != nil {
+			return err
+		}
+	}
+	if _, err := q.mach.recvEvent(EvRecvMoved); err != nil {
+		return err
+	}
+	if err := q.notifyLocked(); err != nil {
+		return err
+	}
+	if _, err := q.mach.sendEvent(EvFailure); err != nil {
+		return err
+	}
+	return nil
+}
+
+// drainLocked polls the default CQs until the default QP has no WQE left without a
+// completion; the classifier accounts and buffers what it finds.
+func (q *QP) drainLocked() error {
+	deadline := time.Now().Add(q.c.opts.DrainTimeout)
+	for {
+		for _, cq := range []*CQ{q.scq, q.rcq} {
+			cq.mu.Lock()
+			err := cq.pollDefaultLocked()
+			cq.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("failover: QP %#x: drain: %w", q.qpn, err)
+			}
+		}
+		q.outSends = q.def.OutstandingSends(q.outSends[:0])
+		q.outRecvs = q.def.OutstandingRecvs(q.outRecvs[:0])
+		if len(q.outSends) == 0 && len(q.outRecvs) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("failover: QP %#x: drain: %d sends and %d receives without completion after %v: %w",
+				q.qpn, len(q.outSends), len(q.outRecvs), q.c.opts.DrainTimeout, provider.ErrTimeout)
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// notifyLocked posts the control WRITE_WITH_IMM carrying our receive counter.
+func (q *QP) notifyLocked() error {
+	q.fifoMu.Lock()
+	q.sendKinds = append(q.sendKinds, kindCtrl)
+	q.fifoMu.Unlock()
+	err := q.bk.Load().PostSend([]SendWR{{WRID: ctrlWRID, Opcode: provider.WRRDMAWriteWithImm,
+		Flags: provider.SendSignaled, Imm: uint32(q.recvDone)}})
+	if err != nil {
+		q.fifoMu.Lock()
+		q.sendKinds = q.sendKinds[:len(q.sendKinds)-1]
+		q.fifoMu.Unlock()
+		return fmt.Errorf("failover: QP %#x: post notification: %w", q.qpn, err)
+	}
+	return nil
+}
+
+// repostSendsLocked is the last step: the peer has received peerCount of our two-sided WRs.
+// The outstanding WRs up to the last of those were delivered (their ACK was lost): they
+// complete now (READs excepted: their response may be lost, so they are read again); the
+// rest is reposted on the backup QP in order, followed by what the application posted
+// during the handshake.
+func (q *QP) repostSendsLocked(peerCount uint32) {
+	if q.hsTimer != nil {
+		q.hsTimer.Stop()
+	}
+	posted := q.sPosted.Load()
+	last := int64(-1)
+	for c := q.sCursor; c < posted; c++ {
+		r := &q.slog[c&q.smask]
+		if r.twoSided && int32(peerCount-r.twoSeq) > 0 {
+			last = int64(c)
+		}
+	}
+	var done []WC
+	var resend []SendWR
+	for c := q.sCursor; c < posted; c++ {
+		r := &q.slog[c&q.smask]
+		if int64(c) <= last && r.wr.Opcode != provider.WRRDMARead {
+			q.c.skipped.Add(1)
+			if r.signaled {
+				done = append(done, WC{WRID: r.wr.WRID, Status: provider.WCSuccess, Opcode: wcOpcode(r.wr.Opcode), QPNum: q.qpn})
+			}
+			continue
+		}
+		w := r.wr
+		w.SGL = append([]SGE(nil), r.wr.SGL...)
+		resend = append(resend, w)
+	}
+	q.sCursor = posted
+	if len(done) > 0 {
+		q.scq.mu.Lock()
+		q.scq.buf = append(q.scq.buf, done...)
+		q.scq.mu.Unlock()
+	}
+	if _, err := q.mach.sendEvent(EvPeerCount); err != nil {
+		q.failLocked(provider.WCGeneralErr, err)
+		return
+	}
+	all := append(resend, q.pending...)
+	q.pending = nil
+	// Post in chunks the backup SQ can take.
+	for len(all) > 0 {
+		n := min(len(all), int(q.cap.MaxSendWR))
+		if err := q.postBackupLocked(all[:n]); err != nil {
+			q.failLocked(provider.WCGeneralErr, err)
+			q.synthErrorsLocked(all, provider.WCWRFlushErr)
+			return
+		}
+		q.c.reposted.Add(uint64(n))
+		all = all[n:]
+	}
+	q.c.fallbacks.Add(1)
+	q.resetDefaultLocked()
+}
+
+// resetDefaultLocked resets the failed default QP and gives it its control RECV, ready for
+// recovery (issue 6) to reconnect it.
+func (q *QP) resetDefaultLocked() {
+	q.scq.mu.Lock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Lock()
+	}
+	_ = q.def.Reset()
+	q.defMode = defDropped
+	if q.rcq != q.scq {
+		q.rcq.mu.Unlock()
+	}
+	q.scq.mu.Unlock()
+	if err := q.def.ToInit(q.attr); err == nil {
+		_ = q.def.PostRecv([]RecvWR{{WRID: ctrlWRID}})
+	}
+}
+
+func wcOpcode(op WROpcode) WCOpcode {
+	switch op {
+	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
+		return provider.WCRDMAWrite
+	case provider.WRRDMARead:
+		return provider.WCRDMARead
+	case provider.WRAtomicCmpAndSwp:
+		return provider.WCCompSwap
+	case provider.WRAtomicFetchAdd:
+		return provider.WCFetchAdd
+	default:
+		return provider.WCSend
+	}
+}
+
+// refuseLocked ends a fallback that must not happen: the application gets the default QP's
+// completions as they are (the original error first), as without SHIFT.
+func (q *QP) refuseLocked(err error) {
+	q.c.refused.Add(1)
+	q.failErr = err
+	if q.mach.sendState() != SendFailed {
+		_, _ = q.mach.sendEvent(EvFatal)
+	}
+	if q.mach.recvState() != RecvFailed {
+		_, _ = q.mach.recvEvent(EvFatal)
+	}
+	// The default QP may still be healthy (a refused notification from the peer): stop it so
+	// its WRs complete with errors the application sees.
+	_ = q.def.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
+	q.scq.mu.Lock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Lock()
+	}
+	q.fifoMu.Lock()
+	errs := q.errWCs
+	q.errWCs = nil
+	q.fifoMu.Unlock()
+	for _, e := range errs {
+		e.cq.buf = append(e.cq.buf, e.wc)
+	}
+	q.defMode = defPassThrough
+	if q.rcq != q.scq {
+		q.rcq.mu.Unlock()
+	}
+	q.scq.mu.Unlock()
+	if b := q.bk.Load(); b != nil {
+		_ = b.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
+	}
+}
+
+// failBackup handles an error completion of the backup QP: the backup path is gone too.
+func (q *QP) failBackup(status WCStatus) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.failLocked(status, fmt.Errorf("failover: QP %#x: backup QP failed: %v", q.qpn, status))
+}
+
+// failLocked fails a QP whose fallback started: the backup QP is stopped (its WQEs complete
+// with errors the application gets), and the sends not reposted yet complete with status
+// (the first) and flush errors.
+func (q *QP) failLocked(status WCStatus, err error) {
+	st := q.mach.sendState()
+	if st == SendFailed || st == SendDefault {
+		if st == SendDefault {
+			q.refuseLocked(err)
+		}
+		return
+	}
+	q.failErr = err
+	if b := q.bk.Load(); b != nil {
+		_ = b.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
+	}
+	if st == SendHandshake {
+		var ws []SendWR
+		posted := q.sPosted.Load()
+		for c := q.sCursor; c < posted; c++ {
+			ws = append(ws, q.slog[c&q.smask].wr)
+		}
+		q.sCursor = posted
+		ws = append(ws, q.pending...)
+		q.pending = nil
+		q.synthErrorsLocked(ws, status)
+	}
+	_, _ = q.mach.sendEvent(EvFatal)
+	if q.mach.recvState() != RecvFailed {
+		_, _ = q.mach.recvEvent(EvFatal)
+	}
+	q.c.refused.Add(1)
+}
+
+// synthErrorsLocked gives the application an error completion for each WR of ws: the first
+// with status, the rest flushed (as a QP in ERR reports them).
+func (q *QP) synthErrorsLocked(ws []SendWR, status WCStatus) {
+	if len(ws) == 0 {
+		return
+	}
+	q.scq.mu.Lock()
+	for i, w := range ws {
+		s := provider.WCWRFlushErr
+		if i == 0 {
+			s = status
+		}
+		q.scq.buf = append(q.scq.buf, WC{WRID: w.WRID, Status: s, QPNum: q.qpn})
+	}
+	q.scq.mu.Unlock()
+}
+

@@ -1,0 +1,162 @@
+package failover
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/mlx5/emu"
+)
+
+// The tests run two emulated hosts with two NICs each on one in-process fabric: NIC 0 is the
+// default device, NIC 1 the backup. Failures are injected with the fabric's link hooks.
+
+var envSeq atomic.Uint64
+
+type testHost struct {
+	ctx *Context
+	pd  *PD
+	cq  *CQ
+	buf *Buffer
+	mr  *MR
+	gid [16]byte
+}
+
+type testEnv struct {
+	cl    *emu.Cluster
+	kv    *kv.Mem
+	hosts [2]*testHost
+	attr  ConnectAttr
+}
+
+const bufSize = 4 << 20
+
+// Fast failure detection, as the brief asks (timeout exponent ~10, few retries), but with
+// enough margin that a loaded machine does not exhaust the retries of a healthy path.
+var fastAttr = ConnectAttr{Timeout: 12, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
+
+func newEnv(t testing.TB, cqe int) *testEnv {
+	t.Helper()
+	prefix := fmt.Sprintf("fo%d_%d_", os.Getpid(), envSeq.Add(1))
+	cl, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: 2, Register: true, Prefix: prefix, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cl.Close(); err != nil {
+			t.Errorf("close cluster: %v", err)
+		}
+	})
+	e := &testEnv{cl: cl, kv: kv.NewMem(), attr: fastAttr}
+	job := fmt.Sprintf("job%d", envSeq.Load())
+	for h := range 2 {
+		def, bk := fmt.Sprintf("%s%d", prefix, 2*h), fmt.Sprintf("%s%d", prefix, 2*h+1)
+		c, err := Open(def, Options{Backups: []string{bk}, KV: e.kv, Job: job,
+			DrainTimeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		th := &testHost{ctx: c}
+		t.Cleanup(func() {
+			if err := c.Close(); err != nil {
+				t.Errorf("close context: %v", err)
+			}
+			th.buf.Free()
+		})
+		if th.pd, err = c.AllocPD(); err != nil {
+			t.Fatal(err)
+		}
+		if th.cq, err = c.CreateCQ(cqe); err != nil {
+			t.Fatal(err)
+		}
+		if th.buf, err = NewBuffer(bufSize); err != nil {
+			t.Fatal(err)
+		}
+		if th.mr, err = th.pd.RegMR(th.buf.Bytes(), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic); err != nil {
+			t.Fatal(err)
+		}
+		g, err := c.GIDByIndex(1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		th.gid = g.GID
+		e.hosts[h] = th
+	}
+	return e
+}
+
+// pairs creates n connected QP pairs between the two hosts and waits for their shadows.
+func (e *testEnv) pairs(t testing.TB, n int, cp QPCap) (a, b []*QP) {
+	t.Helper()
+	for i := range n {
+		qa, err := e.hosts[0].pd.CreateQP(QPInitAttr{SendCQ: e.hosts[0].cq, RecvCQ: e.hosts[0].cq, Cap: cp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qb, err := e.hosts[1].pd.CreateQP(QPInitAttr{SendCQ: e.hosts[1].cq, RecvCQ: e.hosts[1].cq, Cap: cp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ea := Endpoint{QPN: qa.QPN(), PSN: uint32(0x100 + i), GID: e.hosts[0].gid}
+		eb := Endpoint{QPN: qb.QPN(), PSN: uint32(0x9000 + i), GID: e.hosts[1].gid}
+		if err := qa.Connect(e.attr, ea, eb); err != nil {
+			t.Fatal(err)
+		}
+		if err := qb.Connect(e.attr, eb, ea); err != nil {
+			t.Fatal(err)
+		}
+		a, b = append(a, qa), append(b, qb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, h := range e.hosts {
+		if err := h.ctx.WaitShadow(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b
+}
+
+// linkDown takes the default NIC of host h off the fabric.
+func (e *testEnv) linkDown(h int) { e.cl.Endpoint(h, 0, 1).SetLinkUp(false) }
+
+// payload fills b with the bytes of message seq (its sequence number first).
+func payload(b []byte, seed, seq uint64) {
+	r := rand.New(rand.NewPCG(seed, seq))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	if len(b) >= 8 {
+		binary.LittleEndian.PutUint64(b, seq)
+	}
+}
+
+// poller collects completions of a CQ, failing the test on a guard timeout.
+type poller struct {
+	t   testing.TB
+	cq  *CQ
+	wcs [32]WC
+}
+
+func (p *poller) next(deadline time.Time) []WC {
+	for {
+		n, err := p.cq.Poll(p.wcs[:])
+		if err != nil {
+			p.t.Errorf("poll: %v", err)
+			return nil
+		}
+		if n > 0 {
+			return p.wcs[:n]
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}

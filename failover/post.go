@@ -1,0 +1,243 @@
+package failover
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/shift-rdma/shift/provider"
+)
+
+// PostSend is ibv_post_send. In Default it logs the WRs (no allocation: the log and its SGE
+// array are preallocated) and posts them on the default QP; in a fallback state it posts on
+// the backup QP with keys rewritten, or keeps the WRs in order behind the old sends while the
+// handshake runs.
+func (q *QP) PostSend(wrs []SendWR) error {
+	if !q.sendGate.CompareAndSwap(gateOpen, gateBusy) {
+		return q.postSendSlow(wrs)
+	}
+	err := q.postDefault(wrs)
+	if err != nil && errors.Is(err, provider.ErrQPState) && q.def.State() == provider.QPStateErr {
+		// A failed post: the default QP is in ERR. Fall back, then post where the state says.
+		q.sendGate.Store(gateClosed)
+		q.fallback(0, false)
+		return q.postSendSlow(wrs)
+	}
+	q.sendGate.Store(gateOpen)
+	return err
+}
+
+// postDefault logs wrs and posts them on the default QP; the caller owns the send side.
+func (q *QP) postDefault(wrs []SendWR) error {
+	if len(wrs) > int(q.cap.MaxSendWR) {
+		return &provider.WRError{Op: "post_send", Index: int(q.cap.MaxSendWR), Limit: int(q.cap.MaxSendWR), Got: len(wrs), Err: provider.ErrSQFull}
+	}
+	p := q.sPosted.Load()
+	two := q.twoSided
+	for i := range wrs {
+		w := &wrs[i]
+		r := &q.slog[(p+uint64(i))&q.smask]
+		sgl := r.wr.SGL[:0]
+		if len(w.SGL) <= cap(sgl) {
+			sgl = append(sgl, w.SGL...)
+		}
+		r.wr = *w
+		r.wr.SGL = sgl
+		r.signaled = q.sigAll || w.Flags&provider.SendSignaled != 0
+		r.twoSeq = two
+		r.twoSided = twoSided(w.Opcode)
+		if r.twoSided {
+			two++
+		}
+	}
+	post := wrs
+	if q.c.injArmed.Load() != 0 {
+		post = q.inject(wrs)
+	}
+	if err := q.def.PostSend(post); err != nil {
+		return err
+	}
+	q.twoSided = two
+	q.sPosted.Store(p + uint64(len(wrs)))
+	return nil
+}
+
+// inject returns wrs with the armed fault applied to the WR it falls on (a copy: the log keeps
+// the correct WR, which is what the backup gets).
+func (q *QP) inject(wrs []SendWR) []SendWR {
+	if t := q.c.injQPN.Load(); t != 0 && t != q.qpn {
+		return wrs
+	}
+	for i := range wrs {
+		if len(wrs[i].SGL) == 0 || wrs[i].Flags&provider.SendInline != 0 {
+			continue // nothing with a key to corrupt
+		}
+		n := q.c.injArmed.Add(-1)
+		if n < 0 {
+			q.c.injArmed.Store(0)
+			return wrs
+		}
+		if n > 0 {
+			continue
+		}
+		out := append(q.injWRs[:0], wrs...)
+		sgl := append(q.injSGE[:0], wrs[i].SGL...)
+		sgl[0].LKey ^= 0x00ff_ff00
+		out[i].SGL = sgl
+		return out
+	}
+	return wrs
+}
+
+func (q *QP) postSendSlow(wrs []SendWR) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch q.mach.sendState() {
+	case SendDefault:
+		return q.postDefault(wrs)
+	case SendHandshake:
+		for _, w := range wrs {
+			w.SGL = append([]SGE(nil), w.SGL...)
+			q.pending = append(q.pending, w)
+		}
+		return nil
+	case SendFallback, SendWaitSignaled, SendWaitDrained:
+		return q.postBackupLocked(wrs)
+	default:
+		return fmt.Errorf("failover: post_send on QP %#x: %w: %w", q.qpn, ErrFailed, provider.ErrQPState)
+	}
+}
+
+// rewriteLocked returns a copy of w for the backup QP: local keys through the MR table, the
+// remote key through the KV store (cached), SendIneligible cleared.
+func (q *QP) rewriteLocked(w SendWR) (SendWR, error) {
+	w.Flags &^= SendIneligible
+	if w.Flags&provider.SendInline == 0 && len(w.SGL) > 0 {
+		sgl := make([]SGE, len(w.SGL))
+		for i, s := range w.SGL {
+			k, ok := q.c.backupLKey(s.LKey)
+			if !ok {
+				return w, fmt.Errorf("failover: lkey %#x has no backup MR: %w", s.LKey, ErrBackupNotReady)
+			}
+			s.LKey = k
+			sgl[i] = s
+		}
+		w.SGL = sgl
+	}
+	switch w.Opcode {
+	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead,
+		provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAdd:
+		k, err := q.c.backupRKey(q.remote.GID, w.RKey)
+		if err != nil {
+			return w, err
+		}
+		w.RKey = k
+	}
+	return w, nil
+}
+
+// postBackupLocked posts application WRs on the backup QP, in order.
+func (q *QP) postBackupLocked(wrs []SendWR) error {
+	b := q.bk.Load()
+	out := make([]SendWR, len(wrs))
+	nsig := 0
+	for i := range wrs {
+		w, err := q.rewriteLocked(wrs[i])
+		if err != nil {
+			return fmt.Errorf("failover: post_send on QP %#x: %w", q.qpn, err)
+		}
+		out[i] = w
+		if q.sigAll || w.Flags&provider.SendSignaled != 0 {
+			nsig++
+		}
+	}
+	q.fifoMu.Lock()
+	for range nsig {
+		q.sendKinds = append(q.sendKinds, kindApp)
+	}
+	q.fifoMu.Unlock()
+	if err := b.PostSend(out); err != nil {
+		q.fifoMu.Lock()
+		q.sendKinds = q.sendKinds[:len(q.sendKinds)-nsig]
+		q.fifoMu.Unlock()
+		return fmt.Errorf("failover: post_send on backup of QP %#x: %w", q.qpn, err)
+	}
+	for _, w := range wrs {
+		if twoSided(w.Opcode) {
+			q.twoSided++
+		}
+	}
+	return nil
+}
+
+// PostRecv is ibv_post_recv: logged and posted on the default QP in Default, posted on the
+// backup QP (lkeys rewritten) after a fallback.
+func (q *QP) PostRecv(wrs []RecvWR) error {
+	if !q.recvGate.CompareAndSwap(gateOpen, gateBusy) {
+		return q.postRecvSlow(wrs)
+	}
+	err := q.postRecvDefault(wrs)
+	q.recvGate.Store(gateOpen)
+	return err
+}
+
+func (q *QP) postRecvDefault(wrs []RecvWR) error {
+	if len(wrs) > int(q.cap.MaxRecvWR) {
+		return &provider.WRError{Op: "post_recv", Index: int(q.cap.MaxRecvWR), Limit: int(q.cap.MaxRecvWR), Got: len(wrs), Err: provider.ErrRQFull}
+	}
+	p := q.rPosted.Load()
+	for i := range wrs {
+		r := &q.rlog[(p+uint64(i))&q.rmask]
+		r.wrid = wrs[i].WRID
+		sgl := r.sgl[:0]
+		if len(wrs[i].SGL) <= cap(sgl) {
+			sgl = append(sgl, wrs[i].SGL...)
+		}
+		r.sgl = sgl
+	}
+	if err := q.def.PostRecv(wrs); err != nil {
+		return err
+	}
+	q.rPosted.Store(p + uint64(len(wrs)))
+	return nil
+}
+
+func (q *QP) postRecvSlow(wrs []RecvWR) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch q.mach.recvState() {
+	case RecvDefault:
+		return q.postRecvDefault(wrs)
+	case RecvFallback:
+		return q.postRecvBackupLocked(wrs)
+	default:
+		return fmt.Errorf("failover: post_recv on QP %#x: %w: %w", q.qpn, ErrFailed, provider.ErrQPState)
+	}
+}
+
+func (q *QP) postRecvBackupLocked(wrs []RecvWR) error {
+	out := make([]RecvWR, len(wrs))
+	for i, w := range wrs {
+		sgl := make([]SGE, len(w.SGL))
+		for j, s := range w.SGL {
+			k, ok := q.c.backupLKey(s.LKey)
+			if !ok {
+				return fmt.Errorf("failover: post_recv on QP %#x: lkey %#x has no backup MR: %w", q.qpn, s.LKey, ErrBackupNotReady)
+			}
+			s.LKey = k
+			sgl[j] = s
+		}
+		out[i] = RecvWR{WRID: w.WRID, SGL: sgl}
+	}
+	q.fifoMu.Lock()
+	for range out {
+		q.recvKinds = append(q.recvKinds, kindApp)
+	}
+	q.fifoMu.Unlock()
+	if err := q.bk.Load().PostRecv(out); err != nil {
+		q.fifoMu.Lock()
+		q.recvKinds = q.recvKinds[:len(q.recvKinds)-len(out)]
+		q.fifoMu.Unlock()
+		return fmt.Errorf("failover: post_recv on backup of QP %#x: %w", q.qpn, err)
+	}
+	return nil
+}

@@ -1,0 +1,382 @@
+package failover
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/uverbs"
+)
+
+// QPInitAttr is ibv_qp_init_attr for an RC QP of the failover layer.
+type QPInitAttr struct {
+	SendCQ, RecvCQ *CQ
+	Cap            QPCap
+	SigAll         bool
+}
+
+// Kinds of backup WQEs, in posting order per queue.
+const (
+	kindApp  = 0
+	kindCtrl = 1
+)
+
+// What the classifier does with completions of the default QP.
+const (
+	defLive        = iota // account and buffer (Default, and the drain of a fallback)
+	defDropped            // after a fallback: the default QP's completions are SHIFT's
+	defPassThrough        // after a refused fallback: the application gets them as they are
+)
+
+type ownedWC struct {
+	cq *CQ
+	wc WC
+}
+
+// sendRec is one logged send WR; its SGL points into the log's own SGE array.
+type sendRec struct {
+	wr       SendWR
+	twoSeq   uint32 // two-sided WRs posted before it
+	twoSided bool
+	signaled bool
+}
+
+type recvRec struct {
+	wrid uint64
+	sgl  []SGE
+}
+
+// QP is an RC queue pair: the default QP, its backup QP on the backup device and the state
+// machines that decide where WRs go.
+type QP struct {
+	c        *Context
+	pd       *PD
+	scq, rcq *CQ
+	sigAll   bool
+	qpn      uint32
+	cap      QPCap
+	def      *provider.QP
+
+	bk      atomic.Pointer[provider.QP]
+	bkReady atomic.Bool
+	bkPSN   uint32
+
+	sendGate, recvGate atomic.Uint32
+	mach               machine
+	mu                 sync.Mutex
+
+	// Send log (Default state): written by PostSend, read by Poll and the fallback.
+	slog     []sendRec
+	smask    uint64
+	sPosted  atomic.Uint64
+	sCursor  uint64 // first WR without a known completion (poller-owned)
+	twoSided uint32 // two-sided WRs posted (poster-owned)
+	maxSGE   int
+
+	// Receive log.
+	rlog     []recvRec
+	rmask    uint64
+	rPosted  atomic.Uint64
+	recvDone uint64 // application receives completed, all time (poller-owned)
+
+	// Connection.
+	attr          ConnectAttr
+	local, remote Endpoint
+	rtrAttr       provider.QPAttr
+	rtsAttr       provider.QPAttr
+	connectOp     *shadowOp
+
+	// Shared between posters and pollers of the backup QP.
+	fifoMu       sync.Mutex
+	recvKinds    []uint8
+	sendKinds    []uint8 // one per signaled WQE
+	errWCs       []ownedWC
+	failQueued   bool
+	bkFailQueued bool
+	defMode      int // guarded by the CQ mutexes
+
+	// Fallback (q.mu).
+	pending  []SendWR
+	hsTimer  *time.Timer
+	failErr  error
+	tErr     atomic.Int64
+	tOK      atomic.Int64
+	outSends []provider.SendWQE
+	outRecvs []provider.RecvWQE
+
+	injWRs []SendWR
+	injSGE []SGE
+}
+
+func pow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// CreateQP is ibv_create_qp for an RC QP; the shadow goroutine creates the backup QP (one
+// more send and receive slot for SHIFT's control WRs), moves it to INIT with its control
+// RECV and publishes qp/<default GID>/<QPN> → {backup GID, QPN, PSN}.
+func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
+	if a.SendCQ == nil || a.RecvCQ == nil {
+		return nil, fmt.Errorf("failover: create_qp: %w: CQs required", provider.ErrInvalidArgument)
+	}
+	d, err := p.def.CreateQP(provider.QPInitAttr{SendCQ: a.SendCQ.def, RecvCQ: a.RecvCQ.def, Cap: a.Cap, SigAll: a.SigAll})
+	if err != nil {
+		return nil, fmt.Errorf("failover: create_qp: %w", err)
+	}
+	c := p.c
+	q := &QP{c: c, pd: p, scq: a.SendCQ, rcq: a.RecvCQ, sigAll: a.SigAll, def: d, qpn: d.QPN(), cap: d.Cap()}
+	q.mach.transitions = &c.transitions
+	q.maxSGE = max(int(q.cap.MaxSendSGE), 1)
+	ns := pow2(4 * int(max(q.cap.MaxSendWR, 1)))
+	q.slog = make([]sendRec, ns)
+	q.smask = uint64(ns - 1)
+	sges := make([]SGE, ns*q.maxSGE)
+	for i := range q.slog {
+		q.slog[i].wr.SGL = sges[i*q.maxSGE : i*q.maxSGE : (i+1)*q.maxSGE]
+	}
+	nr := pow2(2 * int(max(q.cap.MaxRecvWR, 1)))
+	q.rlog = make([]recvRec, nr)
+	q.rmask = uint64(nr - 1)
+	rs := max(int(q.cap.MaxRecvSGE), 1)
+	rsges := make([]SGE, nr*rs)
+	for i := range q.rlog {
+		q.rlog[i].sgl = rsges[i*rs : i*rs : (i+1)*rs]
+	}
+	q.injWRs = make([]SendWR, 0, q.cap.MaxSendWR)
+	q.injSGE = make([]SGE, q.maxSGE)
+	q.bkPSN = (q.qpn * 2654435761) & 0xffffff
+	a.SendCQ.addQP(&a.SendCQ.qps, q.qpn, q)
+	if a.RecvCQ != a.SendCQ {
+		a.RecvCQ.addQP(&a.RecvCQ.qps, q.qpn, q)
+	}
+	c.bk.record("create_qp", func() error { return q.createBackup() })
+	return q, nil
+}
+
+func (q *QP) createBackup() error {
+	c := q.c
+	if q.bk.Load() == nil {
+		bpd, scq, rcq := q.pd.bk.Load(), q.scq.bk.Load(), q.rcq.bk.Load()
+		if bpd == nil || scq == nil || rcq == nil {
+			return fmt.Errorf("%w: backup PD or CQ missing", ErrBackupNotReady)
+		}
+		cp := q.cap
+		cp.MaxSendWR++
+		cp.MaxRecvWR++
+		b, err := bpd.CreateQP(provider.QPInitAttr{SendCQ: scq, RecvCQ: rcq, Cap: cp, SigAll: q.sigAll})
+		if err != nil {
+			return err
+		}
+		ca := ConnectAttr{Port: c.opts.Port, GIDIndex: uint8(c.opts.GIDIndex)}
+		if err := b.ToInit(ca); err != nil {
+			b.Destroy()
+			return err
+		}
+		q.fifoMu.Lock()
+		q.recvKinds = append(q.recvKinds, kindCtrl)
+		q.fifoMu.Unlock()
+		if err := b.PostRecv([]RecvWR{{WRID: ctrlWRID}}); err != nil {
+			b.Destroy()
+			return err
+		}
+		q.scq.addQP(&q.scq.bqps, b.QPN(), q)
+		if q.rcq != q.scq {
+			q.rcq.addQP(&q.rcq.bqps, b.QPN(), q)
+		}
+		q.bk.Store(b)
+	}
+	b := q.bk.Load()
+	v := make([]byte, 24)
+	copy(v, c.bk.gid[:])
+	binary.BigEndian.PutUint32(v[16:], b.QPN())
+	binary.BigEndian.PutUint32(v[20:], q.bkPSN)
+	ctx, cancel := c.kvCtx()
+	defer cancel()
+	if err := c.opts.KV.Put(ctx, c.qpKey(c.gid, q.qpn), v); err != nil {
+		return fmt.Errorf("%w: %w", errNotYet, err)
+	}
+	return nil
+}
+
+// QPN is the default QP's number, the one the application exchanges with its peer.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// Cap is the default QP's capabilities.
+func (q *QP) Cap() QPCap { return q.cap }
+
+// Default is the default provider QP.
+func (q *QP) Default() *provider.QP { return q.def }
+
+// Backup is the backup provider QP (nil until the shadow goroutine created it).
+func (q *QP) Backup() *provider.QP { return q.bk.Load() }
+
+// SendState is the send side's state (one atomic load).
+func (q *QP) SendState() SendState { return q.mach.sendState() }
+
+// RecvState is the receive side's state.
+func (q *QP) RecvState() RecvState { return q.mach.recvState() }
+
+// BackupReady reports whether the backup QP is connected to the peer's backup QP.
+func (q *QP) BackupReady() bool { return q.bkReady.Load() }
+
+// FallbackLatency is the time from the first error completion polled on the default QP to
+// the first successful application completion from the backup QP (0 if either is missing).
+func (q *QP) FallbackLatency() time.Duration {
+	e, o := q.tErr.Load(), q.tOK.Load()
+	if e == 0 || o == 0 || o < e {
+		return 0
+	}
+	return time.Duration(o - e)
+}
+
+// Err is why the QP failed (nil unless SendState is Failed).
+func (q *QP) Err() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.failErr
+}
+
+// Connect runs RESET→INIT→RTR→RTS on the default QP towards remote, querying the attributes
+// at RTR and RTS (kept to reset and reconnect the QP later), and records the shadow connect:
+// the backup QP is connected to the backup QP that the peer published for remote.
+func (q *QP) Connect(a ConnectAttr, local, remote Endpoint) error {
+	if err := q.def.ToInit(a); err != nil {
+		return fmt.Errorf("failover: connect: %w", err)
+	}
+	if err := q.def.ToRTR(a, remote); err != nil {
+		return fmt.Errorf("failover: connect: %w", err)
+	}
+	const mask = uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN |
+		uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer
+	rtr, err := q.def.Query(mask)
+	if err != nil {
+		return fmt.Errorf("failover: connect: query at RTR: %w", err)
+	}
+	if err := q.def.ToRTS(a, local.PSN); err != nil {
+		return fmt.Errorf("failover: connect: %w", err)
+	}
+	rts, err := q.def.Query(mask | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry)
+	if err != nil {
+		return fmt.Errorf("failover: connect: query at RTS: %w", err)
+	}
+	q.mu.Lock()
+	q.attr, q.local, q.remote, q.rtrAttr, q.rtsAttr = a, local, remote, rtr, rts
+	q.mu.Unlock()
+	q.connectOp = q.c.bk.record("connect_qp", func() error { return q.connectBackup(a, remote) })
+	return nil
+}
+
+// connectBackup looks up the peer's backup QP and connects ours to it; it asks to be retried
+// while the peer has not published it.
+func (q *QP) connectBackup(a ConnectAttr, remote Endpoint) error {
+	c := q.c
+	b := q.bk.Load()
+	if b == nil {
+		return fmt.Errorf("%w: backup QP missing", ErrBackupNotReady)
+	}
+	ctx, cancel := c.kvCtx()
+	defer cancel()
+	v, err := c.opts.KV.Get(ctx, c.qpKey(remote.GID, remote.QPN))
+	if err != nil {
+		if errors.Is(err, kv.ErrNotFound) || errors.Is(err, kv.ErrUnavailable) {
+			return fmt.Errorf("%w: %w", errNotYet, err)
+		}
+		return err
+	}
+	if len(v) != 24 {
+		return fmt.Errorf("failover: backup QP entry of %#x: %d bytes", remote.QPN, len(v))
+	}
+	var peer Endpoint
+	copy(peer.GID[:], v[:16])
+	peer.QPN = binary.BigEndian.Uint32(v[16:])
+	peer.PSN = binary.BigEndian.Uint32(v[20:])
+	ba := a
+	ba.Port, ba.GIDIndex = c.opts.Port, uint8(c.opts.GIDIndex)
+	if err := b.ToRTR(ba, peer); err != nil {
+		return err
+	}
+	if err := b.ToRTS(ba, q.bkPSN); err != nil {
+		return err
+	}
+	q.bkReady.Store(true)
+	return nil
+}
+
+// Destroy is ibv_destroy_qp on both devices.
+func (q *QP) Destroy() error {
+	q.mu.Lock()
+	if q.hsTimer != nil {
+		q.hsTimer.Stop()
+	}
+	q.mu.Unlock()
+	if err := q.def.Destroy(); err != nil {
+		return fmt.Errorf("failover: destroy_qp: %w", err)
+	}
+	q.scq.addQP(&q.scq.qps, q.qpn, nil)
+	q.rcq.addQP(&q.rcq.qps, q.qpn, nil)
+	if q.connectOp != nil {
+		q.c.bk.cancel(q.connectOp)
+	}
+	c := q.c
+	c.bk.record("destroy_qp", func() error {
+		b := q.bk.Swap(nil)
+		if b == nil {
+			return nil
+		}
+		q.bkReady.Store(false)
+		q.scq.addQP(&q.scq.bqps, b.QPN(), nil)
+		q.rcq.addQP(&q.rcq.bqps, b.QPN(), nil)
+		ctx, cancel := c.kvCtx()
+		defer cancel()
+		_ = c.opts.KV.Delete(ctx, c.qpKey(c.gid, q.qpn))
+		return b.Destroy()
+	})
+	return nil
+}
+
+func (q *QP) popRecvKind() uint8 {
+	q.fifoMu.Lock()
+	defer q.fifoMu.Unlock()
+	if len(q.recvKinds) == 0 {
+		return kindApp
+	}
+	k := q.recvKinds[0]
+	q.recvKinds = q.recvKinds[1:]
+	return k
+}
+
+func (q *QP) popSendKind() uint8 {
+	q.fifoMu.Lock()
+	defer q.fifoMu.Unlock()
+	if len(q.sendKinds) == 0 {
+		return kindApp
+	}
+	k := q.sendKinds[0]
+	q.sendKinds = q.sendKinds[1:]
+	return k
+}
+
+// retireSignaled advances the log cursor past the next signaled WR: its completion retires it
+// and every unsignaled WR before it.
+func (q *QP) retireSignaled() {
+	posted := q.sPosted.Load()
+	for c := q.sCursor; c < posted; c++ {
+		if q.slog[c&q.smask].signaled {
+			q.sCursor = c + 1
+			return
+		}
+	}
+}
+
+func twoSided(op WROpcode) bool {
+	return op == provider.WRSend || op == provider.WRSendWithImm || op == provider.WRRDMAWriteWithImm
+}

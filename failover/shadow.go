@@ -1,0 +1,218 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shift-rdma/shift/provider"
+)
+
+// errNotYet is returned by a shadow verb whose remote attribute is not in the KV store yet:
+// the verb stays in the list and the goroutine goes on with the next one (appendix B).
+var errNotYet = errors.New("failover: remote attribute not available yet")
+
+// shadowOp is one recorded control verb to replay on the backup device.
+type shadowOp struct {
+	name string
+	run  func() error // nil or errNotYet-wrapping error; any other error is kept and the op dropped
+	dead bool         // cancelled (its object was destroyed first)
+}
+
+// backupDev is a backup device: its context, its completion channel and the two background
+// goroutines (shadow verbs, completion events).
+type backupDev struct {
+	c   *Context
+	ctx *provider.Context
+	ch  *provider.CompChannel
+	gid [16]byte
+
+	mu      sync.Mutex
+	ops     []*shadowOp
+	errs    []error
+	wake    chan struct{}
+	idle    *sync.Cond
+	running bool
+
+	cqMu sync.Mutex
+	cqs  map[*provider.CQ]*CQ
+
+	stop   context.CancelFunc
+	done   sync.WaitGroup
+	closed bool
+}
+
+func openBackup(c *Context, name string) (*backupDev, error) {
+	b := &backupDev{c: c, wake: make(chan struct{}, 1), cqs: map[*provider.CQ]*CQ{}}
+	b.idle = sync.NewCond(&b.mu)
+	var err error
+	if b.ctx, err = provider.Open(name); err != nil {
+		return nil, fmt.Errorf("failover: open backup %s: %w", name, err)
+	}
+	g, err := b.ctx.GIDByIndex(c.opts.Port, c.opts.GIDIndex)
+	if err != nil {
+		b.ctx.Close()
+		return nil, fmt.Errorf("failover: open backup %s: GID: %w", name, err)
+	}
+	b.gid = g.GID
+	if b.ch, err = b.ctx.CreateCompChannel(); err != nil {
+		b.ctx.Close()
+		return nil, fmt.Errorf("failover: open backup %s: %w", name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.stop = cancel
+	b.done.Add(2)
+	go b.shadowLoop(ctx)
+	go b.eventLoop(ctx)
+	return b, nil
+}
+
+// record appends a control verb for the shadow goroutine.
+func (b *backupDev) record(name string, run func() error) *shadowOp {
+	op := &shadowOp{name: name, run: run}
+	b.mu.Lock()
+	b.ops = append(b.ops, op)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	return op
+}
+
+// cancel drops a recorded verb that has not run yet.
+func (b *backupDev) cancel(op *shadowOp) {
+	b.mu.Lock()
+	op.dead = true
+	b.mu.Unlock()
+}
+
+// shadowLoop runs the recorded verbs best-effort in list order; a verb waiting for a remote
+// attribute is skipped and the list rescanned with a bounded back-off, so two hosts creating
+// their QPs in different orders never wait on each other.
+func (b *backupDev) shadowLoop(ctx context.Context) {
+	defer b.done.Done()
+	backoff := 100 * time.Microsecond
+	for {
+		b.mu.Lock()
+		ops := append([]*shadowOp(nil), b.ops...)
+		b.running = len(ops) > 0
+		b.mu.Unlock()
+		var keep []*shadowOp
+		progressed := false
+		for _, op := range ops {
+			b.mu.Lock()
+			dead := op.dead
+			b.mu.Unlock()
+			if dead {
+				continue
+			}
+			err := op.run()
+			switch {
+			case err == nil:
+				progressed = true
+			case errors.Is(err, errNotYet):
+				keep = append(keep, op)
+			default:
+				progressed = true
+				b.mu.Lock()
+				b.errs = append(b.errs, fmt.Errorf("failover: shadow %s: %w", op.name, err))
+				b.mu.Unlock()
+			}
+		}
+		b.mu.Lock()
+		// Verbs recorded while this scan ran follow the kept ones, in order.
+		b.ops = append(keep, b.ops[len(ops):]...)
+		empty := len(b.ops) == 0
+		if empty {
+			b.running = false
+			b.idle.Broadcast()
+		}
+		b.mu.Unlock()
+		if progressed {
+			backoff = 100 * time.Microsecond
+		}
+		var timer <-chan time.Time
+		if !empty {
+			if len(keep) == len(ops) && len(ops) > 0 {
+				t := time.NewTimer(backoff)
+				timer = t.C
+				backoff = min(backoff*2, 20*time.Millisecond)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-b.wake:
+					t.Stop()
+				case <-timer:
+				}
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.wake:
+		}
+	}
+}
+
+// wait blocks until the list is empty, and returns the errors of verbs that failed.
+func (b *backupDev) wait(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.idle.Broadcast()
+		b.mu.Unlock()
+	})
+	defer stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.ops) > 0 || b.running {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("failover: wait for shadow verbs (%d pending): %w", len(b.ops), err)
+		}
+		b.idle.Wait()
+	}
+	return errors.Join(b.errs...)
+}
+
+// eventLoop waits on the backup comp channel and lets the CQ handle its completions (the
+// peers' notifications among them).
+func (b *backupDev) eventLoop(ctx context.Context) {
+	defer b.done.Done()
+	for {
+		pcq, err := b.ch.GetEvent(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		pcq.AckEvents(1)
+		b.cqMu.Lock()
+		cq := b.cqs[pcq]
+		b.cqMu.Unlock()
+		if cq == nil {
+			continue
+		}
+		// Re-arm first so a completion after the poll below raises a new event.
+		_ = pcq.Arm(false)
+		cq.onBackupEvent()
+	}
+}
+
+func (b *backupDev) close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.stop()
+	b.done.Wait()
+	return errors.Join(b.ch.Close(), b.ctx.Close())
+}
