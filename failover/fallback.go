@@ -338,4 +338,3 @@ func (q *QP) synthErrorsLocked(ws []SendWR, status WCStatus) {
 	}
 	q.scq.mu.Unlock()
 }
-

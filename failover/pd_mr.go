@@ -121,4 +121,3 @@ func (m *MR) Dereg() error {
 	})
 	return nil
 }
-
