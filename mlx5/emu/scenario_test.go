@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -458,5 +459,40 @@ func TestRecoverAfterErrorByReset(t *testing.T) {
 	wantWC(t, "receive after reset", p.RCQB.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRecv, 512)
 	if !bytes.Equal(mb.Buf[:1024], ma.Buf[:1024]) || !bytes.Equal(mb.Buf[2048:2560], ma.Buf[1024:1536]) {
 		t.Error("data differs after reset and reconnect")
+	}
+}
+
+// A QP bound to port 2 of a two-port HCA uses port 2's GID and link: it carries traffic while
+// port 1's link is down, and the port events name the port that changed.
+func TestSecondPort(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 2, Ports: 2, Seed: 1})
+	a := emutest.Open(t, c.Hosts[0].Devices[0])
+	b := emutest.Open(t, c.Hosts[1].Devices[0])
+	for _, x := range []*emutest.Ctx{a, b} {
+		pr, err := uverbs.QueryPort(x.File, uverbs.DriverIDMLX5, 2)
+		if err != nil || pr.Legacy_resp.State != uverbs.PortActive {
+			t.Fatalf("port 2: %v %+v", err, pr.Legacy_resp)
+		}
+	}
+	c.Endpoint(0, 0, 1).SetLinkUp(false)
+	if ev := readAsync(t, a.AsyncFD); ev.Type != uverbs.EventPortErr || ev.Element != 1 {
+		t.Fatalf("event %+v, want PORT_ERR on port 1", ev)
+	}
+	cqa, cqb := a.CreateCQ(16, -1), b.CreateCQ(16, -1)
+	qa, qb := a.CreateQP(cqa, cqa, emutest.DefaultSize), b.CreateQP(cqb, cqb, emutest.DefaultSize)
+	qa.Port, qb.Port = 2, 2
+	if g := netip.AddrFrom16(qa.GID()).Unmap(); g != emu.PortAddr(0, 0, 2) {
+		t.Fatalf("port 2 GID %v", g)
+	}
+	emutest.Connect(t, qa, qb, emutest.DefaultConn)
+	ma, mb := a.RegMR(4096, emutest.AllAccess), b.RegMR(4096, emutest.AllAccess)
+	fill(12, ma.Buf)
+	qa.PostRing(t, emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:3000])}, RemoteAddr: mb.Addr(), RKey: mb.RKey})
+	wantWC(t, "WRITE over port 2", cqa.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRDMAWrite, 0)
+	if !bytes.Equal(mb.Buf[:3000], ma.Buf[:3000]) {
+		t.Error("data differs")
+	}
+	if st := c.Endpoint(0, 0, 2).Stats(); st.TxPackets == 0 {
+		t.Error("nothing left through port 2's link")
 	}
 }
