@@ -1,0 +1,201 @@
+package failover
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/mlx5/emu/fabric"
+)
+
+var smallCap = QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+
+// waitN polls cq until n completions arrived (guard timeout only).
+func waitN(t *testing.T, cq *CQ, n int) []WC {
+	t.Helper()
+	p := &poller{t: t, cq: cq}
+	var out []WC
+	deadline := time.Now().Add(60 * time.Second)
+	for len(out) < n {
+		ws := p.next(deadline)
+		if ws == nil {
+			t.Fatalf("timed out with %d of %d completions: %+v", len(out), n, out)
+		}
+		out = append(out, ws...)
+	}
+	return out
+}
+
+// expectNoMore checks that cq stays empty for a while (no duplicate, no late completion).
+func expectNoMore(t *testing.T, cq *CQ) {
+	t.Helper()
+	var w [4]WC
+	for range 20 {
+		if n, _ := cq.Poll(w[:]); n != 0 {
+			t.Fatalf("unexpected completions %+v", w[:n])
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// SENDs whose data landed but whose ACKs were lost are not delivered again: the receiver's
+// counter in the handshake tells the sender they arrived.
+func TestAckLostNotRedelivered(t *testing.T) {
+	e := newEnv(t, 256)
+	a, b := e.pairs(t, 1, smallCap)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	const n = 4
+	for i := range 2 * n {
+		if err := qb.PostRecv([]RecvWR{{WRID: uint64(i), SGL: []SGE{hb.mr.SGE(bufSize/2+i*slot, slot)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.cl.Endpoint(1, 0, 1).Faults(fabric.TX).SetDropAcks(true)
+	send := func(i int) {
+		payload(ha.buf.Bytes()[i*slot:i*slot+512], 99, uint64(i))
+		if err := qa.PostSend([]SendWR{{WRID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(i*slot, 512)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		send(i)
+	}
+	// The receiver gets them at once (the data landed).
+	got := waitN(t, hb.cq, n)
+	// The sender's retries run out; SHIFT falls back and must not resend them.
+	sent := waitN(t, ha.cq, n)
+	for i, w := range sent {
+		if w.Status != WCSuccess || w.WRID != uint64(i) {
+			t.Fatalf("sender completion %d: %+v", i, w)
+		}
+	}
+	if qa.SendState() != SendFallback {
+		t.Fatalf("sender state %v", qa.SendState())
+	}
+	if s := e.hosts[0].ctx.Stats(); s.Skipped != n || s.Reposted != 0 {
+		t.Fatalf("stats %+v: want %d skipped and none reposted", s, n)
+	}
+	for i := n; i < 2*n; i++ {
+		send(i)
+	}
+	got = append(got, waitN(t, hb.cq, n)...)
+	waitN(t, ha.cq, n)
+	for i, w := range got {
+		seq := binary.LittleEndian.Uint64(hb.buf.Bytes()[bufSize/2+i*slot:])
+		if w.Status != WCSuccess || w.WRID != uint64(i) || seq != uint64(i) || w.ByteLen != 512 {
+			t.Fatalf("receive %d: %+v, message %d", i, w, seq)
+		}
+	}
+	expectNoMore(t, hb.cq)
+}
+
+// An atomic outstanding at the failure is not retried: the application gets the error and
+// the remote value moved at most once.
+func TestAtomicNotRetried(t *testing.T) {
+	e := newEnv(t, 256)
+	a, _ := e.pairs(t, 1, smallCap)
+	qa := a[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	binary.LittleEndian.PutUint64(hb.buf.Bytes()[64:], 1000)
+	// The responder executes the FADD, its response is lost.
+	e.cl.Endpoint(1, 0, 1).Faults(fabric.TX).SetDropAcks(true)
+	if err := qa.PostSend([]SendWR{{WRID: 5, Opcode: WRAtomicFetchAdd, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 8)},
+		RemoteAddr: hb.mr.Addr + 64, RKey: hb.mr.RKey, CompareAdd: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	w := waitN(t, ha.cq, 1)[0]
+	if w.Status == WCSuccess || w.WRID != 5 {
+		t.Fatalf("atomic completion %+v: want the original error", w)
+	}
+	if qa.SendState() != SendFailed || !errors.Is(qa.Err(), ErrNotSafe) {
+		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
+	}
+	time.Sleep(20 * time.Millisecond)
+	if v := binary.LittleEndian.Uint64(hb.buf.Bytes()[64:]); v != 1007 {
+		t.Fatalf("remote value %d, want 1007 (executed exactly once)", v)
+	}
+	if err := qa.PostSend([]SendWR{{WRID: 6, Opcode: WRRDMAWrite, SGL: []SGE{ha.mr.SGE(0, 8)}, RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey}}); !errors.Is(err, ErrFailed) {
+		t.Fatalf("post on a failed QP: %v", err)
+	}
+}
+
+// A WR posted with the ineligible hint stops the fallback: error to the application.
+func TestIneligibleHint(t *testing.T) {
+	e := newEnv(t, 256)
+	a, _ := e.pairs(t, 1, smallCap)
+	qa := a[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	e.linkDown(0)
+	if err := qa.PostSend([]SendWR{{WRID: 9, Opcode: WRRDMAWrite, Flags: SendSignaled | SendIneligible, SGL: []SGE{ha.mr.SGE(0, 64)},
+		RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	w := waitN(t, ha.cq, 1)[0]
+	if w.Status != WCRetryExcErr || w.WRID != 9 {
+		t.Fatalf("completion %+v", w)
+	}
+	if !errors.Is(qa.Err(), ErrNotSafe) {
+		t.Fatalf("err %v", qa.Err())
+	}
+}
+
+// With the backup NIC down too, the application gets errors, and no call hangs.
+func TestBackupAlsoDown(t *testing.T) {
+	e := newEnv(t, 256)
+	a, b := e.pairs(t, 1, smallCap)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := qb.PostRecv([]RecvWR{{WRID: 1, SGL: []SGE{hb.mr.SGE(0, 4096)}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.linkDown(0)
+	e.cl.Endpoint(0, 1, 1).SetLinkUp(false)
+	if err := qa.PostSend([]SendWR{
+		{WRID: 1, Opcode: WRRDMAWrite, SGL: []SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey},
+		{WRID: 2, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	ws := waitN(t, ha.cq, 1)
+	if ws[0].Status == WCSuccess {
+		t.Fatalf("completion %+v: want an error", ws[0])
+	}
+	if qa.SendState() != SendFailed {
+		t.Fatalf("state %v", qa.SendState())
+	}
+	t.Logf("application saw %v (%v)", ws[0].Status, qa.Err())
+}
+
+// KV down at fallback time: fail closed, the application gets the error.
+func TestKVDownFailsClosed(t *testing.T) {
+	e := newEnv(t, 256)
+	a, _ := e.pairs(t, 1, smallCap)
+	qa := a[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	e.kv.SetDown(true)
+	e.linkDown(0)
+	if err := qa.PostSend([]SendWR{{WRID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)},
+		RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	w := waitN(t, ha.cq, 1)[0]
+	if w.Status != WCRetryExcErr || w.WRID != 3 {
+		t.Fatalf("completion %+v", w)
+	}
+	if qa.SendState() != SendFailed || qa.Err() == nil {
+		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
+	}
+}
+
+// Failure injection: the corrupted WR fails its QP with a local protection error, the correct
+// copy goes to the backup; the application sees nothing.
+func TestInjection(t *testing.T) {
+	e := newEnv(t, 256)
+	a, b := e.pairs(t, 1, smallCap)
+	e.hosts[0].ctx.Inject(a[0].QPN(), 40)
+	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 120, size: 2048, failAt: -1, seed: 11})
+	if a[0].SendState() != SendFallback {
+		t.Fatalf("state %v", a[0].SendState())
+	}
+}
