@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,6 +41,15 @@ type Redis struct {
 	addr    string // redacted URL, for error messages
 }
 
+// quietOnce silences go-redis's process-wide logger: its pool prints dial failures to
+// stderr, and library code must return errors, not log them (the same failures reach the
+// caller as errors).
+var quietOnce sync.Once
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
+
 // NewRedis connects to the server named by rawURL and checks the credentials with a PING, so
 // that a wrong password fails here rather than at fallback time. The URL form is the one
 // SHIFT_KV takes:
@@ -49,7 +59,11 @@ type Redis struct {
 // "rediss://" uses TLS. A password alone ("redis://:secret@host:6379/0") authenticates as
 // the default user (requirepass); "user:password" authenticates as an ACL user. The port
 // defaults to 6379 and the database to 0. The password never appears in returned errors.
+//
+// The first call replaces go-redis's process-wide logger with one that discards, so that
+// the client's internal retries print nothing; their failures are returned as errors.
 func NewRedis(ctx context.Context, rawURL string, opts RedisOptions) (*Redis, error) {
+	quietOnce.Do(func() { redis.SetLogger(discardLogger{}) })
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Error repeats the input, which may hold a password: keep only the reason.
@@ -191,10 +205,14 @@ func (r *Redis) wrap(ctx context.Context, op, key string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 		err = fmt.Errorf("%w (%w)", err, ctxErr)
 	}
-	if isAuthError(err) {
-		return fmt.Errorf("kv: redis %s: %s %q: %w: %w: %w", r.addr, op, key, ErrUnavailable, ErrAuth, err)
+	what := op
+	if key != "" {
+		what = fmt.Sprintf("%s %q", op, key)
 	}
-	return fmt.Errorf("kv: redis %s: %s %q: %w: %w", r.addr, op, key, ErrUnavailable, err)
+	if isAuthError(err) {
+		return fmt.Errorf("kv: redis %s: %s: %w: %w: %w", r.addr, what, ErrUnavailable, ErrAuth, err)
+	}
+	return fmt.Errorf("kv: redis %s: %s: %w: %w", r.addr, what, ErrUnavailable, err)
 }
 
 // isAuthError recognises the server's replies to missing or wrong credentials.
