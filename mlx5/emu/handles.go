@@ -107,10 +107,3 @@ func (h *handleTable) all(typ objType) []uint32 {
 	}
 	return ids
 }
-
-// len is the number of live objects.
-func (h *handleTable) len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.objs)
-}

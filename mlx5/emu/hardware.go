@@ -79,7 +79,6 @@ type qpAttr struct {
 	minRNRTimer     uint8
 	destQPN         uint32
 	pathMigState    uint8
-	sqDraining      bool
 }
 
 // addrVector is the primary path (struct ib_uverbs_qp_dest for RoCE: GRH always present).

@@ -220,10 +220,6 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
-func isAck(p *roce.Packet) bool {
-	return p.BTH.Opcode == roce.Acknowledge || p.BTH.Opcode == roce.AtomicAcknowledge
-}
-
 // When every ACK is lost, the data has landed at the responder but the requester cannot know
 // it: it retries, the responder re-acknowledges duplicates without executing them twice, and
 // with the ACKs still lost the requester fails with RETRY_EXC_ERR.
