@@ -1,0 +1,128 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+)
+
+// Main is the demo's command line (flags as in Usage); it returns the exit status: 0 when
+// every requested mode ran, 1 when a mode could not run or an output could not be written,
+// 2 for bad flags. A run in which the application saw errors still exits 0: showing that the
+// baseline dies is the point of the provider mode; the verdict line says what happened.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c Config
+	mode := fs.String("mode", "both", "provider, shift or both")
+	out := fs.String("out", "out/demo", "output directory for timeline.csv, timeline.svg and timeline.png")
+	fs.DurationVar(&c.Duration, "duration", 15e9, "length of each run")
+	fs.DurationVar(&c.FailAt, "fail-at", 5e9, "when host 0's default NIC link goes down (negative: never)")
+	fs.DurationVar(&c.RecoverAt, "recover-at", 10e9, "when it comes back (negative: never)")
+	fs.DurationVar(&c.Interval, "interval", 1e8, "throughput sampling interval")
+	timeout := fs.Uint("timeout", 14, "RC local ACK timeout exponent (4.096 µs × 2^n per try, 7 retries)")
+	fs.Uint64Var(&c.Seed, "seed", 1, "fabric seed")
+	quiet := fs.Bool("quiet", false, "no live progress line and no table")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	c.Timeout = uint8(min(*timeout, 255))
+	if c.FailAt < 0 {
+		c.FailAt = -1
+	}
+	if c.RecoverAt < 0 {
+		c.RecoverAt = -1
+	}
+	modes, err := ParseModes(*mode)
+	if err == nil {
+		err = c.Defaults().Validate()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	var runs []*Result
+	var failed []string
+	status := 0
+	for _, m := range modes {
+		var progress io.Writer
+		if !*quiet {
+			progress = stdout
+		}
+		fmt.Fprintf(stdout, "== %s mode: %v run, host 0 NIC0 link down at %v, up at %v\n", m, c.Defaults().Duration, c.Defaults().FailAt, c.Defaults().RecoverAt)
+		r, err := Run(ctx, c, m, progress)
+		if err != nil {
+			fmt.Fprintf(stdout, "%s: did not run: %v\n", m, err)
+			failed = append(failed, fmt.Sprintf("%s: did not run (%v)", m, err))
+			status = 1
+			if r == nil || errors.Is(err, context.Canceled) {
+				continue
+			}
+		}
+		if !*quiet {
+			if err := WriteTable(stdout, r); err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+		}
+		runs = append(runs, r)
+	}
+	if len(runs) > 0 {
+		files, err := WriteOutputs(*out, runs)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		for _, f := range files {
+			fmt.Fprintln(stdout, "wrote", f)
+		}
+	}
+	for _, r := range runs {
+		fmt.Fprintln(stdout, "verdict", r.Verdict())
+	}
+	for _, f := range failed {
+		fmt.Fprintln(stdout, "verdict", f)
+	}
+	return status
+}
+
+// WriteOutputs writes timeline.csv, timeline.svg and timeline.png under dir and returns their
+// paths.
+func WriteOutputs(dir string, runs []*Result) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("demo: output directory: %w", err)
+	}
+	ch := NewTimelineChart(runs)
+	var files []string
+	for _, o := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"timeline.csv", func(w io.Writer) error { return WriteCSV(w, runs) }},
+		{"timeline.svg", ch.WriteSVG},
+		{"timeline.png", ch.WritePNG},
+	} {
+		p := filepath.Join(dir, o.name)
+		f, err := os.Create(p)
+		if err != nil {
+			return files, fmt.Errorf("demo: %w", err)
+		}
+		err = o.write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return files, fmt.Errorf("demo: write %s: %w", p, err)
+		}
+		files = append(files, p)
+	}
+	return files, nil
+}

@@ -1,0 +1,22 @@
+// Package demo is SHIFT-Go's main job (`make demo`): two emulated hosts with two emulated
+// ConnectX NICs each on one in-process fabric, an NCCL-like workload with data verification,
+// the default NIC's link failing and coming back on a schedule, a per-100 ms throughput
+// timeline, a plot (SVG and PNG) with a CSV, and a one-line verdict.
+//
+// The workload has two streams from host 0 to host 1, each on its own RC QP pair:
+//   - WRITE: NCCL's Simple protocol. Each message fills a slot of the sender's buffer with a
+//     pattern derived from its sequence number, RDMA WRITEs it in chunks to the same slot at
+//     the receiver, then posts a zero-length WRITE_WITH_IMM whose immediate is the sequence
+//     number (the flag). The receiver checks the slot's bytes when the flag's completion
+//     arrives.
+//   - SEND: SEND/RECV messages carrying their sequence number; the receiver checks exactly
+//     once, in order, and the bytes.
+//
+// Flow control (the receiver's "slot free" credits) goes through process memory, since both
+// emulated hosts live in one process; NCCL returns those credits with an RDMA WRITE. Credits
+// only pace the sender: every byte the verifier counts went over the emulated NICs.
+//
+// The demo runs the same workload over a Stack: Provider (plain provider, the baseline where
+// the failure kills the traffic) or Shift (package failover). The stack is the only thing a
+// mode changes.
+package demo

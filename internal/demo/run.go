@@ -1,0 +1,227 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/provider"
+)
+
+// Series names of a run's timeline, in Sample.Bytes order: the two streams' verified bytes,
+// then the payload bytes through host 0's NICs (sent plus received, as the fabric counts them).
+var Series = []string{"WRITE", "SEND", "NIC0", "NIC1"}
+
+// Event is something the schedule did during a run.
+type Event struct {
+	At   time.Duration
+	What string
+}
+
+// Result is one run's outcome.
+type Result struct {
+	Mode    Mode
+	Config  Config
+	Samples []Sample
+	Streams []StreamResult
+	Events  []Event
+}
+
+// BytesVerified is the payload the receivers verified, over both streams.
+func (r *Result) BytesVerified() uint64 {
+	var n uint64
+	for _, s := range r.Streams {
+		n += s.BytesVerified
+	}
+	return n
+}
+
+// MsgsVerified is the number of messages the receivers verified.
+func (r *Result) MsgsVerified() uint64 {
+	var n uint64
+	for _, s := range r.Streams {
+		n += s.MsgsVerified
+	}
+	return n
+}
+
+// Errors is every error the application saw, stream by stream.
+func (r *Result) Errors() []AppError {
+	var out []AppError
+	for _, s := range r.Streams {
+		out = append(out, s.Errors...)
+	}
+	return out
+}
+
+// StackFor returns the constructor of mode's stack.
+func StackFor(m Mode) (func(devs [][]string, cfg SideConfig) (Stack, error), error) {
+	switch m {
+	case ModeProvider:
+		return NewProviderStack, nil
+	case ModeShift:
+		return NewShiftStack, nil
+	}
+	return nil, fmt.Errorf("demo: unknown mode %q", m)
+}
+
+var runSeq atomic.Uint64
+
+// Run builds two emulated hosts with two NICs each, runs the workload over mode's stack for
+// cfg.Duration, takes host 0's default NIC link down at FailAt and up at RecoverAt, and
+// samples the throughput every Interval. progress, if not nil, gets a live line per sample.
+// An error means the run could not be set up (ErrFailoverUnavailable for the shift mode
+// until package failover is usable); errors the workload saw are in the Result.
+func Run(ctx context.Context, cfg Config, mode Mode, progress io.Writer) (res *Result, err error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	newStack, err := StackFor(mode)
+	if err != nil {
+		return nil, err
+	}
+	prefix := fmt.Sprintf("demo%d_%d_", os.Getpid(), runSeq.Add(1))
+	cl, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: 2, Register: true, Prefix: prefix, Seed: cfg.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("demo: emulated hosts: %w", err)
+	}
+	defer func() { err = errors.Join(err, cl.Close()) }()
+	devs := [][]string{{prefix + "0", prefix + "1"}, {prefix + "2", prefix + "3"}}
+
+	slotsW := cfg.WriteSlots * cfg.WriteChunk * cfg.WriteParts
+	sc := SideConfig{
+		Cap: provider.QPCap{MaxSendWR: uint32((cfg.WriteParts+1)*cfg.WriteSlots + cfg.SendSlots + 8),
+			MaxRecvWR: uint32(2*cfg.WriteSlots + cfg.SendSlots + 8), MaxSendSGE: 1, MaxRecvSGE: 1},
+		Attr: provider.ConnectAttr{Timeout: cfg.Timeout},
+		CQE:  4 * (cfg.WriteSlots*(cfg.WriteParts+1) + cfg.SendSlots + 8),
+	}
+	stack, err := newStack(devs, sc)
+	if err != nil {
+		return nil, fmt.Errorf("%s mode: %w", mode, err)
+	}
+	defer func() { err = errors.Join(err, stack.Close()) }()
+
+	var sides []Side
+	defer func() {
+		for _, s := range sides {
+			err = errors.Join(err, s.Close())
+		}
+	}()
+	open := func(host, size int) (Side, error) {
+		s, err := stack.Open(host, size)
+		if err == nil {
+			sides = append(sides, s)
+		}
+		return s, err
+	}
+	pair := func(size int) (Side, Side, error) {
+		a, err := open(0, size)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := open(1, size)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := a.Connect(b.Endpoint()); err != nil {
+			return nil, nil, fmt.Errorf("demo: connect host 0 → host 1: %w", err)
+		}
+		if err := b.Connect(a.Endpoint()); err != nil {
+			return nil, nil, fmt.Errorf("demo: connect host 1 → host 0: %w", err)
+		}
+		return a, b, nil
+	}
+	ws, wr, err := pair(slotsW)
+	if err != nil {
+		return nil, err
+	}
+	ss, sr, err := pair(cfg.SendSlots * cfg.SendSize)
+	if err != nil {
+		return nil, err
+	}
+
+	start := time.Now()
+	w := &writeStream{slots: cfg.WriteSlots, chunk: cfg.WriteChunk, parts: cfg.WriteParts, snd: ws, rcv: wr,
+		st: &streamStats{name: "WRITE", start: start}}
+	s := &sendStream{slots: cfg.SendSlots, size: cfg.SendSize, snd: ss, rcv: sr,
+		st: &streamStats{name: "SEND", start: start}}
+	nic := func(n int) Counter {
+		ep := cl.Endpoint(0, n, 1)
+		return func() uint64 { st := ep.Stats(); return st.TxBytes + st.RxBytes }
+	}
+	smp, err := NewSampler(realClock{}, Series, []Counter{w.st.bytes.Load, s.st.bytes.Load, nic(0), nic(1)})
+	if err != nil {
+		return nil, err
+	}
+	res = &Result{Mode: mode, Config: cfg}
+
+	var evMu sync.Mutex
+	event := func(what string) {
+		evMu.Lock()
+		res.Events = append(res.Events, Event{At: time.Since(start), What: what})
+		evMu.Unlock()
+	}
+	link := cl.Endpoint(0, 0, 1)
+	if cfg.hasFailure() {
+		t := time.AfterFunc(cfg.FailAt, func() { event("host 0 NIC0 link down"); link.SetLinkUp(false) })
+		defer t.Stop()
+	}
+	if cfg.hasRecovery() {
+		t := time.AfterFunc(cfg.RecoverAt, func() { event("host 0 NIC0 link up"); link.SetLinkUp(true) })
+		defer t.Stop()
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, f := range []func(context.Context){w.sender, w.receiver, s.sender, s.receiver} {
+		wg.Go(func() { f(wctx) })
+	}
+	tick := time.NewTicker(cfg.Interval)
+	end := time.NewTimer(cfg.Duration)
+loop:
+	for {
+		select {
+		case <-tick.C:
+			sm := smp.Sample()
+			if progress != nil {
+				fmt.Fprintf(progress, "\r[%-8s] %5.1fs  WRITE %6.2f  SEND %6.2f Gbit/s  NIC0 %6.2f  NIC1 %6.2f  link %-4s  errors %d ",
+					mode, sm.At.Seconds(), sm.Rate(0), sm.Rate(1), sm.Rate(2), sm.Rate(3), upDown(link.LinkUp()),
+					len(w.st.errors())+len(s.st.errors()))
+			}
+		case <-end.C:
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	tick.Stop()
+	cancel()
+	wg.Wait()
+	if progress != nil {
+		fmt.Fprintln(progress)
+	}
+	res.Samples = smp.Samples()
+	res.Streams = []StreamResult{w.st.result(), s.st.result()}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+func upDown(up bool) string {
+	if up {
+		return "up"
+	}
+	return "down"
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
