@@ -293,3 +293,51 @@ func TestRegistry(t *testing.T) {
 	}
 	_ = c
 }
+
+// create_qp checks the capabilities and the mlx5 ring geometry against the device limits.
+func TestCreateQPLimits(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
+	x := emutest.Open(t, c.Hosts[0].Devices[0])
+	cq := x.CreateCQ(16, -1)
+	buf := x.Mem(1 << 20)
+	db := x.Mem(64)
+	try := func(what string, qc uverbs.QPCap, ud mlx5.CreateQP, want unix.Errno) {
+		t.Helper()
+		ud.BufAddr, ud.DBAddr = uverbs.Addr(buf), uverbs.Addr(db)
+		in := make([]byte, mlx5.CreateQPSize)
+		ud.Put(in)
+		_, err := uverbs.CreateQP(x.File, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{Type: uverbs.QPTypeRC, PD: x.PD,
+			SendCQ: cq.Handle, RecvCQ: cq.Handle, AsyncFD: -1, Cap: qc}, in, make([]byte, mlx5.CreateQPRespSize))
+		if want == 0 {
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+			return
+		}
+		wantErrno(t, what, err, want)
+	}
+	ring := mlx5.CreateQP{SQWQECount: 64, RQWQECount: 64, RQWQEShift: 4}
+	caps := uverbs.QPCap{Send_wr: 64, Recv_wr: 64, Send_sge: 1, Recv_sge: 1}
+	big := caps
+	big.Send_sge = 31
+	try("max_send_sge 31 (device max 30)", big, ring, unix.EINVAL)
+	big = caps
+	big.Inline_data = 4096
+	try("max_inline_data 4096", big, ring, unix.EINVAL)
+	big = caps
+	big.Send_wr = 1<<15 + 1
+	try("max_send_wr beyond max_qp_wr", big, ring, unix.EINVAL)
+	r := ring
+	r.SQWQECount = 48
+	try("sq_wqe_count not a power of two", caps, r, unix.EINVAL)
+	r = ring
+	r.RQWQEShift = 2
+	try("rq stride of 4 bytes", caps, r, unix.EINVAL)
+	big = caps
+	big.Recv_wr = 128
+	try("max_recv_wr above the RQ ring", big, ring, unix.EINVAL)
+	r = ring
+	r.Flags = 1 << 7
+	try("unknown mlx5 create flag", caps, r, unix.EOPNOTSUPP)
+	try("good", caps, ring, 0)
+}
