@@ -29,10 +29,11 @@ type testHost struct {
 }
 
 type testEnv struct {
-	cl    *emu.Cluster
-	kv    *kv.Mem
-	hosts [2]*testHost
-	attr  ConnectAttr
+	prefix, job string
+	cl          *emu.Cluster
+	kv          *kv.Mem
+	hosts       [2]*testHost
+	attr        ConnectAttr
 }
 
 const bufSize = 4 << 20
@@ -53,40 +54,9 @@ func newEnv(t testing.TB, cqe int) *testEnv {
 			t.Errorf("close cluster: %v", err)
 		}
 	})
-	e := &testEnv{cl: cl, kv: kv.NewMem(), attr: fastAttr}
-	job := fmt.Sprintf("job%d", envSeq.Load())
+	e := &testEnv{cl: cl, kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("job%d", envSeq.Load())}
 	for h := range 2 {
-		def, bk := fmt.Sprintf("%s%d", prefix, 2*h), fmt.Sprintf("%s%d", prefix, 2*h+1)
-		c, err := Open(def, Options{Backups: []string{bk}, KV: e.kv, Job: job,
-			DrainTimeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		th := &testHost{ctx: c}
-		t.Cleanup(func() {
-			if err := c.Close(); err != nil {
-				t.Errorf("close context: %v", err)
-			}
-			th.buf.Free()
-		})
-		if th.pd, err = c.AllocPD(); err != nil {
-			t.Fatal(err)
-		}
-		if th.cq, err = c.CreateCQ(cqe); err != nil {
-			t.Fatal(err)
-		}
-		if th.buf, err = NewBuffer(bufSize); err != nil {
-			t.Fatal(err)
-		}
-		if th.mr, err = th.pd.RegMR(th.buf.Bytes(), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic); err != nil {
-			t.Fatal(err)
-		}
-		g, err := c.GIDByIndex(1, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		th.gid = g.GID
-		e.hosts[h] = th
+		e.hosts[h] = e.openHost(t, h, cqe, bufSize)
 	}
 	return e
 }
@@ -95,22 +65,7 @@ func newEnv(t testing.TB, cqe int) *testEnv {
 func (e *testEnv) pairs(t testing.TB, n int, cp QPCap) (a, b []*QP) {
 	t.Helper()
 	for i := range n {
-		qa, err := e.hosts[0].pd.CreateQP(QPInitAttr{SendCQ: e.hosts[0].cq, RecvCQ: e.hosts[0].cq, Cap: cp})
-		if err != nil {
-			t.Fatal(err)
-		}
-		qb, err := e.hosts[1].pd.CreateQP(QPInitAttr{SendCQ: e.hosts[1].cq, RecvCQ: e.hosts[1].cq, Cap: cp})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ea := Endpoint{QPN: qa.QPN(), PSN: uint32(0x100 + i), GID: e.hosts[0].gid}
-		eb := Endpoint{QPN: qb.QPN(), PSN: uint32(0x9000 + i), GID: e.hosts[1].gid}
-		if err := qa.Connect(e.attr, ea, eb); err != nil {
-			t.Fatal(err)
-		}
-		if err := qb.Connect(e.attr, eb, ea); err != nil {
-			t.Fatal(err)
-		}
+		qa, qb := e.connect(t, e.hosts[0], e.hosts[1], cp, uint32(0x100+i))
 		a, b = append(a, qa), append(b, qb)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -159,4 +114,65 @@ func (p *poller) next(deadline time.Time) []WC {
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
+}
+
+// openHost opens a failover context on host h's default NIC (backup: its NIC 1) with a PD,
+// a CQ and one registered buffer.
+func (e *testEnv) openHost(t testing.TB, h, cqe, size int) *testHost {
+	t.Helper()
+	def, bk := fmt.Sprintf("%s%d", e.prefix, 2*h), fmt.Sprintf("%s%d", e.prefix, 2*h+1)
+	c, err := Open(def, Options{Backups: []string{bk}, KV: e.kv, Job: e.job,
+		DrainTimeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := &testHost{ctx: c}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close context: %v", err)
+		}
+		if th.buf != nil {
+			th.buf.Free()
+		}
+	})
+	if th.pd, err = c.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	if th.cq, err = c.CreateCQ(cqe); err != nil {
+		t.Fatal(err)
+	}
+	if th.buf, err = NewBuffer(size); err != nil {
+		t.Fatal(err)
+	}
+	if th.mr, err = th.pd.RegMR(th.buf.Bytes(), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic); err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.GIDByIndex(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th.gid = g.GID
+	return th
+}
+
+// connect creates and connects one QP pair between two host contexts.
+func (e *testEnv) connect(t testing.TB, ha, hb *testHost, cp QPCap, psn uint32) (*QP, *QP) {
+	t.Helper()
+	qa, err := ha.pd.CreateQP(QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: cp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := hb.pd.CreateQP(QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: cp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ea := Endpoint{QPN: qa.QPN(), PSN: psn, GID: ha.gid}
+	eb := Endpoint{QPN: qb.QPN(), PSN: psn + 0x8000, GID: hb.gid}
+	if err := qa.Connect(e.attr, ea, eb); err != nil {
+		t.Fatal(err)
+	}
+	if err := qb.Connect(e.attr, eb, ea); err != nil {
+		t.Fatal(err)
+	}
+	return qa, qb
 }

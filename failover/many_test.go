@@ -1,0 +1,152 @@
+package failover
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Many QPs fail over at once, both sides sending, in bursts with idle gaps: every message is
+// delivered exactly once and in order on every QP.
+func TestManyQPsBothSides(t *testing.T) {
+	nqp := 256
+	if testing.Short() {
+		nqp = 32
+	}
+	const perPhase, msgSize = 8, 256
+	const perQP = 2 * perPhase
+	// The emulated NIC gives each QP a doorbell register of its own, 16 per context (the
+	// provider asks for libmlx5's default), so the QPs are spread over several contexts.
+	const perCtx = 8
+	e := newEnv(t, 64)
+	cp := QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}
+	var qps [2][]*QP
+	var ctxs [2][]*testHost
+	var owner [2][]*testHost // QP i's context
+	const ctxBuf = 2 * perCtx * perQP * msgSize
+	for g := 0; g < nqp/perCtx; g++ {
+		ha, hb := e.openHost(t, 0, 4*perCtx*perQP+64, ctxBuf), e.openHost(t, 1, 4*perCtx*perQP+64, ctxBuf)
+		ctxs[0], ctxs[1] = append(ctxs[0], ha), append(ctxs[1], hb)
+		for i := range perCtx {
+			qa, qb := e.connect(t, ha, hb, cp, uint32(0x100+g*perCtx+i))
+			qps[0], qps[1] = append(qps[0], qa), append(qps[1], qb)
+			owner[0], owner[1] = append(owner[0], ha), append(owner[1], hb)
+		}
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	for h := range 2 {
+		for _, c := range ctxs[h] {
+			if err := c.ctx.WaitShadow(wctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	idx := [2]map[uint32]int{{}, {}}
+	for h := range 2 {
+		for i, q := range qps[h] {
+			idx[h][q.QPN()] = i
+		}
+	}
+	srcOff := func(i, k int) int { return (i%perCtx*perQP + k) * msgSize }
+	dstOff := func(i, k int) int { return ctxBuf/2 + (i%perCtx*perQP+k)*msgSize }
+	for h := range 2 {
+		for i, q := range qps[h] {
+			hb := owner[h][i]
+			for k := range perQP {
+				binary.LittleEndian.PutUint32(hb.buf.Bytes()[srcOff(i, k):], uint32(i))
+				binary.LittleEndian.PutUint32(hb.buf.Bytes()[srcOff(i, k)+4:], uint32(k))
+				if err := q.PostRecv([]RecvWR{{WRID: uint64(k), SGL: []SGE{hb.mr.SGE(dstOff(i, k), msgSize)}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	deadline := time.Now().Add(120 * time.Second)
+	for h := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nextRecv := make([]int, nqp)
+			sends, recvs := 0, 0
+			var wcs [32]WC
+			for sends < nqp*perQP || recvs < nqp*perQP {
+				if time.Now().After(deadline) {
+					errs <- fmt.Errorf("host %d: timed out at %d sends %d receives", h, sends, recvs)
+					return
+				}
+				var ws []WC
+				for _, c := range ctxs[h] {
+					n, err := c.cq.Poll(wcs[:])
+					if err != nil {
+						errs <- err
+						return
+					}
+					ws = append(ws, wcs[:n]...)
+				}
+				if len(ws) == 0 {
+					time.Sleep(50 * time.Microsecond)
+				}
+				for _, w := range ws {
+					i, ok := idx[h][w.QPNum]
+					if w.Status != WCSuccess || !ok {
+						errs <- fmt.Errorf("host %d: completion %+v (%v)", h, w, w.Status)
+						return
+					}
+					if w.Opcode&WCRecv == 0 {
+						sends++
+						continue
+					}
+					k := nextRecv[i]
+					buf := owner[h][i].buf.Bytes()[dstOff(i, k):]
+					if w.WRID != uint64(k) || binary.LittleEndian.Uint32(buf) != uint32(i) || binary.LittleEndian.Uint32(buf[4:]) != uint32(k) {
+						errs <- fmt.Errorf("host %d QP %d: receive %d: wr_id %d carries QP %d message %d",
+							h, i, k, w.WRID, binary.LittleEndian.Uint32(buf), binary.LittleEndian.Uint32(buf[4:]))
+						return
+					}
+					nextRecv[i]++
+					recvs++
+				}
+			}
+		}()
+	}
+	post := func(phase int) {
+		for h := range 2 {
+			for i, q := range qps[h] {
+				hb := owner[h][i]
+				for k := phase * perPhase; k < (phase+1)*perPhase; k++ {
+					if err := q.PostSend([]SendWR{{WRID: uint64(k), Opcode: WRSend, Flags: SendSignaled,
+						SGL: []SGE{hb.mr.SGE(srcOff(i, k), msgSize)}}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	post(0)
+	e.linkDown(0)
+	time.Sleep(20 * time.Millisecond) // an idle gap: some QPs find out only when they send again
+	post(1)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	moved := 0
+	for h := range 2 {
+		for _, q := range qps[h] {
+			if q.SendState() == SendFallback {
+				moved++
+			}
+		}
+	}
+	t.Logf("%d QPs per side in %d contexts; %d of %d QPs in Fallback", nqp, len(ctxs[0]), moved, 2*nqp)
+	if moved != 2*nqp {
+		t.Fatalf("%d of %d QPs fell back", moved, 2*nqp)
+	}
+}
