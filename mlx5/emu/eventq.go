@@ -19,6 +19,7 @@ import (
 type eventQueue struct {
 	userFd int      // the application's descriptor; it owns and closes it
 	ours   *os.File // the emulator's end
+	oursFd int
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -33,7 +34,7 @@ func newEventQueue(name string) (*eventQueue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: socketpair: %w", name, err)
 	}
-	q := &eventQueue{userFd: fds[0], ours: os.NewFile(uintptr(fds[1]), name), done: make(chan struct{})}
+	q := &eventQueue{userFd: fds[0], ours: os.NewFile(uintptr(fds[1]), name), oursFd: fds[1], done: make(chan struct{})}
 	// Reading is the application's job; the emulator's end only writes.
 	_ = unix.Shutdown(fds[1], unix.SHUT_RD)
 	q.cond = sync.NewCond(&q.mu)
@@ -56,7 +57,7 @@ func (q *eventQueue) writer() {
 		q.pending = q.pending[1:]
 		q.writing = true
 		q.mu.Unlock()
-		_, err := q.ours.Write(ev)
+		_, err := unix.SendmsgN(q.fd(), ev, nil, nil, unix.MSG_NOSIGNAL)
 		q.mu.Lock()
 		q.writing = false
 		if err != nil {
@@ -77,13 +78,17 @@ func (q *eventQueue) push(ev []byte) {
 		return
 	}
 	if len(q.pending) == 0 && !q.writing {
-		if _, err := unix.SendmsgN(int(q.ours.Fd()), ev, nil, nil, unix.MSG_DONTWAIT); err == nil {
+		if _, err := unix.SendmsgN(q.fd(), ev, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL); err == nil {
 			return
 		}
 	}
 	q.pending = append(q.pending, ev)
 	q.cond.Signal()
 }
+
+// fd is the emulator's end. Sends use MSG_NOSIGNAL: an application that closed its end must
+// not get SIGPIPE (a C program hosting the provider would die of it).
+func (q *eventQueue) fd() int { return q.oursFd }
 
 // pushComp queues a struct ib_uverbs_comp_event_desc { __aligned_u64 cq_handle; }, where
 // cq_handle is the user_handle the application gave at create_cq.
