@@ -176,6 +176,19 @@ func TestQPLifecycleAndRules(t *testing.T) {
 	if err := qp.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrCurState|uverbs.QPAttrMinRNRTimer); err != nil {
 		t.Errorf("RTS→RTS: %v", err)
 	}
+	// The extended modify carries the same attributes and answers with its response length;
+	// a rate limit is for raw packet QPs only.
+	a.MinRNRTimer = 5
+	r, err := uverbs.ModifyQPEx(x.File, qp.Handle, &a, uverbs.QPAttrState|uverbs.QPAttrMinRNRTimer, nil, nil)
+	if err != nil || r.Response_length != 8 {
+		t.Errorf("extended modify: %v, response_length %d", err, r.Response_length)
+	}
+	a.RateLimit = 1000
+	_, err = uverbs.ModifyQPEx(x.File, qp.Handle, &a, uverbs.QPAttrState|uverbs.QPAttrRateLimit, nil, nil)
+	wantErrno(t, "rate limit on RC", err, unix.EINVAL)
+	if got, _ := uverbs.QueryQP(x.File, qp.Handle, 0, nil); got.MinRNRTimer != 5 {
+		t.Errorf("min_rnr_timer %d after the extended modify, want 5", got.MinRNRTimer)
+	}
 	bad("RTS→RTR", uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState, unix.EINVAL)
 	bad("RTS→INIT", uverbs.QPAttr{State: uverbs.QPStateInit}, uverbs.QPAttrState, unix.EINVAL)
 	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
