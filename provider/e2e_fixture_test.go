@@ -184,3 +184,21 @@ func fill(b []byte, seed uint64) {
 }
 
 var bg = context.Background()
+
+// waitAsync reads async events of ctx until one of type want arrives (other events, which a
+// NIC may raise in between, are logged and skipped) or the guard timeout passes.
+func waitAsync(t testing.TB, ctx *provider.Context, want uint32) provider.AsyncEvent {
+	t.Helper()
+	guard, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	for {
+		ev, err := ctx.GetAsyncEvent(guard)
+		if err != nil {
+			t.Fatalf("waiting for async event %d: %v", want, err)
+		}
+		if ev.Type == want {
+			return ev
+		}
+		t.Logf("async event %d (%+v) while waiting for %d", ev.Type, ev, want)
+	}
+}

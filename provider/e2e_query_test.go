@@ -1,11 +1,9 @@
 package provider_test
 
 import (
-	"context"
 	"errors"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/provider"
@@ -134,11 +132,8 @@ func e2eCQOverrunEvent(t *testing.T, tb *testbed) {
 			t.Fatal(err)
 		}
 	}
-	guard, cancel := context.WithTimeout(bg, 20*time.Second)
-	defer cancel()
-	ev, err := a.ctx.GetAsyncEvent(guard)
-	if err != nil || ev.Type != uverbs.EventCQErr || ev.CQ != small {
-		t.Fatalf("async event %+v %v, want CQ_ERR on the small CQ", ev, err)
+	if ev := waitAsync(t, a.ctx, uverbs.EventCQErr); ev.CQ != small {
+		t.Fatalf("CQ_ERR for %p, want the small CQ %p", ev.CQ, small)
 	}
 }
 

@@ -217,14 +217,11 @@ func e2eBadRKeyThenFlush(t *testing.T, tb *testbed) {
 	}
 	// The responder refused the access and its QP went to ERR: mlx5 reports that as the
 	// affiliated event IBV_EVENT_QP_ACCESS_ERR on the responder's QP.
-	guard, cancel := context.WithTimeout(bg, 20*time.Second)
-	defer cancel()
-	ev, err := b.ctx.GetAsyncEvent(guard)
-	if err != nil || ev.Type != uverbs.EventQPAccessErr || ev.QP != b.qp {
-		t.Fatalf("responder async event %+v %v, want QP_ACCESS_ERR on its QP", ev, err)
+	if ev := waitAsync(t, b.ctx, uverbs.EventQPAccessErr); ev.QP != b.qp {
+		t.Fatalf("QP_ACCESS_ERR for %+v, want the responder's QP", ev)
 	}
 	// Posting on an errored QP is refused with a state error, nothing written.
-	err = a.qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}})
+	err := a.qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}})
 	if !errors.Is(err, provider.ErrQPState) {
 		t.Fatalf("post on ERR QP: %v", err)
 	}
@@ -307,19 +304,15 @@ func e2ePortAsyncEvents(t *testing.T, tb *testbed) {
 	tb.needEmulator(t, "link down injection")
 	a, _ := connectedPair(t, tb, defaultPairOpts())
 	ep := tb.cluster.Endpoint(0, 0, 1)
-	guard, cancel := context.WithTimeout(bg, 20*time.Second)
-	defer cancel()
 	ep.SetLinkUp(false)
-	ev, err := a.ctx.GetAsyncEvent(guard)
-	if err != nil || ev.Type != uverbs.EventPortErr || ev.Port != 1 {
-		t.Fatalf("after link down: %+v %v", ev, err)
+	if ev := waitAsync(t, a.ctx, uverbs.EventPortErr); ev.Port != 1 {
+		t.Fatalf("PORT_ERR for port %d", ev.Port)
 	}
 	if pa, err := a.ctx.QueryPort(1); err != nil || pa.State == uverbs.PortActive {
 		t.Fatalf("port state after link down: %+v %v", pa, err)
 	}
 	ep.SetLinkUp(true)
-	ev, err = a.ctx.GetAsyncEvent(guard)
-	if err != nil || ev.Type != uverbs.EventPortActive || ev.Port != 1 {
-		t.Fatalf("after link up: %+v %v", ev, err)
+	if ev := waitAsync(t, a.ctx, uverbs.EventPortActive); ev.Port != 1 {
+		t.Fatalf("PORT_ACTIVE for port %d", ev.Port)
 	}
 }
