@@ -46,6 +46,9 @@ type Fence struct {
 	hasNotify  bool   //
 	held       uint32 // position of the first withheld application WQE on new
 	pendingWRs uint64 // application WRs withheld since Begin
+	// Signaled WRs still outstanding before the fence WR (notification) on its QP with the
+	// same wr_id at Begin: that many matching completions are theirs, not the fence's.
+	fenceDups, notifyDups int
 	cause      error  // why the fence failed
 
 	scratch []provider.SendWQE // OutstandingSends buffer, sized at New
@@ -112,7 +115,7 @@ func (f *Fence) Begin(fenceWR WR, notify *provider.SendWR) error {
 	if s := f.State(); s != Idle {
 		return fmt.Errorf("fence: begin: %w: %v", ErrState, s)
 	}
-	w, ok := f.find(f.old, fenceWR.Pos)
+	w, ok, dups := f.find(f.old, fenceWR.Pos, fenceWR.WRID)
 	switch {
 	case !ok:
 		return fmt.Errorf("fence: begin: %w: position %d is not an outstanding WQE of QP %#x (its completion must not be polled before Begin)",
@@ -128,6 +131,7 @@ func (f *Fence) Begin(fenceWR WR, notify *provider.SendWR) error {
 		return fmt.Errorf("fence: begin: %w: QP %#x holds unrung WQEs (rung %d, producer %d)", ErrInvalidArgument, f.new.QPN(), r, p)
 	}
 	f.fence, f.hasNotify, f.notify, f.cause, f.pendingWRs = fenceWR, false, WR{}, nil, 0
+	f.fenceDups, f.notifyDups = dups, 0
 	if notify != nil {
 		one := [1]provider.SendWR{*notify}
 		one[0].Flags |= provider.SendSignaled
@@ -136,6 +140,7 @@ func (f *Fence) Begin(fenceWR WR, notify *provider.SendWR) error {
 			return fmt.Errorf("fence: begin: post notification: %w", err)
 		}
 		f.notify, f.hasNotify = WR{Pos: pos, WRID: notify.WRID}, true
+		_, _, f.notifyDups = f.find(f.new, pos, notify.WRID)
 	}
 	f.held = f.new.SendProducer()
 	f.ctr.begun.Add(1)
@@ -184,9 +189,12 @@ func (f *Fence) Post(wrs []provider.SendWR) error {
 // the fence to Failed and returns an error wrapping ErrFenceWR or ErrNotification; the
 // withheld WQEs stay unrung.
 //
-// A completion is the fence WR's only when it carries the old QP's number and the fence wr_id
-// and the fence WR's WQE has left the old ring (so an earlier WR that reused the wr_id does
-// not release the fence early); the same holds for the notification on the new QP.
+// A completion is the fence WR's when it carries the old QP's number and the fence wr_id,
+// after as many such completions as there were signaled WRs with that wr_id outstanding
+// before the fence WR at Begin (an earlier WR that reused the wr_id must not release the
+// fence early), and once the fence WR's WQE has left the old ring; the same holds for the
+// notification on the new QP. So completions must be handed in in the order they were
+// polled, and those polled before Begin must be handed in before Begin.
 func (f *Fence) HandleWC(wc *provider.WC) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -203,8 +211,12 @@ func (f *Fence) HandleWC(wc *provider.WC) (bool, error) {
 		if wc.WRID != f.fence.WRID {
 			return false, nil
 		}
-		if _, out := f.find(f.old, f.fence.Pos); out {
-			return false, nil // an earlier WR with the same wr_id
+		if f.fenceDups > 0 {
+			f.fenceDups-- // an earlier signaled WR with the same wr_id
+			return false, nil
+		}
+		if _, out, _ := f.find(f.old, f.fence.Pos, 0); out {
+			return false, nil // not polled yet: a completion Begin did not know of
 		}
 		if f.hasNotify {
 			if err := f.new.RingSendDoorbell(f.held); err != nil {
@@ -226,7 +238,11 @@ func (f *Fence) HandleWC(wc *provider.WC) (bool, error) {
 		if wc.WRID != f.notify.WRID {
 			return false, nil
 		}
-		if _, out := f.find(f.new, f.notify.Pos); out {
+		if f.notifyDups > 0 {
+			f.notifyDups--
+			return false, nil
+		}
+		if _, out, _ := f.find(f.new, f.notify.Pos, 0); out {
 			return false, nil
 		}
 		return true, f.releaseAll()
@@ -281,13 +297,17 @@ func (f *Fence) Reset() error {
 	return nil
 }
 
-// find looks pos up among q's outstanding send WQEs. Called with mu held (it uses scratch).
-func (f *Fence) find(q *provider.QP, pos uint32) (provider.SendWQE, bool) {
+// find looks pos up among q's outstanding send WQEs and counts the signaled ones before it
+// that carry wrid. Called with mu held (it uses scratch).
+func (f *Fence) find(q *provider.QP, pos uint32, wrid uint64) (w provider.SendWQE, found bool, dups int) {
 	f.scratch = q.OutstandingSends(f.scratch[:0])
-	for _, w := range f.scratch {
-		if w.Pos == pos {
-			return w, true
+	for _, e := range f.scratch {
+		if e.Pos == pos {
+			return e, true, dups
+		}
+		if e.Signaled && e.WRID == wrid {
+			dups++
 		}
 	}
-	return provider.SendWQE{}, false
+	return provider.SendWQE{}, false, 0
 }

@@ -502,3 +502,56 @@ func TestArgumentsAndStates(t *testing.T) {
 		t.Fatalf("state names %q", names)
 	}
 }
+
+// TestFenceWCMatchedByPosition: an earlier signaled WR on the old QP carrying the fence WR's
+// wr_id does not release the fence; only the completion that retires the fence WR's own WQE
+// does. The fence WR here is what SHIFT issues itself when the application posts no signaled
+// WR in time: a signaled zero-length WRITE.
+func TestFenceWCMatchedByPosition(t *testing.T) {
+	b := newBed(t)
+	f := newFence(t, b)
+	old, nw := b.snd[pathBackup], b.snd[pathDefault]
+	const id = 0x77
+	if err := old.qp.PostSend([]provider.SendWR{b.write(pathBackup, id, 0, 64, provider.SendSignaled)}); err != nil {
+		t.Fatal(err)
+	}
+	fw, err := fence.PostSignaled(old.qp, provider.SendWR{WRID: id, Opcode: provider.WRRDMAWrite,
+		RemoteAddr: b.rcv[pathBackup].mr.Addr, RKey: b.rcv[pathBackup].mr.RKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Begin before either completion is polled.
+	if err := f.Begin(fw, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Post([]provider.SendWR{b.write(pathDefault, 0x99, 128, 64, provider.SendSignaled)}); err != nil {
+		t.Fatal(err)
+	}
+	wcs := waitWCs(t, old.cq, 2)
+	if ours, err := f.HandleWC(&wcs[0]); ours || err != nil || f.State() != fence.Withholding {
+		t.Fatalf("earlier WR with the fence's wr_id: ours %v, err %v, state %v", ours, err, f.State())
+	}
+	if nw.qp.SendRung() == nw.qp.SendProducer() {
+		t.Fatal("released by the wrong completion")
+	}
+	if ours, err := f.HandleWC(&wcs[1]); !ours || err != nil || f.State() != fence.Done {
+		t.Fatalf("fence WR completion: ours %v, err %v, state %v", ours, err, f.State())
+	}
+	if wc := waitWCs(t, nw.cq, 1); wc[0].WRID != 0x99 || wc[0].Status != provider.WCSuccess {
+		t.Fatalf("released WR: %+v", wc[0])
+	}
+	// Once done, the fence posts with the doorbell.
+	if err := f.Post([]provider.SendWR{b.write(pathDefault, 0x9a, 128, 64, provider.SendSignaled)}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWCs(t, nw.cq, 1); wc[0].WRID != 0x9a {
+		t.Fatalf("post after done: %+v", wc[0])
+	}
+	// Begin refuses a fence WR whose completion was already polled.
+	if err := f.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Begin(fw, nil); !errors.Is(err, fence.ErrInvalidArgument) {
+		t.Fatalf("begin on a retired fence WR: %v", err)
+	}
+}
