@@ -125,8 +125,9 @@ func (c *Context) release() {
 	}
 }
 
-// Close releases the context; objects still alive are destroyed by the kernel (as on the
-// last close of the cdev), so callers should destroy them first.
+// Close releases the context. Objects still alive are destroyed by the kernel (as on the
+// last close of the cdev); their rings are then unmapped here, and they answer ErrClosed.
+// MR memory stays the caller's.
 func (c *Context) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -136,7 +137,29 @@ func (c *Context) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.release()
-	return opError("close", c.f.Close())
+	err := opError("close", c.f.Close())
+	// The device no longer touches any ring of this context: free what callers left.
+	c.mu.Lock()
+	qps, cqs := c.qpByID, c.cqByID
+	c.qpByID, c.cqByID = map[uint64]*QP{}, map[uint64]*CQ{}
+	c.mu.Unlock()
+	for _, q := range qps {
+		q.mu.Lock()
+		if !q.dead.Load() {
+			q.state.Store(uint32(QPStateReset))
+			q.dead.Store(true)
+			q.mem.Free()
+			q.dbMem.Free()
+		}
+		q.mu.Unlock()
+	}
+	for _, cq := range cqs {
+		if !cq.dead.Swap(true) {
+			cq.mem.Free()
+			cq.dbMem.Free()
+		}
+	}
+	return err
 }
 
 // Name is the device name.

@@ -101,10 +101,15 @@ func (c *CQ) AckEvents(n uint32) { c.acked.Add(n) }
 // Destroy is ibv_destroy_cq; the kernel refuses (EBUSY) while QPs use the CQ. Events got
 // from the channel should be acknowledged first, as libibverbs requires.
 func (c *CQ) Destroy() error {
+	if c.dead.Load() {
+		return nil
+	}
 	if _, err := uverbs.DestroyCQ(c.ctx.f, uverbs.DriverIDMLX5, c.handle); err != nil {
 		return opError("destroy cq", err)
 	}
-	c.dead.Store(true)
+	if c.dead.Swap(true) {
+		return nil // the context was closed meanwhile and freed the ring
+	}
 	c.ctx.mu.Lock()
 	delete(c.ctx.cqByID, c.id)
 	c.ctx.mu.Unlock()

@@ -166,3 +166,42 @@ func TestE2EUseAfterDestroy(t *testing.T) {
 		t.Fatalf("poll of a destroyed CQ: %v", err)
 	}
 }
+
+// Closing a context with live objects frees their rings (no mapped buffer survives, checked by
+// TestMain) and leaves them answering ErrClosed.
+func TestE2ECloseWithLiveObjects(t *testing.T) {
+	tb := newTestbed(t)
+	ctx, err := provider.Open(tb.names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := ctx.CreateCQ(8, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateQP(provider.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := provider.LiveBuffers()
+	if err := ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := provider.LiveBuffers(); after != before-4 {
+		t.Fatalf("%d buffers mapped after close, want %d (QP and CQ rings and records freed)", after, before-4)
+	}
+	if err := qp.PostRecv([]provider.RecvWR{{}}); !errors.Is(err, provider.ErrClosed) {
+		t.Fatalf("post after close: %v", err)
+	}
+	var wc [1]provider.WC
+	if _, err := cq.Poll(wc[:]); !errors.Is(err, provider.ErrClosed) {
+		t.Fatalf("poll after close: %v", err)
+	}
+	if err := qp.Destroy(); err != nil {
+		t.Fatalf("destroy after close: %v", err)
+	}
+}
