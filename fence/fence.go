@@ -49,7 +49,7 @@ type Fence struct {
 	// Signaled WRs still outstanding before the fence WR (notification) on its QP with the
 	// same wr_id at Begin: that many matching completions are theirs, not the fence's.
 	fenceDups, notifyDups int
-	cause      error  // why the fence failed
+	cause                 error // why the fence failed
 
 	scratch []provider.SendWQE // OutstandingSends buffer, sized at New
 	ctr     counters
