@@ -26,6 +26,11 @@ func (f *File) Ioctl(buf []byte) error {
 	if err := f.errIfClosed(); err != nil {
 		return err
 	}
+	if r.Hdr.Driver_id != uverbs.DriverIDMLX5 {
+		// The header names the driver the library was built for; the kernel refuses a
+		// mismatch (measured EINVAL on Linux 6.1).
+		return fmt.Errorf("ioctl: driver id %d, device is mlx5: %w", r.Hdr.Driver_id, unix.EINVAL)
+	}
 	m, ok := ioctlMethods[[2]uint16{r.Hdr.Object_id, r.Hdr.Method_id}]
 	if !ok {
 		return fmt.Errorf("ioctl object %d method %d: %w", r.Hdr.Object_id, r.Hdr.Method_id, unix.EPROTONOSUPPORT)

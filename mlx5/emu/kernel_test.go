@@ -184,4 +184,17 @@ func TestCommandsNeedContext(t *testing.T) {
 	}
 	wantErrno(t, "munmap twice", f.Munmap(m), unix.EINVAL)
 	wantErrno(t, "unknown write command", uverbs.Write(f, uverbs.CmdCreateSRQ, make([]byte, 8), nil, nil, nil), unix.EOPNOTSUPP)
+	_, err = uverbs.QueryPort(f, uverbs.DriverIDRXE, 1)
+	wantErrno(t, "ioctl with the rxe driver id", err, unix.EINVAL)
+	un := uverbs.NewIoctl(uverbs.ObjectDevice, 200, uverbs.DriverIDMLX5)
+	wantErrno(t, "ioctl of an unknown method", un.Exec(f, "ioctl DEVICE/200"), unix.EPROTONOSUPPORT)
+	mand := uverbs.NewIoctl(uverbs.ObjectDevice, uverbs.MethodQueryPort, uverbs.DriverIDMLX5)
+	mand.InU64(uverbs.AttrQueryPortPortNum, 1)
+	mand.Out(uverbs.AttrQueryPortResp, make([]byte, 64))
+	mand.InU32(0x0fff, 1)
+	wantErrno(t, "ioctl with an unknown mandatory attribute", mand.Exec(f, "ioctl QUERY_PORT"), unix.EPROTONOSUPPORT)
+	short := uverbs.NewIoctl(uverbs.ObjectDevice, uverbs.MethodQueryPort, uverbs.DriverIDMLX5)
+	short.In(uverbs.AttrQueryPortPortNum, []byte{1})
+	short.Out(uverbs.AttrQueryPortResp, make([]byte, 64))
+	wantErrno(t, "ioctl QUERY_PORT with a 1-byte port attribute", short.Exec(f, "ioctl QUERY_PORT"), unix.EINVAL)
 }
