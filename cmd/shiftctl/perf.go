@@ -37,10 +37,19 @@ type perfConfig struct {
 	timeout  int // QP ACK timeout exponent
 }
 
-func parsePerf(args []string) (perfConfig, error) {
+// errHelp reports that -h was given and the usage printed.
+var errHelp = flag.ErrHelp
+
+func parsePerf(args []string) (perfConfig, error) { return parsePerfTo(args, io.Discard) }
+
+func parsePerfTo(args []string, usage io.Writer) (perfConfig, error) {
 	var c perfConfig
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs.SetOutput(usage)
+	fs.Usage = func() {
+		fmt.Fprintln(usage, "usage: shiftctl perf [flags] [server-host]   (no host: act as the server)")
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&c.dev, "d", "", "device name (default: the first device)")
 	fs.IntVar(&c.gidIdx, "x", 0, "source GID index")
 	fs.IntVar(&c.ibPort, "i", 1, "device port")
@@ -95,7 +104,10 @@ func parsePerf(args []string) (perfConfig, error) {
 }
 
 func perfMain(args []string, out io.Writer) error {
-	c, err := parsePerf(args)
+	c, err := parsePerfTo(args, out)
+	if errors.Is(err, errHelp) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

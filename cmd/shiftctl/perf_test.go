@@ -51,6 +51,10 @@ func TestPerfFlags(t *testing.T) {
 	if rc := run([]string{"nosuch"}, &out, &errb); rc != 2 {
 		t.Errorf("unknown command rc %d", rc)
 	}
+	out.Reset()
+	if rc := run([]string{"perf", "-h"}, &out, &errb); rc != 0 || !strings.Contains(out.String(), "-emulated") {
+		t.Errorf("perf -h: rc %d, output %q", rc, out.String())
+	}
 }
 
 func TestSummarize(t *testing.T) {
