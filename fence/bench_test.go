@@ -203,7 +203,8 @@ func BenchmarkPostIdleBaseline(bm *testing.B) {
 	}
 }
 
-// TestWithheldPostAllocatesNothing asserts the per-WR withhold path is allocation-free.
+// TestWithheldPostAllocatesNothing asserts the per-WR paths (a withheld post, a completion
+// handed in that is not the fence's) are allocation-free.
 func TestWithheldPostAllocatesNothing(t *testing.T) {
 	b := newBed(t)
 	f := newFence(t, b)
@@ -215,6 +216,15 @@ func TestWithheldPostAllocatesNothing(t *testing.T) {
 		}
 	}); a != 0 {
 		t.Fatalf("withheld post allocates %.1f times per WR", a)
+	}
+	// Handing in completions that are not the fence's is on every poll: no allocation either.
+	other := provider.WC{WRID: 0x1234, QPNum: b.snd[pathBackup].qp.QPN()}
+	if a := testing.AllocsPerRun(100, func() {
+		if ours, err := f.HandleWC(&other); ours || err != nil {
+			t.Fatalf("foreign completion: ours %v, err %v", ours, err)
+		}
+	}); a != 0 {
+		t.Fatalf("HandleWC allocates %.1f times per foreign completion", a)
 	}
 	if st := f.Stats(); st.WithheldWRs != 101 {
 		t.Fatalf("stats %+v", st)

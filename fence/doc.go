@@ -15,4 +15,12 @@
 // goroutine: the caller drives it from its poll loop by handing in completions (HandleWC).
 // On a failed fence WR or notification the withheld WQEs stay unrung and are listed with
 // their ring positions and wr_ids (Withheld), for the caller to copy elsewhere.
+//
+// Use: post the fence WR on the old QP (the application's next signaled WR, or PostSignaled
+// with a zero-length WRITE), call Begin before polling its completion, send every later WR
+// through Post, and hand every completion polled from either QP to HandleWC in poll order
+// until State is Done or Failed. On Failed, take Withheld before resetting the new QP; Abort
+// is the caller's way to give up (a link went down for good). Reset readies the fence for
+// the next switch. The old QP's WRs must all be rung before the fence WR; WRs posted behind
+// the fence on the old QP are not ordered by it.
 package fence

@@ -43,7 +43,7 @@ type Fence struct {
 
 	fence      WR     // the fence WR on old
 	notify     WR     // the notification on new, when hasNotify
-	hasNotify  bool   //
+	hasNotify  bool   // whether this fence has a notification
 	held       uint32 // position of the first withheld application WQE on new
 	pendingWRs uint64 // application WRs withheld since Begin
 	// Signaled WRs still outstanding before the fence WR (notification) on its QP with the
@@ -55,18 +55,18 @@ type Fence struct {
 	ctr     counters
 }
 
-// New returns an idle fence from old to new, two distinct QPs with send queues.
-func New(old, new *provider.QP) (*Fence, error) {
-	if old == nil || new == nil || old == new {
+// New returns an idle fence from oldQP to newQP, two distinct QPs with send queues.
+func New(oldQP, newQP *provider.QP) (*Fence, error) {
+	if oldQP == nil || newQP == nil || oldQP == newQP {
 		return nil, fmt.Errorf("fence: new: %w: need two distinct QPs", ErrInvalidArgument)
 	}
-	n := max(old.Cap().MaxSendWR, new.Cap().MaxSendWR)
+	n := max(oldQP.Cap().MaxSendWR, newQP.Cap().MaxSendWR)
 	if n == 0 {
 		return nil, fmt.Errorf("fence: new: %w: QP without a send queue", ErrInvalidArgument)
 	}
 	// A WQE takes at least one WQEBB, so the rings never hold more than their block count;
 	// max_send_wr rounded as the provider reports it bounds that with room to spare.
-	return &Fence{old: old, new: new, scratch: make([]provider.SendWQE, 0, 4*int(n)+4)}, nil
+	return &Fence{old: oldQP, new: newQP, scratch: make([]provider.SendWQE, 0, 4*int(n)+4)}, nil
 }
 
 // Old is the QP the stream leaves; New the QP it moves to.
