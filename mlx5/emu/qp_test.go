@@ -1,6 +1,7 @@
 package emu_test
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -228,13 +229,31 @@ func TestBfregsPerQP(t *testing.T) {
 	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
 	x := emutest.Open(t, c.Hosts[0].Devices[0])
 	cq := x.CreateCQ(64, -1)
-	seen := map[uint32]bool{}
+	seen := map[uint32]*emutest.QP{}
 	for range emutest.TotalBfregs {
 		q := x.CreateQP(cq, cq, emutest.QPSize{SQWQEBBs: 4, RQWQEs: 4, RecvSGE: 1})
-		if seen[q.BF.Index()] {
+		if seen[q.BF.Index()] != nil {
 			t.Fatalf("bfreg %d given twice", q.BF.Index())
 		}
-		seen[q.BF.Index()] = true
+		seen[q.BF.Index()] = q
+	}
+	// Bfreg 0 has no BlueFlame buffer (8-byte doorbells only, at one offset): its QP works,
+	// here against the QP of the highest bfreg over the port's own GID.
+	q0, qn := seen[0], seen[mlx5.GrossBfregIndex(emutest.TotalBfregs-1)]
+	if q0 == nil || qn == nil {
+		t.Fatalf("bfregs handed out: %d", len(seen))
+	}
+	emutest.Connect(t, q0, qn, emutest.DefaultConn)
+	m := x.RegMR(8192, emutest.AllAccess)
+	fill(14, m.Buf[:4096])
+	for i := range 3 { // several doorbells through the same register
+		q0.PostRing(t, emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(m, m.Buf[i*1000:i*1000+1000])}, RemoteAddr: m.Addr() + 4096 + uint64(i*1000), RKey: m.RKey})
+		if wc := cq.Wait(t, wait); wc.Status != mlx5.WCSuccess || wc.QPN != q0.QPN {
+			t.Fatalf("WRITE %d through bfreg 0: %+v", i, wc)
+		}
+	}
+	if !bytes.Equal(m.Buf[4096:7096], m.Buf[:3000]) {
+		t.Error("data differs")
 	}
 	buf := emutest.Mem(t, 4096)
 	ud := mlx5.CreateQP{BufAddr: uverbs.Addr(buf), DBAddr: uverbs.Addr(buf) + 2048, SQWQECount: 4, RQWQECount: 4, RQWQEShift: 4}
