@@ -80,3 +80,29 @@ func TestManualRearmInsideCallback(t *testing.T) {
 		t.Fatalf("%d ticks, want 5", len(at))
 	}
 }
+
+// Real runs a callback once its duration has passed, and Stop cancels one that has not run.
+func TestRealAfterFuncAndStop(t *testing.T) {
+	fired := make(chan struct{})
+	start := time.Now()
+	Real{}.AfterFunc(time.Millisecond, func() { close(fired) })
+	select {
+	case <-fired:
+	case <-time.After(20 * time.Second): // failure guard only
+		t.Fatal("Real.AfterFunc callback did not run")
+	}
+	// A lower bound only: the callback cannot run before its duration has passed.
+	if el := time.Since(start); el < time.Millisecond {
+		t.Fatalf("callback ran after %v, before its 1 ms", el)
+	}
+	if d := (Real{}).Now().Sub(time.Now()); d > 0 {
+		t.Fatalf("Real.Now is %v ahead of time.Now", d)
+	}
+	stopped := Real{}.AfterFunc(time.Hour, func() { t.Error("stopped callback ran") })
+	if !stopped.Stop() {
+		t.Fatal("Stop of a pending Real timer reported false")
+	}
+	if stopped.Stop() {
+		t.Fatal("second Stop reported true")
+	}
+}
