@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,7 +22,7 @@ type File struct {
 	mu         sync.Mutex // one command at a time, as uverbs' per-file locks serialise them
 	hasContext bool
 	ctx        ucontext
-	async      *eventQueue
+	async      atomic.Pointer[eventQueue] // the default async event file; read without mu
 	channels   map[int]*eventQueue // by the application's descriptor
 	mapped     [][]byte            // live Mmap results
 	asyncMore  []*eventQueue       // async event files beyond the first (they get no events)
@@ -47,11 +48,11 @@ func newFile(d *Device) (*File, error) {
 // Fd is the command file descriptor.
 func (f *File) Fd() int { return int(f.fd.Fd()) }
 
+// asyncEvent queues an async event. It runs from NIC and transport callbacks, which may fire
+// inside a command that holds f.mu (a modify_qp delivering a pending transport error), so it
+// takes no lock of the file.
 func (f *File) asyncEvent(element uint64, typ uint32) {
-	f.mu.Lock()
-	q := f.async
-	f.mu.Unlock()
-	if q != nil {
+	if q := f.async.Load(); q != nil {
 		q.pushAsync(element, typ)
 	}
 }
@@ -88,8 +89,8 @@ func (f *File) Close() error {
 	}
 	f.asyncMore = nil
 	f.channels = nil
-	if f.async != nil {
-		f.async.close()
+	if q := f.async.Swap(nil); q != nil {
+		q.close()
 	}
 	f.releaseUARs()
 	f.mu.Unlock()

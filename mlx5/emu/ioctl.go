@@ -340,7 +340,7 @@ func (f *File) iCreateCQ(r *uverbs.IoctlRequest) error {
 // checkAsyncFd resolves an FD attribute that must name an async event file of this context.
 func (f *File) checkAsyncFd(r *uverbs.IoctlRequest, id uint16) error {
 	fd, _ := r.FD(id)
-	if f.async != nil && fd == f.async.userFd {
+	if q := f.async.Load(); q != nil && fd == q.userFd {
 		return nil
 	}
 	for _, q := range f.asyncMore {

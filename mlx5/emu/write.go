@@ -168,9 +168,7 @@ func (f *File) allocAsyncFd() (*eventQueue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("async event file: %w", err)
 	}
-	if f.async == nil {
-		f.async = q
-	} else {
+	if !f.async.CompareAndSwap(nil, q) {
 		// Only the first async event file receives the context's events, as
 		// ufile->default_async_file.
 		f.asyncMore = append(f.asyncMore, q)
