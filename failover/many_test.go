@@ -22,6 +22,9 @@ func TestManyQPsBothSides(t *testing.T) {
 	// provider asks for libmlx5's default), so the QPs are spread over several contexts.
 	const perCtx = 8
 	e := newEnv(t, 64)
+	// 512 QPs on a loaded 2-core machine: ACK timeouts long enough that a healthy path never
+	// runs out of retries (detection still takes well under a second).
+	e.attr.Timeout, e.attr.RetryCnt = 14, 5
 	cp := QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}
 	var qps [2][]*QP
 	var ctxs [2][]*testHost
@@ -95,7 +98,12 @@ func TestManyQPsBothSides(t *testing.T) {
 				for _, w := range ws {
 					i, ok := idx[h][w.QPNum]
 					if w.Status != WCSuccess || !ok {
-						errs <- fmt.Errorf("host %d: completion %+v (%v)", h, w, w.Status)
+						var st string
+						if ok {
+							q := qps[h][i]
+							st = fmt.Sprintf("QP %d: send %v recv %v err %v", i, q.SendState(), q.RecvState(), q.Err())
+						}
+						errs <- fmt.Errorf("host %d: completion %+v (%v) %s", h, w, w.Status, st)
 						return
 					}
 					if w.Opcode&WCRecv == 0 {
