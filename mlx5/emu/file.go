@@ -23,9 +23,9 @@ type File struct {
 	hasContext bool
 	ctx        ucontext
 	async      atomic.Pointer[eventQueue] // the default async event file; read without mu
-	channels   map[int]*eventQueue // by the application's descriptor
-	mapped     [][]byte            // live Mmap results
-	asyncMore  []*eventQueue       // async event files beyond the first (they get no events)
+	channels   map[int]*eventQueue        // by the application's descriptor
+	mapped     [][]byte                   // live Mmap results
+	asyncMore  []*eventQueue              // async event files beyond the first (they get no events)
 	closed     bool
 }
 
