@@ -86,6 +86,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	for _, r := range runs {
+		if r.Stack != "" {
+			fmt.Fprintf(stdout, "%s: %s\n", r.Mode, r.Stack)
+		}
+	}
+	for _, r := range runs {
 		fmt.Fprintln(stdout, "verdict", r.Verdict())
 	}
 	for _, f := range failed {

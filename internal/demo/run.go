@@ -31,6 +31,8 @@ type Result struct {
 	Samples []Sample
 	Streams []StreamResult
 	Events  []Event
+	// Stack is what the stack reported about itself (the failover's counters).
+	Stack string
 }
 
 // BytesVerified is the payload the receivers verified, over both streams.
@@ -76,8 +78,7 @@ var runSeq atomic.Uint64
 // Run builds two emulated hosts with two NICs each, runs the workload over mode's stack for
 // cfg.Duration, takes host 0's default NIC link down at FailAt and up at RecoverAt, and
 // samples the throughput every Interval. progress, if not nil, gets a live line per sample.
-// An error means the run could not be set up (ErrFailoverUnavailable for the shift mode
-// until package failover is usable); errors the workload saw are in the Result.
+// An error means the run could not be set up; errors the workload saw are in the Result.
 func Run(ctx context.Context, cfg Config, mode Mode, progress io.Writer) (res *Result, err error) {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
@@ -146,6 +147,12 @@ func Run(ctx context.Context, cfg Config, mode Mode, progress io.Writer) (res *R
 	if err != nil {
 		return nil, err
 	}
+	rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)
+	err = stack.Ready(rctx)
+	rcancel()
+	if err != nil {
+		return nil, fmt.Errorf("%s mode: %w", mode, err)
+	}
 
 	start := time.Now()
 	w := &writeStream{slots: cfg.WriteSlots, chunk: cfg.WriteChunk, parts: cfg.WriteParts, snd: ws, rcv: wr,
@@ -207,6 +214,7 @@ loop:
 	if progress != nil {
 		fmt.Fprintln(progress)
 	}
+	res.Stack = stack.Summary()
 	res.Samples = smp.Samples()
 	res.Streams = []StreamResult{w.st.result(), s.st.result()}
 	if ctx.Err() != nil {

@@ -1,14 +1,10 @@
 package demo
 
 import (
-	"errors"
+	"context"
 
 	"github.com/shift-rdma/shift/provider"
 )
-
-// ErrFailoverUnavailable is returned by the shift stack while package failover does not yet
-// provide what the demo needs (a verbs surface over a default and a backup device).
-var ErrFailoverUnavailable = errors.New("demo: failover not available yet")
 
 // Side is one end of an RC connection as the workload uses it: a QP with its own CQ (send and
 // receive completions on one CQ) and a registered buffer. Posting and polling follow the
@@ -31,10 +27,16 @@ type Side interface {
 }
 
 // Stack opens Sides on the emulated hosts. Open(host, size) makes a Side on host's default
-// NIC (NIC 0) with a size-byte registered buffer.
+// NIC (NIC 0) with a size-byte registered buffer. Ready returns once the connected Sides can
+// carry traffic through a failure (the shift stack's shadow objects are in place). Close
+// comes after every Side is closed.
 type Stack interface {
 	Name() string
 	Open(host, size int) (Side, error)
+	Ready(ctx context.Context) error
+	// Summary is what the stack itself did during the run, for the report ("" if nothing
+	// to say); it is called before Close.
+	Summary() string
 	Close() error
 }
 

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -24,6 +25,12 @@ func NewProviderStack(devs [][]string, cfg SideConfig) (Stack, error) {
 
 func (s *providerStack) Name() string { return string(ModeProvider) }
 func (s *providerStack) Close() error { return nil }
+
+// Ready has nothing to wait for: a connected provider QP carries traffic at once.
+func (s *providerStack) Ready(context.Context) error { return nil }
+
+// Summary is empty: the plain provider does nothing behind the application's back.
+func (s *providerStack) Summary() string { return "" }
 
 var psnSeq atomic.Uint32
 
@@ -110,13 +117,14 @@ func (p *providerSide) Close() error {
 		errs = append(errs, p.pd.Dealloc())
 		p.pd = nil
 	}
-	if p.buf != nil {
-		errs = append(errs, p.buf.Free())
-		p.buf = nil
-	}
 	if p.ctx != nil {
 		errs = append(errs, p.ctx.Close())
 		p.ctx = nil
+	}
+	// Memory goes last, once nothing on the device can still read it.
+	if p.buf != nil {
+		errs = append(errs, p.buf.Free())
+		p.buf = nil
 	}
 	return errors.Join(errs...)
 }
