@@ -198,3 +198,29 @@ func TestCommandsNeedContext(t *testing.T) {
 	short.Out(uverbs.AttrQueryPortResp, make([]byte, 64))
 	wantErrno(t, "ioctl QUERY_PORT with a 1-byte port attribute", short.Exec(f, "ioctl QUERY_PORT"), unix.EINVAL)
 }
+
+// A port on a 1500-byte netdev runs RoCE at MTU 1024 (iboe_get_mtu); a path MTU above it is
+// refused.
+func TestPathMTUFollowsNetdev(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 2, NetdevMTU: 1500})
+	x := emutest.Open(t, c.Hosts[0].Devices[0])
+	p, err := uverbs.QueryPort(x.File, uverbs.DriverIDMLX5, 1)
+	if err != nil || p.Legacy_resp.Active_mtu != uverbs.MTU1024 || p.Legacy_resp.Max_mtu != uverbs.MTU4096 {
+		t.Fatalf("query port: %v active %d max %d, want 1024 (3) and 4096 (5)", err, p.Legacy_resp.Active_mtu, p.Legacy_resp.Max_mtu)
+	}
+	cq := x.CreateCQ(16, -1)
+	qp := x.CreateQP(cq, cq, emutest.DefaultSize)
+	init := uverbs.QPAttr{State: uverbs.QPStateInit, Port: 1}
+	if err := qp.Modify(&init, uverbs.QPAttrState|uverbs.QPAttrPkeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+		t.Fatal(err)
+	}
+	rtr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU2048, DestQPN: 0x123, MaxDestRdAtomic: 1,
+		AV: uverbs.Path{DGID: c.Hosts[1].Devices[0].Ports()[0].GID(), IsGlobal: true, Port: 1}}
+	mask := uint32(uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN |
+		uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer)
+	wantErrno(t, "path MTU 2048 on a 1024 port", qp.Modify(&rtr, mask), unix.EINVAL)
+	rtr.PathMTU = uverbs.MTU1024
+	if err := qp.Modify(&rtr, mask); err != nil {
+		t.Errorf("path MTU 1024: %v", err)
+	}
+}
