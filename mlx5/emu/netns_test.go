@@ -31,12 +31,7 @@ func udpDevice(t *testing.T, ns *netnstest.NS, v *netnstest.Veth, name string) *
 		link.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := d.Close(); err != nil {
-			t.Errorf("close %s: %v", name, err)
-		}
-		link.Close()
-	})
+	emutest.Adopt(t, d, func() { link.Close() })
 	return d
 }
 

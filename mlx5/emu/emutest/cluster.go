@@ -70,3 +70,30 @@ func release(d *emu.Device, mems [][]byte) bool {
 	}
 	return ok
 }
+
+// Adopt closes d when the test ends and, like NewCluster, keeps the memory of contexts opened
+// on it mapped until then. after runs once d is closed (to close its links, for instance).
+func Adopt(t testing.TB, d *emu.Device, after func()) {
+	t.Helper()
+	l := new([][]byte)
+	deferred.Lock()
+	if deferred.byDev == nil {
+		deferred.byDev = map[*emu.Device]*[][]byte{}
+	}
+	deferred.byDev[d] = l
+	deferred.Unlock()
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("close %s: %v", d.Name(), err)
+		}
+		if after != nil {
+			after()
+		}
+		deferred.Lock()
+		delete(deferred.byDev, d)
+		deferred.Unlock()
+		for _, b := range *l {
+			_ = unix.Munmap(b)
+		}
+	})
+}
