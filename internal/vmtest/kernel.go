@@ -49,10 +49,8 @@ func kernelPackage(cache string) (string, error) {
 			return string(m[1]), nil
 		}
 	}
-	ents, _ := filepath.Glob(filepath.Join(cache, "linux-image-*", readyFile))
-	if len(ents) > 0 {
-		sort.Strings(ents)
-		return filepath.Base(filepath.Dir(ents[len(ents)-1])), nil
+	if old := newestCached(cache); old != "" {
+		return old, nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: apt-cache depends %s: %v", errNoKernel, metaPackage, err)
@@ -84,10 +82,26 @@ func fetchKernel(cache string) (*kernel, error) {
 	dir := filepath.Join(cache, pkg)
 	if _, err := os.Stat(filepath.Join(dir, readyFile)); err != nil {
 		if err := downloadKernel(cache, pkg, dir); err != nil {
-			return nil, err
+			// Offline with newer apt lists than the cache: an older cached kernel still
+			// exercises the same ABI, unless a specific package was asked for.
+			old := newestCached(cache)
+			if !errors.Is(err, errNoKernel) || old == "" || os.Getenv(EnvKernelPkg) != "" {
+				return nil, err
+			}
+			pkg, dir = old, filepath.Join(cache, old)
 		}
 	}
 	return openKernel(pkg, dir)
+}
+
+// newestCached returns the last (by name) complete kernel entry in the cache, or "".
+func newestCached(cache string) string {
+	ents, _ := filepath.Glob(filepath.Join(cache, "linux-image-*", readyFile))
+	if len(ents) == 0 {
+		return ""
+	}
+	sort.Strings(ents)
+	return filepath.Base(filepath.Dir(ents[len(ents)-1]))
 }
 
 // downloadKernel fetches pkg with apt-get download and unpacks it with dpkg-deb -x into

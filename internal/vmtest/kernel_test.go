@@ -97,3 +97,47 @@ func TestKernelPackageImages(t *testing.T) {
 		t.Errorf("%s has no PVH entry note", k.vmlinux)
 	}
 }
+
+// TestFetchKernelOffline checks the cache fallback: when the kernel apt names cannot be
+// downloaded, the newest complete cache entry is used, unless SHIFT_VM_KERNEL_PKG pins one.
+func TestFetchKernelOffline(t *testing.T) {
+	cache := t.TempDir()
+	for _, v := range []string{"0.0.1-test", "0.0.2-test"} {
+		root := filepath.Join(cache, "linux-image-"+v)
+		for _, d := range []string{filepath.Join("lib/modules", v, "kernel"), "boot"} {
+			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range []string{"boot/vmlinuz-" + v, readyFile} {
+			if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// An incomplete entry (no ready marker) must never be chosen.
+	if err := os.MkdirAll(filepath.Join(cache, "linux-image-9.9.9-partial"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// apt-cache names a package that is not cached and apt-get cannot fetch it.
+	bin := t.TempDir()
+	for name, script := range map[string]string{
+		"apt-cache": "#!/bin/sh\necho '  Depends: linux-image-7.7.7-new'\n",
+		"apt-get":   "#!/bin/sh\necho 'E: offline' >&2; exit 100\n",
+		"dpkg-deb":  "#!/bin/sh\nexit 2\n",
+	} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv(EnvKernelPkg, "")
+	k, err := fetchKernel(cache)
+	if err != nil || k.pkg != "linux-image-0.0.2-test" || k.version != "0.0.2-test" {
+		t.Fatalf("offline fallback: %+v, %v; want the newest complete entry", k, err)
+	}
+	t.Setenv(EnvKernelPkg, "linux-image-7.7.7-new")
+	if _, err := fetchKernel(cache); !errors.Is(err, errNoKernel) || !strings.Contains(err.Error(), "E: offline") {
+		t.Errorf("pinned package offline: %v, want errNoKernel with apt's message", err)
+	}
+}
