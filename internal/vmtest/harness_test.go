@@ -11,7 +11,8 @@ import (
 // in: the guest comes up with rxe0; a static Go binary of this repository (testdata/vm/
 // guestprobe) opens the uverbs character device and matches it with sysfs; rdma-core's
 // ibv_devinfo, with its shared libraries and the rxe provider shipped by the harness, sees
-// rxe0 and ibv_rc_pingpong runs an RC loopback over it; and a deliberately failing command comes back with its exit code and output, so the
+// rxe0 and ibv_rc_pingpong runs an RC loopback over it; and a deliberately failing command
+// whose output lacks a final newline comes back with its exit code and output, so the
 // harness is shown not to pass everything.
 func TestVMHarness(t *testing.T) {
 	// The RC loopback's server must listen before the client connects; the client retries
@@ -27,7 +28,7 @@ wait $srv`
 		Commands: []Command{
 			{Name: "ibv_devinfo", Argv: []string{"ibv_devinfo", "-d", "rxe0"}},
 			{Name: "ibv_rc_pingpong", Argv: []string{"sh", "-c", pingpong}},
-			{Name: "harness-selfcheck", Argv: []string{"sh", "-c", "echo deliberate failure; exit 3"}},
+			{Name: "harness-selfcheck", Argv: []string{"sh", "-c", "printf 'deliberate failure'; exit 3"}},
 		},
 		Binaries: []Binary{{Name: "guestprobe", Path: probe, Env: []string{"GUESTPROBE_TAG=it's env"}}},
 	})

@@ -46,6 +46,14 @@ func TestParseProtocol(t *testing.T) {
 		t.Errorf("step c (never started) = %+v, found %v", c, ok)
 	}
 
+	var nonl Result
+	if err := parseProtocol(&nonl, "@@VMTEST begin a 1\nno newline@@VMTEST end a 0 2\n", []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := nonl.Step("a"); !a.Passed() || fmt.Sprintf("%q", a.Output) != `["no newline"]` {
+		t.Errorf("output without a final newline: %+v", a)
+	}
+
 	var done Result
 	if err := parseProtocol(&done, "@@VMTEST boot 1\n@@VMTEST done 9.5\n", nil); err != nil || !done.Done || done.GuestTime != 9500*time.Millisecond {
 		t.Errorf("done run: %+v, %v", done, err)

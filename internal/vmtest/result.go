@@ -71,6 +71,13 @@ func parseProtocol(r *Result, out string, names []string) error {
 	var cur *Step
 	var begin float64
 	for _, line := range strings.Split(strings.ReplaceAll(out, "\r", ""), "\n") {
+		// A step whose last output line has no newline leaves the next marker mid-line.
+		if i := strings.Index(line, marker); i > 0 {
+			if cur != nil {
+				cur.Output = append(cur.Output, line[:i])
+			}
+			line = line[i:]
+		}
 		rest, ok := strings.CutPrefix(line, marker)
 		if !ok {
 			if cur != nil {
