@@ -110,6 +110,7 @@ func (q *QP) prepareLocked() error {
 	if _, err := q.mach.sendEvent(EvFailure); err != nil {
 		return err
 	}
+	q.tPrep.Store(time.Now().UnixNano())
 	return nil
 }
 
@@ -164,6 +165,7 @@ func (q *QP) repostSendsLocked(peerCount uint32) {
 	if q.hsTimer != nil {
 		q.hsTimer.Stop()
 	}
+	q.tRepost.Store(time.Now().UnixNano())
 	posted := q.sPosted.Load()
 	last := int64(-1)
 	for c := q.sCursor; c < posted; c++ {

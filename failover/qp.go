@@ -104,8 +104,10 @@ type QP struct {
 	pending  []SendWR
 	hsTimer  *time.Timer
 	failErr  error
-	tErr     atomic.Int64
-	tOK      atomic.Int64
+	tErr     atomic.Int64 // first error completion polled (unix ns)
+	tPrep    atomic.Int64 // notification posted
+	tRepost  atomic.Int64 // peer's counter received, sends reposted
+	tOK      atomic.Int64 // first application completion from the backup
 	outSends []provider.SendWQE
 	outRecvs []provider.RecvWQE
 
@@ -236,6 +238,16 @@ func (q *QP) FallbackLatency() time.Duration {
 		return 0
 	}
 	return time.Duration(o - e)
+}
+
+// FallbackPhases splits FallbackLatency: error → notification posted (stop, drain, checks,
+// receives moved), → peer's counter received and sends reposted, → first completion.
+func (q *QP) FallbackPhases() (prepare, handshake, complete time.Duration) {
+	e, p, r, o := q.tErr.Load(), q.tPrep.Load(), q.tRepost.Load(), q.tOK.Load()
+	if e == 0 || p == 0 || r == 0 || o == 0 {
+		return 0, 0, 0
+	}
+	return time.Duration(p - e), time.Duration(r - p), time.Duration(o - r)
 }
 
 // Err is why the QP failed (nil unless SendState is Failed).

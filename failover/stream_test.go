@@ -32,7 +32,9 @@ const slot = 8192
 
 // runStream runs one stream from host 0 (qa) to host 1 (qb) and checks exactly-once,
 // in-order delivery, the data, wr_ids and byte_lens; the application must see no error.
-func runStream(t *testing.T, e *testEnv, qa, qb *QP, s stream) {
+func runStream(t *testing.T, e *testEnv, qa, qb *QP, s stream) { runStreamTB(t, e, qa, qb, s) }
+
+func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 	t.Helper()
 	ha, hb := e.hosts[0], e.hosts[1]
 	if s.msgs*slot > bufSize/2 {

@@ -1,0 +1,136 @@
+package failover
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/provider"
+)
+
+// Fallback latency as the paper measures it: from the first error completion polled on the
+// default QP to the first successful completion of an application WR on the backup QP. One
+// fresh pair of emulated hosts per iteration; run with -benchtime=Nx.
+func BenchmarkFallbackLatency(b *testing.B) {
+	for _, mode := range []streamMode{modeWrite, modeSend} {
+		b.Run(mode.String(), func(b *testing.B) {
+			var lat []time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				func() {
+					e := newEnv(b, 256)
+					a, bq := e.pairs(b, 1, smallCap)
+					runStreamTB(b, e, a[0], bq[0], stream{mode: mode, msgs: 64, size: 4096, failAt: 32, failHost: 0, seed: uint64(i)})
+					if l := a[0].FallbackLatency(); l > 0 {
+						lat = append(lat, l)
+						p, h, c := a[0].FallbackPhases()
+						b.Logf("fallback %v: prepare %v handshake %v first completion %v", l, p, h, c)
+					}
+				}()
+			}
+			if len(lat) == 0 {
+				b.Fatal("no fallback measured")
+			}
+			slices.Sort(lat)
+			p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+			b.ReportMetric(float64(p(0.5).Microseconds()), "p50-µs")
+			b.ReportMetric(float64(p(0.99).Microseconds()), "p99-µs")
+			b.ReportMetric(0, "ns/op")
+			b.Logf("%v: %d fallbacks, median %v, p99 %v, min %v, max %v", mode, len(lat), p(0.5), p(0.99), lat[0], lat[len(lat)-1])
+		})
+	}
+}
+
+// Shadow setup cost: the time the application's control verbs take (default device only) and
+// the time until the backup goroutines have replayed them (backup objects created, KV entries
+// published, backup QPs connected), for 1, 100 and 1000 QP pairs across two hosts.
+func BenchmarkShadowSetup(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("qps=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				e := newEnv(b, 64)
+				const perCtx = 14
+				cp := QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+				var hosts [2][]*testHost
+				for g := 0; g < (n+perCtx-1)/perCtx; g++ {
+					hosts[0] = append(hosts[0], e.openHost(b, 0, 64, 4096))
+					hosts[1] = append(hosts[1], e.openHost(b, 1, 64, 4096))
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
+				for h := range 2 {
+					for _, c := range hosts[h] {
+						if err := c.ctx.WaitShadow(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.StartTimer()
+				t0 := time.Now()
+				for q := range n {
+					e.connect(b, hosts[0][q/perCtx], hosts[1][q/perCtx], cp, uint32(q))
+				}
+				app := time.Since(t0)
+				for h := range 2 {
+					for _, c := range hosts[h] {
+						if err := c.ctx.WaitShadow(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				all := time.Since(t0)
+				b.StopTimer()
+				cancel()
+				b.ReportMetric(float64(app.Microseconds())/float64(n), "app-µs/pair")
+				b.ReportMetric(float64(all.Microseconds())/float64(n), "shadowed-µs/pair")
+				b.Logf("%d QP pairs: default verbs %v, until every shadow replayed %v", n, app, all)
+			}
+		})
+	}
+}
+
+// The same connections with the plain provider on the same kind of contexts: the baseline of
+// BenchmarkShadowSetup.
+func BenchmarkProviderSetup(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("qps=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				e := newEnv(b, 64)
+				const perCtx = 14
+				cp := QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+				var hosts [2][]*testHost
+				for g := 0; g < (n+perCtx-1)/perCtx; g++ {
+					hosts[0] = append(hosts[0], e.openHost(b, 0, 64, 4096))
+					hosts[1] = append(hosts[1], e.openHost(b, 1, 64, 4096))
+				}
+				b.StartTimer()
+				t0 := time.Now()
+				for q := range n {
+					ha, hb := hosts[0][q/perCtx], hosts[1][q/perCtx]
+					qa, err := ha.pd.Default().CreateQP(provider.QPInitAttr{SendCQ: ha.cq.Default(), RecvCQ: ha.cq.Default(), Cap: cp})
+					if err != nil {
+						b.Fatal(err)
+					}
+					qb, err := hb.pd.Default().CreateQP(provider.QPInitAttr{SendCQ: hb.cq.Default(), RecvCQ: hb.cq.Default(), Cap: cp})
+					if err != nil {
+						b.Fatal(err)
+					}
+					ea := Endpoint{QPN: qa.QPN(), PSN: 1, GID: ha.gid}
+					eb := Endpoint{QPN: qb.QPN(), PSN: 2, GID: hb.gid}
+					if err := qa.Connect(e.attr, ea, eb); err != nil {
+						b.Fatal(err)
+					}
+					if err := qb.Connect(e.attr, eb, ea); err != nil {
+						b.Fatal(err)
+					}
+				}
+				all := time.Since(t0)
+				b.StopTimer()
+				b.ReportMetric(float64(all.Microseconds())/float64(n), "µs/pair")
+			}
+		})
+	}
+}
