@@ -17,11 +17,12 @@ type Chart struct {
 	Markers []Marker
 }
 
-// Panel is one plot area.
+// Panel is one plot area; Markers are drawn in this panel only, below the chart's.
 type Panel struct {
-	Title  string
-	YLabel string
-	Series []ChartSeries
+	Title   string
+	YLabel  string
+	Series  []ChartSeries
+	Markers []Marker
 }
 
 // ChartSeries is one polyline.
@@ -52,15 +53,16 @@ const (
 )
 
 var (
-	colBlack  = color.RGBA{0, 0, 0, 255}
-	colGrid   = color.RGBA{225, 225, 225, 255}
-	colWhite  = color.RGBA{255, 255, 255, 255}
-	colRed    = color.RGBA{214, 39, 40, 255}
-	colBlue   = color.RGBA{31, 119, 180, 255}
-	colGreen  = color.RGBA{44, 160, 44, 255}
-	colOrange = color.RGBA{255, 127, 14, 255}
-	colPurple = color.RGBA{148, 103, 189, 255}
-	colGray   = color.RGBA{110, 110, 110, 255}
+	colBlack   = color.RGBA{0, 0, 0, 255}
+	colGrid    = color.RGBA{225, 225, 225, 255}
+	colWhite   = color.RGBA{255, 255, 255, 255}
+	colRed     = color.RGBA{214, 39, 40, 255}
+	colBlue    = color.RGBA{31, 119, 180, 255}
+	colGreen   = color.RGBA{44, 160, 44, 255}
+	colOrange  = color.RGBA{255, 127, 14, 255}
+	colPurple  = color.RGBA{148, 103, 189, 255}
+	colGray    = color.RGBA{110, 110, 110, 255}
+	colDarkRed = color.RGBA{140, 0, 0, 255}
 )
 
 // Size is the chart's width and height in pixels.
@@ -161,6 +163,9 @@ func NewTimelineChart(runs []*Result) *Chart {
 	cols := []color.RGBA{colGreen, colOrange, colPurple, colGray}
 	for _, r := range runs {
 		p := Panel{Title: string(r.Mode) + " mode: streams and host 0's NICs", YLabel: "Gbit/s"}
+		if errs := r.Errors(); len(errs) > 0 {
+			p.Markers = append(p.Markers, Marker{X: errs[0].At.Seconds(), Label: "app error", Color: colDarkRed})
+		}
 		for i, name := range Series {
 			s := ChartSeries{Name: name, Color: cols[i%len(cols)], Dashed: i >= 2}
 			for _, sm := range r.Samples {
@@ -181,4 +186,13 @@ func NewTimelineChart(runs []*Result) *Chart {
 		}
 	}
 	return c
+}
+
+// markerRow is the label row of the k-th marker drawn in a panel: the chart's markers on
+// the first row, the panel's own below, so labels of nearby markers do not overlap.
+func markerRow(k, chartMarkers int) int {
+	if k < chartMarkers {
+		return 0
+	}
+	return 1
 }

@@ -91,10 +91,10 @@ func (c *Chart) render() (*image.RGBA, error) {
 			cv.text(int(px)-textWidth(l, 2)/2, y1+8, l, 2, colBlack)
 		}
 		cv.text(x0-8-textWidth(pan.YLabel, 2), y0-26, pan.YLabel, 2, colBlack)
-		for _, m := range c.Markers {
+		for k, m := range append(append([]Marker(nil), c.Markers...), pan.Markers...) {
 			px, _ := c.toPixel(i, m.X, 0)
 			cv.line(px, float64(y0), px, float64(y1), 2, m.Color, 8)
-			cv.text(int(px)+5, y0+5, m.Label, 2, m.Color)
+			cv.text(int(px)+5, y0+5+markerRow(k, len(c.Markers))*22, m.Label, 2, m.Color)
 		}
 		// The frame goes under the data, so a series at the axis top stays visible.
 		cv.line(float64(x0), float64(y0), float64(x1), float64(y0), 1, colBlack, 0)
@@ -118,7 +118,11 @@ func (c *Chart) render() (*image.RGBA, error) {
 		}
 		for k, s := range pan.Series {
 			ly := y0 + 10 + k*22
-			cv.line(float64(x1+12), float64(ly), float64(x1+40), float64(ly), 3, s.Color, 0)
+			dash := 0
+			if s.Dashed {
+				dash = 6
+			}
+			cv.line(float64(x1+12), float64(ly), float64(x1+40), float64(ly), 3, s.Color, dash)
 			cv.text(x1+46, ly-7, s.Name, 2, colBlack)
 		}
 	}

@@ -196,6 +196,11 @@ loop:
 	for {
 		select {
 		case <-tick.C:
+			// A tick that comes soon after a late one would close a sliver of an interval
+			// whose rate is mostly noise: fold it into the next interval instead.
+			if smp.Open() < cfg.Interval/2 {
+				continue
+			}
 			sm := smp.Sample()
 			if progress != nil {
 				fmt.Fprintf(progress, "\r[%-8s] %5.1fs  WRITE %6.2f  SEND %6.2f Gbit/s  NIC0 %6.2f  NIC1 %6.2f  link %-4s  errors %d ",

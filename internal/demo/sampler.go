@@ -70,5 +70,8 @@ func (s *Sampler) Sample() Sample {
 	return out
 }
 
+// Open is how long the current interval has been open.
+func (s *Sampler) Open() time.Duration { return s.clk.Now().Sub(s.lastAt) }
+
 // Samples is every interval so far.
 func (s *Sampler) Samples() []Sample { return s.samples }

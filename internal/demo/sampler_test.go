@@ -27,6 +27,9 @@ func TestSamplerFakeClock(t *testing.T) {
 	var at time.Duration
 	for i, st := range steps {
 		clk.Advance(st.adv)
+		if got := s.Open(); got != st.adv {
+			t.Fatalf("sample %d: interval open for %v, want %v", i, got, st.adv)
+		}
 		at += st.adv
 		a.Add(st.a)
 		b.Add(st.b)

@@ -47,11 +47,11 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 			p(`<text x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>`+"\n", px, y1+16, tickLabel(t))
 		}
 		p(`<text x="%d" y="%d" font-size="12" text-anchor="end">%s</text>`+"\n", x0-6, y0-14, svgText(pan.YLabel))
-		for _, m := range c.Markers {
+		for k, m := range append(append([]Marker(nil), c.Markers...), pan.Markers...) {
 			px, _ := c.toPixel(i, m.X, 0)
 			p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="1.5" stroke-dasharray="6,4"/>`+"\n",
 				px, y0, px, y1, svgColor(m.Color))
-			p(`<text x="%.1f" y="%d" font-size="12" fill="%s">%s</text>`+"\n", px+4, y0+14, svgColor(m.Color), svgText(m.Label))
+			p(`<text x="%.1f" y="%d" font-size="12" fill="%s">%s</text>`+"\n", px+4, y0+14+markerRow(k, len(c.Markers))*18, svgColor(m.Color), svgText(m.Label))
 		}
 		for _, s := range pan.Series {
 			var pts strings.Builder
