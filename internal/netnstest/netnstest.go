@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -22,6 +23,13 @@ import (
 // counter makes names unique within the process; the pid and a random part make them unique
 // across processes and runs.
 var counter atomic.Uint64
+
+// created lists every namespace New made in this process, for the package's leak check: each
+// must be gone once its test has ended.
+var created struct {
+	sync.Mutex
+	names []string
+}
 
 // uniqueName returns prefix followed by a short name no other live test uses.
 func uniqueName(prefix string) string {
@@ -65,6 +73,9 @@ func New(t testing.TB) *NS {
 		}
 		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
 	}
+	created.Lock()
+	created.names = append(created.names, name)
+	created.Unlock()
 	ns := &NS{Name: name}
 	t.Cleanup(func() {
 		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
