@@ -163,6 +163,15 @@ func TestTimelineChartFromRuns(t *testing.T) {
 	if got, want := tot.Y[9], (10e6+5e5)*8/0.1/1e9; math.Abs(got-want) > 1e-9 {
 		t.Fatalf("total at 1 s = %v Gbit/s, want %v", got, want)
 	}
+	r.Events = []Event{{At: 550 * time.Millisecond, What: "host 0 NIC0 link down"}}
+	var tab bytes.Buffer
+	if err := WriteTable(&tab, r); err != nil {
+		t.Fatal(err)
+	}
+	tl := strings.Split(strings.TrimSpace(tab.String()), "\n")
+	if len(tl) != 22 || !strings.HasSuffix(tl[7], "<- host 0 NIC0 link down") || strings.Contains(tl[6], "<-") {
+		t.Fatalf("table:\n%s", tab.String())
+	}
 	var csv bytes.Buffer
 	if err := WriteCSV(&csv, []*Result{r}); err != nil {
 		t.Fatal(err)

@@ -86,8 +86,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	for _, r := range runs {
-		if r.Stack != "" {
-			fmt.Fprintf(stdout, "%s: %s\n", r.Mode, r.Stack)
+		for _, n := range r.Notes() {
+			fmt.Fprintf(stdout, "%s: %s\n", r.Mode, n)
 		}
 	}
 	for _, r := range runs {

@@ -62,6 +62,53 @@ func (r *Result) Errors() []AppError {
 	return out
 }
 
+// NICBytesAfter is the traffic through host 0's NIC0 and NIC1 in the intervals that start at
+// or after t.
+func (r *Result) NICBytesAfter(t time.Duration) (nic0, nic1 uint64) {
+	for _, s := range r.Samples {
+		if s.At-s.Span >= t {
+			nic0 += s.Bytes[2]
+			nic1 += s.Bytes[3]
+		}
+	}
+	return nic0, nic1
+}
+
+// Notes are the run's facts beyond the verdict: each stream's longest stall, and where the
+// traffic went after the link came back.
+func (r *Result) Notes() []string {
+	var out []string
+	for _, s := range r.Streams {
+		if s.MsgsVerified == 0 {
+			continue
+		}
+		n := fmt.Sprintf("%s stream: longest pause between verified messages %v, ending at %.2fs",
+			s.Name, s.LongestPause.Round(time.Millisecond), s.PauseEnd.Seconds())
+		if len(s.Errors) > 0 {
+			n += fmt.Sprintf("; last message verified at %.2fs, then the stream died (%s)", s.LastVerified.Seconds(), s.Errors[0].What)
+		}
+		out = append(out, n)
+	}
+	if r.Config.hasRecovery() {
+		n0, n1 := r.NICBytesAfter(r.Config.RecoverAt)
+		where := "traffic back on the default NIC"
+		switch {
+		case n0 == 0 && n1 == 0:
+			where = "no traffic"
+		case n0 == 0:
+			where = "traffic stayed on the backup NIC (no switch-back)"
+		case n1 > n0:
+			where = "traffic mostly on the backup NIC"
+		}
+		out = append(out, fmt.Sprintf("after the link came back at %v: NIC0 %s bytes, NIC1 %s bytes: %s",
+			r.Config.RecoverAt, groupDigits(n0), groupDigits(n1), where))
+	}
+	if r.Stack != "" {
+		out = append(out, r.Stack)
+	}
+	return out
+}
+
 // StackFor returns the constructor of mode's stack.
 func StackFor(m Mode) (func(devs [][]string, cfg SideConfig) (Stack, error), error) {
 	switch m {

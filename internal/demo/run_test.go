@@ -19,9 +19,28 @@ func shortConfig() Config {
 	return Config{Duration: 1500 * time.Millisecond, FailAt: 500 * time.Millisecond, RecoverAt: time.Second, Timeout: 10}
 }
 
-// checkNoLeaks waits (bounded) for the goroutine count to come back to before.
-func checkNoLeaks(t *testing.T, before int) {
+type leakMark struct{ goroutines, fds int }
+
+func markLeaks(t *testing.T) leakMark {
+	return leakMark{runtime.NumGoroutine(), countFDs(t)}
+}
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd to count file descriptors: %v", err)
+	}
+	return len(ents)
+}
+
+// checkNoLeaks waits (bounded) for the goroutine count to come back to before, and checks
+// that the run closed every file descriptor it opened (the emulated uverbs files included).
+func checkNoLeaks(t *testing.T, m leakMark) {
 	t.Helper()
+	if n := countFDs(t); n > m.fds {
+		t.Errorf("%d file descriptors open after the run, %d before", n, m.fds)
+	}
+	before := m.goroutines
 	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
@@ -33,7 +52,7 @@ func checkNoLeaks(t *testing.T, before int) {
 }
 
 func TestProviderRunDiesAtTheFailure(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := markLeaks(t)
 	cfg := shortConfig()
 	r, err := Run(context.Background(), cfg, ModeProvider, nil)
 	if err != nil {
@@ -88,7 +107,7 @@ func TestShiftRunSurvivesTheFailure(t *testing.T) {
 	// Longer than the baseline's run: the fallback (drain, KV lookups, handshake over the
 	// backup NICs) must finish inside the run, and a loaded machine can stall it for a while.
 	cfg := Config{Duration: 4 * time.Second, FailAt: 500 * time.Millisecond, RecoverAt: 3 * time.Second, Timeout: 12}
-	before := runtime.NumGoroutine()
+	before := markLeaks(t)
 	r, err := Run(context.Background(), cfg, ModeShift, nil)
 	if err != nil {
 		t.Fatal(err)

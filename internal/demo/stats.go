@@ -30,8 +30,24 @@ type streamStats struct {
 	bytes atomic.Uint64 // verified payload bytes
 	msgs  atomic.Uint64 // verified messages
 
+	// The receiver's clock of verified messages (nanoseconds since start): the last one,
+	// and the longest pause between two, ending at gapEnd. Written by the receiver only.
+	lastAt, gap, gapEnd atomic.Int64
+
 	mu   sync.Mutex
 	errs []AppError
+}
+
+// verified counts one verified message of n bytes and tracks the longest pause.
+func (s *streamStats) verified(n int) {
+	s.bytes.Add(uint64(n))
+	s.msgs.Add(1)
+	now := int64(time.Since(s.start))
+	if g := now - s.lastAt.Load(); g > s.gap.Load() {
+		s.gap.Store(g)
+		s.gapEnd.Store(now)
+	}
+	s.lastAt.Store(now)
 }
 
 func (s *streamStats) fail(side, what string, st provider.WCStatus) {
@@ -52,8 +68,16 @@ type StreamResult struct {
 	BytesVerified uint64
 	MsgsVerified  uint64
 	Errors        []AppError
+	// LongestPause is the longest time between two verified messages (from the start for
+	// the first), ending at PauseEnd: the stall the application saw. A stream that died
+	// has its pause up to its last message only; see Errors.
+	LongestPause, PauseEnd time.Duration
+	// LastVerified is when the last message was verified.
+	LastVerified time.Duration
 }
 
 func (s *streamStats) result() StreamResult {
-	return StreamResult{Name: s.name, BytesVerified: s.bytes.Load(), MsgsVerified: s.msgs.Load(), Errors: s.errors()}
+	return StreamResult{Name: s.name, BytesVerified: s.bytes.Load(), MsgsVerified: s.msgs.Load(), Errors: s.errors(),
+		LongestPause: time.Duration(s.gap.Load()), PauseEnd: time.Duration(s.gapEnd.Load()),
+		LastVerified: time.Duration(s.lastAt.Load())}
 }

@@ -110,8 +110,7 @@ func (s *sendStream) receiver(ctx context.Context) {
 				s.st.fail("receiver", fmt.Sprintf("message %d: data wrong at byte %d", expect, bad+8), wc.Status)
 				return
 			}
-			s.st.bytes.Add(uint64(s.size))
-			s.st.msgs.Add(1)
+			s.st.verified(s.size)
 			expect++
 			if err := post(slot); err != nil {
 				s.st.fail("receiver", "post_recv: "+err.Error(), provider.WCSuccess)

@@ -116,8 +116,7 @@ func (w *writeStream) receiver(ctx context.Context) {
 				w.st.fail("receiver", fmt.Sprintf("message %d: data wrong at byte %d of its slot when its flag arrived", expect, bad), wc.Status)
 				return
 			}
-			w.st.bytes.Add(uint64(w.slotSize()))
-			w.st.msgs.Add(1)
+			w.st.verified(w.slotSize())
 			expect++
 			w.verified.Store(expect)
 			if err := w.rcv.PostRecv(recv); err != nil {
