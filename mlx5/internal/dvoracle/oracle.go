@@ -65,14 +65,6 @@ func InlineHdr(n uint32) [4]byte {
 	return [4]byte(b[:4])
 }
 
-// CQE holds host-order values for the fields of struct mlx5_cqe64 the oracle fills.
-type CQE struct {
-	WQEID, SLID, WQECounter                                uint16
-	MLPath, Signature, OpOwn                               uint8
-	FlagsRQPN, SRQNUIdx, ImmInvalPKey, ByteCnt, SopDropQPN uint32
-	Timestamp                                              uint64
-}
-
 // CQE64 builds a struct mlx5_cqe64 in C.
 func CQE64(f CQE) [64]byte {
 	c := C.dvo_cqe{
@@ -83,14 +75,6 @@ func CQE64(f CQE) [64]byte {
 		wqe_counter: C.uint16_t(f.WQECounter), signature: C.uint8_t(f.Signature), op_own: C.uint8_t(f.OpOwn),
 	}
 	return b64(C.dvo_cqe64(&c))
-}
-
-// ErrCQE holds host-order values for struct mlx5_err_cqe.
-type ErrCQE struct {
-	SRQN, SWQEOpcodeQPN     uint32
-	VendorErrSynd, Syndrome uint8
-	WQECounter              uint16
-	Signature, OpOwn        uint8
 }
 
 // ErrCQE64 builds a struct mlx5_err_cqe in C.
@@ -111,19 +95,6 @@ func CQEGetters(b [64]byte) (owner, se, format, opcode uint8) {
 	}
 	g := C.dvo_cqe_getters(in)
 	return uint8(g.owner), uint8(g.se), uint8(g.format), uint8(g.opcode)
-}
-
-// Field is the offset and size of one C struct member; Name "" stands for the struct itself
-// (Size is its sizeof).
-type Field struct {
-	Struct, Name string
-	Off, Size    int
-}
-
-// Const is a named constant of the headers.
-type Const struct {
-	Name  string
-	Value int64
 }
 
 // Fields lists the layouts of every struct the mlx5 package encodes.

@@ -11,34 +11,6 @@ func DVAvailable() bool { return false }
 // ABIAvailable reports whether the mlx5-abi.h oracle was compiled in (never, without cgo).
 func ABIAvailable() bool { return false }
 
-// CQE holds host-order values for the fields of struct mlx5_cqe64 the oracle fills.
-type CQE struct {
-	WQEID, SLID, WQECounter                                uint16
-	MLPath, Signature, OpOwn                               uint8
-	FlagsRQPN, SRQNUIdx, ImmInvalPKey, ByteCnt, SopDropQPN uint32
-	Timestamp                                              uint64
-}
-
-// ErrCQE holds host-order values for struct mlx5_err_cqe.
-type ErrCQE struct {
-	SRQN, SWQEOpcodeQPN     uint32
-	VendorErrSynd, Syndrome uint8
-	WQECounter              uint16
-	Signature, OpOwn        uint8
-}
-
-// Field is the offset and size of one C struct member.
-type Field struct {
-	Struct, Name string
-	Off, Size    int
-}
-
-// Const is a named constant of the headers.
-type Const struct {
-	Name  string
-	Value int64
-}
-
 // CtrlSeg is unavailable without cgo.
 func CtrlSeg(uint16, uint8, uint8, uint32, uint8, uint8, uint8, uint32) (b [16]byte) { return }
 
