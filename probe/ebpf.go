@@ -192,36 +192,44 @@ func startTracepoint() (_ *bpfSource, err error) {
 		return nil, fmt.Errorf("ring buffer: %w", err)
 	}
 	b.maps = append(b.maps, rb)
-	insns := asm.Instructions{
-		// TP_PROTO(int req_cpu, struct pool_workqueue *pwq, struct work_struct *work)
-		asm.LoadMem(asm.R2, asm.R1, 16, asm.DWord),
-		asm.LoadMem(asm.R3, asm.R2, funcOff, asm.DWord),
-		asm.LoadImm(asm.R4, int64(addr), asm.DWord),
-		asm.JNE.Reg(asm.R3, asm.R4, "out"),
-		asm.FnKtimeGetNs.Call(),
-		asm.StoreMem(asm.RFP, -8, asm.R0, asm.DWord),
-		asm.LoadMapPtr(asm.R1, rb.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -8),
-		asm.Mov.Imm(asm.R3, 8),
-		asm.Mov.Imm(asm.R4, 0),
-		asm.FnRingbufOutput.Call(),
-		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
-		asm.Return(),
+	// workqueue_queue_work(int req_cpu, struct pool_workqueue *pwq, struct work_struct *work)
+	// fires when the link watch is scheduled; workqueue_execute_start(struct work_struct
+	// *work) when it runs. The second catches a carrier change that found the work already
+	// pending (scheduled for another device), which queues nothing.
+	for _, tp := range []struct {
+		name string
+		arg  int16
+	}{{"workqueue_queue_work", 2}, {"workqueue_execute_start", 0}} {
+		insns := asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R1, 8*tp.arg, asm.DWord),
+			asm.LoadMem(asm.R3, asm.R2, funcOff, asm.DWord),
+			asm.LoadImm(asm.R4, int64(addr), asm.DWord),
+			asm.JNE.Reg(asm.R3, asm.R4, "out"),
+			asm.FnKtimeGetNs.Call(),
+			asm.StoreMem(asm.RFP, -8, asm.R0, asm.DWord),
+			asm.LoadMapPtr(asm.R1, rb.FD()),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, -8),
+			asm.Mov.Imm(asm.R3, 8),
+			asm.Mov.Imm(asm.R4, 0),
+			asm.FnRingbufOutput.Call(),
+			asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
+			asm.Return(),
+		}
+		p, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+			Name: "shift_lw_" + tp.name[10:15], Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp,
+			AttachTo: tp.name, Instructions: insns, License: "GPL",
+		}, ebpf.ProgramOptions{KernelTypes: spec})
+		if err != nil {
+			return nil, fmt.Errorf("load tp_btf/%s: %w", tp.name, err)
+		}
+		b.progs = append(b.progs, p)
+		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			return nil, fmt.Errorf("attach tp_btf/%s: %w", tp.name, err)
+		}
+		b.links = append(b.links, l)
 	}
-	p, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Name: "shift_linkwatch", Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp,
-		AttachTo: "workqueue_queue_work", Instructions: insns, License: "GPL",
-	}, ebpf.ProgramOptions{KernelTypes: spec})
-	if err != nil {
-		return nil, fmt.Errorf("load tp_btf/workqueue_queue_work: %w", err)
-	}
-	b.progs = append(b.progs, p)
-	l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-	if err != nil {
-		return nil, fmt.Errorf("attach tp_btf/workqueue_queue_work: %w", err)
-	}
-	b.links = append(b.links, l)
 	if b.rd, err = ringbuf.NewReader(rb); err != nil {
 		return nil, fmt.Errorf("ring buffer reader: %w", err)
 	}

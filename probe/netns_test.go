@@ -20,7 +20,7 @@ type pair struct {
 	a, b *netnstest.Veth
 }
 
-func newPair(t *testing.T, sameIndex bool) pair {
+func newPair(t testing.TB, sameIndex bool) pair {
 	na, nb := netnstest.New(t), netnstest.New(t)
 	cfg := netnstest.VethConfig{
 		Addrs:   [2]netip.Prefix{netip.MustParsePrefix("10.91.0.1/24"), netip.MustParsePrefix("10.91.0.2/24")},
@@ -37,7 +37,7 @@ func newPair(t *testing.T, sameIndex bool) pair {
 
 // setLink sets v up or down with one rtnetlink request from inside its namespace and
 // returns the time just before the request was sent.
-func setLink(t *testing.T, v *netnstest.Veth, up bool) time.Time {
+func setLink(t testing.TB, v *netnstest.Veth, up bool) time.Time {
 	t.Helper()
 	var t0 time.Time
 	err := v.NS.Do(func() error {
@@ -57,7 +57,7 @@ func setLink(t *testing.T, v *netnstest.Veth, up bool) time.Time {
 	return t0
 }
 
-func watch(t *testing.T, p pair, opts Options) Watcher {
+func watch(t testing.TB, p pair, opts Options) Watcher {
 	t.Helper()
 	opts.Netdevs = []string{p.a.Name}
 	opts.NetNS = "/var/run/netns/" + p.a.NS.Name
@@ -73,7 +73,7 @@ func watch(t *testing.T, p pair, opts Options) Watcher {
 }
 
 // next waits for the next event (failure guard: 10 s).
-func next(t *testing.T, w Watcher) LinkEvent {
+func next(t testing.TB, w Watcher) LinkEvent {
 	t.Helper()
 	select {
 	case ev, ok := <-w.Events():
@@ -185,37 +185,40 @@ func TestFlapsAllCounted(t *testing.T) {
 	}
 }
 
-// TestLatency measures, for each source alone, the time from the link-down request of the
-// peer to the watched end's down event (median and p99 over the iterations).
-func TestLatency(t *testing.T) {
-	if testing.Short() {
-		t.Skip("latency measurement skipped in -short")
-	}
-	const iters = 40
+// BenchmarkDetectLatency measures, for each source alone, the time from the peer's
+// link-down request to the watched end's down event, reported as median and p99 over b.N
+// down/up cycles (run with -bench DetectLatency -benchtime 40x). sameIndex=true gives both
+// veth ends one index, which makes the kernel's link watch treat them like a physical NIC
+// (rate-limited carrier events).
+func BenchmarkDetectLatency(b *testing.B) {
 	for _, sameIndex := range []bool{false, true} {
 		for _, s := range sources {
-			t.Run(fmt.Sprintf("%s/sameIndex=%v", s.src, sameIndex), func(t *testing.T) {
+			b.Run(fmt.Sprintf("%s/sameIndex=%v", s.src, sameIndex), func(b *testing.B) {
 				if sameIndex && (s.src == SourceCarrierCount || s.src == SourceDump) {
-					t.Skip("polled sources do not depend on the link watch")
+					b.Skip("polled sources do not depend on the link watch")
 				}
-				p := newPair(t, sameIndex)
-				w := watch(t, p, s.opts)
-				var lat []time.Duration
-				for i := 0; i < iters; i++ {
-					t0 := setLink(t, p.b, false)
-					ev := next(t, w)
+				p := newPair(b, sameIndex)
+				w := watch(b, p, s.opts)
+				lat := make([]time.Duration, 0, b.N)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					t0 := setLink(b, p.b, false)
+					ev := next(b, w)
 					if ev.Up {
-						t.Fatalf("iteration %d: %+v", i, ev)
+						b.Fatalf("iteration %d: %+v", i, ev)
 					}
 					lat = append(lat, ev.Time.Sub(t0))
-					setLink(t, p.b, true)
-					if ev := next(t, w); !ev.Up {
-						t.Fatalf("iteration %d: %+v", i, ev)
+					setLink(b, p.b, true)
+					if ev := next(b, w); !ev.Up {
+						b.Fatalf("iteration %d: %+v", i, ev)
 					}
 				}
+				b.StopTimer()
 				slices.Sort(lat)
-				t.Logf("LATENCY source=%s sameIndex=%v n=%d median=%v p99=%v min=%v max=%v", s.src, sameIndex, iters,
-					lat[len(lat)/2], lat[(len(lat)*99+99)/100-1], lat[0], lat[len(lat)-1])
+				med, p99 := lat[len(lat)/2], lat[(len(lat)*99+99)/100-1]
+				b.ReportMetric(float64(med.Nanoseconds())/1e3, "median-µs")
+				b.ReportMetric(float64(p99.Nanoseconds())/1e3, "p99-µs")
+				b.ReportMetric(0, "ns/op")
 			})
 		}
 	}

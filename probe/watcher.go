@@ -253,11 +253,31 @@ func (w *watcher) bpfLoop() {
 			}
 			continue
 		}
-		for _, d := range w.devs {
-			w.read(d, SourceTracepoint)
+		// The record may come from another device's carrier change, or from this one's
+		// before its peer's side flipped (veth_close turns off its own carrier, then the
+		// peer's): when the first read finds nothing, read again shortly after.
+		for _, delay := range tracepointRereads {
+			if delay > 0 {
+				select {
+				case <-w.done:
+					return
+				case <-time.After(delay):
+				}
+			}
+			n := 0
+			for _, d := range w.devs {
+				n += w.read(d, SourceTracepoint)
+			}
+			if n > 0 {
+				break
+			}
 		}
 	}
 }
+
+// tracepointRereads are the delays of the reads that follow a tracepoint record until one
+// finds a change.
+var tracepointRereads = []time.Duration{0, 100 * time.Microsecond, time.Millisecond}
 
 // requestDump asks the poll loop for a full dump (non-blocking; one pending request is
 // enough).
@@ -300,16 +320,18 @@ func (w *watcher) pollLoop() {
 
 // read reads one link and reports what changed. A failed read reports nothing: the link
 // keeps its last known state until a read succeeds (ENODEV is a read that succeeded).
-func (w *watcher) read(d *watched, src Source) {
+// It returns the number of events emitted.
+func (w *watcher) read(d *watched, src Source) int {
 	w.qmu.Lock()
 	st, err := w.q.getLink(d.index, d.name)
 	w.qmu.Unlock()
 	if errors.Is(err, ErrNoLink) {
 		st, err = linkState{index: d.index, gone: true}, nil
 	}
-	if err == nil {
-		w.observe(d.index, st, src, time.Now())
+	if err != nil {
+		return 0
 	}
+	return w.observe(d.index, st, src, time.Now())
 }
 
 // dump reads every link; watched links missing from the answer are reported gone.
@@ -339,10 +361,11 @@ func (w *watcher) dump(src Source) {
 // between them, in order: the carrier flips that the kernel's counters show (each one a
 // down or an up event), then a final event if the usable state still differs (an
 // administrative change, or a link that disappeared).
-func (w *watcher) observe(index int, st linkState, src Source, now time.Time) {
+// It returns the number of events emitted.
+func (w *watcher) observe(index int, st linkState, src Source, now time.Time) (n int) {
 	d := w.byIndex[index]
 	if d == nil {
-		return
+		return 0
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -358,7 +381,7 @@ func (w *watcher) observe(index int, st linkState, src Source, now time.Time) {
 		(int32(st.carrierDn-prev.carrierDn) < 0 || int32(st.carrierUp-prev.carrierUp) < 0) {
 		// Older than what was already reported (a queued netlink message read after a
 		// poll): nothing new in it.
-		return
+		return 0
 	}
 	ev := LinkEvent{Netdev: d.name, Ifindex: index, Source: src, Time: now, DownCount: st.carrierDn, UpCount: st.carrierUp}
 	last := prev.usable()
@@ -376,8 +399,9 @@ func (w *watcher) observe(index int, st linkState, src Source, now time.Time) {
 			if up != last {
 				ev.Up = up
 				if !w.emit(ev) {
-					return
+					return n
 				}
+				n++
 				last = up
 			}
 		}
@@ -385,14 +409,16 @@ func (w *watcher) observe(index int, st linkState, src Source, now time.Time) {
 	if cur := st.usable(); cur != last {
 		ev.Up = cur
 		if !w.emit(ev) {
-			return
+			return n
 		}
+		n++
 	}
 	if st.gone {
 		st.flags = 0
 		st.carrierUp, st.carrierDn, st.hasCounts = prev.carrierUp, prev.carrierDn, prev.hasCounts
 	}
 	d.st = st
+	return n
 }
 
 // emit delivers ev unless the watcher is closing.
