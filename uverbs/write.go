@@ -20,10 +20,7 @@ import (
 func Write(f File, cmd uint32, core, driverIn, resp, driverOut []byte) error {
 	op := "write " + cmdName(cmd, false)
 	req := make([]byte, CmdHdrSize+len(core)+len(driverIn))
-	var out []byte
-	if n := len(resp) + len(driverOut); n > 0 {
-		out = make([]byte, n)
-	}
+	out := responseBuffer(resp, driverOut)
 	h := CmdHdr{Command: cmd, In_words: uint16(len(req) / 4), Out_words: uint16(len(out) / 4)}
 	copy(req, structBytes(&h))
 	copy(req[CmdHdrSize:], core)
@@ -34,16 +31,7 @@ func Write(f File, cmd uint32, core, driverIn, resp, driverOut []byte) error {
 		}
 		binary.NativeEndian.PutUint64(req[CmdHdrSize:], Addr(out))
 	}
-	err := f.Write(req)
-	runtime.KeepAlive(out)
-	if err != nil {
-		return cmdErr(op, err)
-	}
-	copy(resp, out)
-	if len(out) > len(resp) {
-		copy(driverOut, out[len(resp):])
-	}
-	return nil
+	return send(f, op, req, out, resp, driverOut)
 }
 
 // WriteEx sends extended command number cmd (without the flag; it is added here):
@@ -55,10 +43,7 @@ func Write(f File, cmd uint32, core, driverIn, resp, driverOut []byte) error {
 func WriteEx(f File, cmd uint32, core, driverIn, resp, driverOut []byte) error {
 	op := "write " + cmdName(cmd, true)
 	req := make([]byte, CmdHdrSize+ExCmdHdrSize+len(core)+len(driverIn))
-	var out []byte
-	if n := len(resp) + len(driverOut); n > 0 {
-		out = make([]byte, n)
-	}
+	out := responseBuffer(resp, driverOut)
 	h := CmdHdr{
 		Command:   CmdFlagExtended | cmd,
 		In_words:  uint16(len(core) / 8),
@@ -73,6 +58,22 @@ func WriteEx(f File, cmd uint32, core, driverIn, resp, driverOut []byte) error {
 	copy(req[CmdHdrSize:], structBytes(&ex))
 	copy(req[CmdHdrSize+ExCmdHdrSize:], core)
 	copy(req[CmdHdrSize+ExCmdHdrSize+len(core):], driverIn)
+	return send(f, op, req, out, resp, driverOut)
+}
+
+// responseBuffer returns the one buffer the kernel writes the core and driver responses to,
+// nil when neither is wanted.
+func responseBuffer(resp, driverOut []byte) []byte {
+	if n := len(resp) + len(driverOut); n > 0 {
+		return make([]byte, n)
+	}
+	return nil
+}
+
+// send writes req, whose header points the kernel at out, and splits out into resp and
+// driverOut. out stays alive until the write returns: the kernel fills it through the
+// address in req, which the garbage collector does not see.
+func send(f File, op string, req, out, resp, driverOut []byte) error {
 	err := f.Write(req)
 	runtime.KeepAlive(out)
 	if err != nil {
