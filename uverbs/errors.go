@@ -30,6 +30,7 @@ type CmdError struct {
 	Errno unix.Errno
 }
 
+// Error names the command, the errno and its symbolic name.
 func (e *CmdError) Error() string {
 	return fmt.Sprintf("uverbs: %s: %s (%s)", e.Op, e.Errno.Error(), unix.ErrnoName(e.Errno))
 }

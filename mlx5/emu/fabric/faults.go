@@ -18,6 +18,7 @@ const (
 	RX                  // packets arriving for the endpoint
 )
 
+// String returns "tx" or "rx".
 func (d Direction) String() string {
 	if d == TX {
 		return "tx"
