@@ -54,8 +54,12 @@ func interfaceOf(addr netip.Addr) (int, error) {
 		}
 	}
 	routes, err := netlink.RouteGet(addr.AsSlice())
-	if err != nil || len(routes) == 0 || routes[0].LinkIndex == 0 {
-		return 0, fmt.Errorf("no interface holds %v (route: %v): %w", addr, err, ErrBadAddr)
+	if err != nil {
+		// Both stay inspectable: ErrBadAddr for callers, the netlink errno for diagnosis.
+		return 0, fmt.Errorf("no interface holds %v: %w (route lookup: %w)", addr, ErrBadAddr, err)
+	}
+	if len(routes) == 0 || routes[0].LinkIndex == 0 {
+		return 0, fmt.Errorf("no interface holds %v and no route leads to one: %w", addr, ErrBadAddr)
 	}
 	return routes[0].LinkIndex, nil
 }
