@@ -42,8 +42,9 @@ type CQ struct {
 
 	onComp, onError func()
 
-	mu      sync.Mutex
-	pi      uint32 // CQEs written so far (producer counter)
+	mu      sync.Mutex // guards the fields below and every access to the ring and record
+	pi      uint32     // CQEs written so far (producer counter)
+	dead    bool       // destroyed: the ring and record may be unmapped
 	errored bool
 	armed   bool
 	armSol  bool
@@ -117,6 +118,8 @@ func (c *CQ) Errored() bool {
 }
 
 // Destroy removes the CQ. It fails with ErrBusy (EBUSY) while a QP still completes into it.
+// When it returns the device no longer touches the CQE buffer or the doorbell record (a
+// doorbell scan in progress has finished with them), so software may unmap them at once.
 func (c *CQ) Destroy() error {
 	if n := c.users.Load(); n > 0 {
 		return newErr("destroy cq", ErrBusy, unix.EBUSY, "cq %#x used by %d qps", c.cqn, n)
@@ -140,6 +143,12 @@ func (c *CQ) Destroy() error {
 	} else {
 		d.cqsByUAR[c.uar] = list
 	}
+	// The watcher may hold the CQ from a snapshot taken before it left the lists; it reads
+	// the record only under c.mu after checking dead.
+	c.mu.Lock()
+	c.dead = true
+	c.armed = false
+	c.mu.Unlock()
 	return nil
 }
 
@@ -149,7 +158,7 @@ func (c *CQ) Destroy() error {
 func (c *CQ) push(e *mlx5.CQE64, solicited bool) bool {
 	isErr := e.IsError()
 	c.mu.Lock()
-	if c.errored {
+	if c.errored || c.dead {
 		c.mu.Unlock()
 		return false
 	}
@@ -198,7 +207,7 @@ func (c *CQ) arm(word uint32) {
 		return
 	}
 	c.lastArm, c.armSeen = word, true
-	if c.errored {
+	if c.errored || c.dead {
 		c.mu.Unlock()
 		return
 	}
@@ -249,8 +258,13 @@ func (d *Device) armFromDoorbell(u *UAR, cqn, word uint32) {
 		if c == named {
 			continue
 		}
-		w := c.dbrec.Load(mlx5.CQArmDB)
 		c.mu.Lock()
+		if c.dead {
+			// Destroyed since the snapshot: its record may be unmapped already.
+			c.mu.Unlock()
+			continue
+		}
+		w := c.dbrec.Load(mlx5.CQArmDB)
 		changed := w != c.lastArm
 		c.mu.Unlock()
 		if changed {

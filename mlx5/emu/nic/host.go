@@ -1,6 +1,8 @@
 package nic
 
 import (
+	"sync"
+
 	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/mlx5/emu/rc"
 )
@@ -8,23 +10,98 @@ import (
 // qpHost is what the device gives the RC engine of one QP (rc.Host): memory keys for remote
 // access, the receive queue, and CQE writing for completions. Its methods never take q.mu, so
 // the engine may call them while the device is inside Post or Modify.
+//
+// The engine delivers completions and QP errors outside its own lock, so a callback it queued
+// before a modify to RESET or a destroy may arrive after either returned. Every callback
+// therefore passes the QP's gate, which is open only while the QP is out of RESET and not
+// destroyed: RESET and Destroy close it and wait for the callbacks already inside, so once
+// they return no callback of the old incarnation touches the QP's rings, its doorbell record
+// or its CQs, and late ones are dropped.
 type qpHost struct{ q *QP }
 
 var _ rc.Host = (*qpHost)(nil)
 
-// RemoteMemory checks an incoming request's rkey against the QP's protection domain, the
-// region's range and its access rights.
-func (h *qpHost) RemoteMemory(rkey uint32, va uint64, length int, access rc.Access) ([]byte, error) {
-	return h.q.dev.remoteAccess(h.q.pd, rkey, va, length, access)
+// cbGate admits engine callbacks (and the watcher's receive flushing) while the QP is live.
+// enter never blocks on the QP's state, so callbacks may nest (QPError flushes receives,
+// which pops them); close waits until no caller is inside. The zero value is closed (a new
+// QP is in RESET).
+type cbGate struct {
+	mu     sync.Mutex
+	idle   sync.Cond // signalled when inside drops to 0 while closed
+	open   bool
+	inside int
 }
 
-// PopRecv consumes the next posted receive WQE.
-func (h *qpHost) PopRecv() (rc.Recv, bool) { return h.q.popRecv() }
+// enter reports whether the QP is live; when it is, the caller must call exit.
+func (g *cbGate) enter() bool {
+	g.mu.Lock()
+	ok := g.open
+	if ok {
+		g.inside++
+	}
+	g.mu.Unlock()
+	return ok
+}
+
+func (g *cbGate) exit() {
+	g.mu.Lock()
+	g.inside--
+	if g.inside == 0 && !g.open && g.idle.L != nil {
+		g.idle.Broadcast()
+	}
+	g.mu.Unlock()
+}
+
+// close refuses later callers and waits for those inside. It must not be called from a
+// callback of the same QP (it would wait for itself); callbacks never modify or destroy QPs.
+func (g *cbGate) close() {
+	g.mu.Lock()
+	g.open = false
+	if g.idle.L == nil {
+		g.idle.L = &g.mu
+	}
+	for g.inside > 0 {
+		g.idle.Wait()
+	}
+	g.mu.Unlock()
+}
+
+// reopen admits callbacks again (the QP left RESET).
+func (g *cbGate) reopen() {
+	g.mu.Lock()
+	g.open = true
+	g.mu.Unlock()
+}
+
+// RemoteMemory checks an incoming request's rkey against the QP's protection domain, the
+// region's range and its access rights. A QP in RESET or destroyed grants nothing.
+func (h *qpHost) RemoteMemory(rkey uint32, va uint64, length int, access rc.Access) ([]byte, error) {
+	q := h.q
+	if !q.gate.enter() {
+		return nil, rc.ErrAccess
+	}
+	defer q.gate.exit()
+	return q.dev.remoteAccess(q.pd, rkey, va, length, access)
+}
+
+// PopRecv consumes the next posted receive WQE; a QP in RESET or destroyed has none.
+func (h *qpHost) PopRecv() (rc.Recv, bool) {
+	q := h.q
+	if !q.gate.enter() {
+		return rc.Recv{}, false
+	}
+	defer q.gate.exit()
+	return q.popRecv()
+}
 
 // SendCompleted turns the engine's completion of a send WR into a CQE: every error, and
 // successes of signaled WRs (an unsignaled WR produces no CQE unless it fails).
 func (h *qpHost) SendCompleted(c rc.SendCompletion) {
 	q := h.q
+	if !q.gate.enter() {
+		return
+	}
+	defer q.gate.exit()
 	st := mlx5.WCStatus(c.Status)
 	if st != mlx5.WCSuccess || c.Signaled {
 		q.writeCQE(false, sendOpcode(c.Op), c.Index, st, c.ByteLen)
@@ -37,6 +114,10 @@ func (h *qpHost) SendCompleted(c rc.SendCompletion) {
 // RecvCompleted writes a responder CQE for a consumed or flushed receive.
 func (h *qpHost) RecvCompleted(c rc.RecvCompletion) {
 	q := h.q
+	if !q.gate.enter() {
+		return
+	}
+	defer q.gate.exit()
 	st := mlx5.WCStatus(c.Status)
 	e := mlx5.CQE64{
 		SopDropQPN: q.qpn,
@@ -65,9 +146,15 @@ func (h *qpHost) RecvCompleted(c rc.RecvCompletion) {
 	q.rcq.push(&e, c.Solicited)
 }
 
-// QPError records that the engine moved the QP to ERR by itself.
+// QPError records that the engine moved the QP to ERR by itself. A late one (the QP was
+// reset or destroyed since the engine queued it) is dropped by the gate: RESET and Destroy
+// change the state only with the gate closed, so the swap below never overrides them.
 func (h *qpHost) QPError(status rc.Status) {
 	q := h.q
+	if !q.gate.enter() {
+		return
+	}
+	defer q.gate.exit()
 	if QPState(q.state.Swap(uint32(QPSErr))) == QPSErr {
 		return
 	}

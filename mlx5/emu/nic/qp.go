@@ -149,6 +149,7 @@ type QP struct {
 	state atomic.Uint32
 	tr    rc.Transport
 	host  qpHost
+	gate  cbGate // admits engine callbacks while out of RESET and not destroyed (host.go)
 
 	mu        sync.Mutex // serialises send-queue processing and Modify
 	attr      QPAttr
@@ -293,7 +294,15 @@ func (q *QP) Modify(to QPState, attr QPAttr) error {
 	if err != nil {
 		return err
 	}
+	if to == QPSReset {
+		// Callbacks the engine queued before the reset may still be on their way: refuse
+		// them from now on and wait for those already inside, before the rings restart.
+		q.gate.close()
+	}
 	if err := q.tr.Modify(rs, cfg); err != nil {
+		if to == QPSReset && q.State() != QPSReset {
+			q.gate.reopen()
+		}
 		return newErr(op, ErrInvalid, unix.EINVAL, "qp %#x to %v: %v", q.qpn, to, err)
 	}
 	q.attr = attr
@@ -308,6 +317,9 @@ func (q *QP) Modify(to QPState, attr QPAttr) error {
 		q.rqMu.Unlock()
 	}
 	q.state.Store(uint32(to))
+	if to != QPSReset {
+		q.gate.reopen()
+	}
 	switch to {
 	case QPSRTS:
 		if q.dbPending {
@@ -369,7 +381,9 @@ func (q *QP) rcConfig(attr QPAttr, to QPState) (rc.Config, error) {
 }
 
 // Destroy removes the QP: its engine stops, its register and CQs are released. Outstanding
-// WRs are not completed, as on hardware.
+// WRs are not completed, as on hardware. When it returns, no goroutine of the device or of
+// the engine reads or writes the QP's rings or doorbell record any more, nor writes CQEs for
+// it: software may unmap that memory (and destroy the CQs) at once.
 func (q *QP) Destroy() error {
 	q.mu.Lock()
 	if q.destroyed {
@@ -383,8 +397,13 @@ func (q *QP) Destroy() error {
 	delete(d.qps, q.qpn)
 	d.objMu.Unlock()
 	q.uar.bf[q.bfrg].CompareAndSwap(q, nil)
-	d.unwatchErr(q)
+	// The watcher no longer processes the send queue (destroyed is set under q.mu, which
+	// process holds). Stop the engine, then wait for the callbacks it is still delivering
+	// and for a receive flush in progress; later ones are dropped. Only then stop flushing
+	// receives, so a late QP error cannot put the QP back on the watcher's list.
 	err := q.tr.Close()
+	q.gate.close()
+	d.unwatchErr(q)
 	q.scq.users.Add(-1)
 	q.rcq.users.Add(-1)
 	return err

@@ -116,9 +116,14 @@ func (d *Device) flushErrRecvs() bool {
 	d.errMu.Unlock()
 	did := false
 	for i, q := range list {
-		if q.State() == QPSErr && q.pendingRecv() {
-			q.tr.FlushRecv()
-			did = true
+		// The gate keeps Destroy (and RESET) from returning while the doorbell record is
+		// read here, and keeps this from reading it after they returned.
+		if q.gate.enter() {
+			if q.State() == QPSErr && q.pendingRecv() {
+				q.tr.FlushRecv()
+				did = true
+			}
+			q.gate.exit()
 		}
 		list[i] = nil
 	}
