@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/mlx5/emu/rc"
 )
 
 func TestWrite(t *testing.T) {
@@ -128,3 +129,18 @@ func TestReadAndAtomics(t *testing.T) {
 // atomicResult reads the original value an atomic returned, in the byte order the engine
 // documents (rc.WorkRequest.Local: host order).
 func atomicResult(b []byte) uint64 { return binary.NativeEndian.Uint64(b[:8]) }
+
+// Every executed opcode maps to a distinct operation and back; others map to none.
+func TestOpcodeMapping(t *testing.T) {
+	seen := map[rc.Op]bool{}
+	for _, m := range wqeOps {
+		op := rcOp(m.wqe)
+		if op == 0 || seen[op] || sendOpcode(op) != m.wqe {
+			t.Fatalf("opcode %#x: operation %v (seen %v), back to %#x", m.wqe, op, seen[op], sendOpcode(op))
+		}
+		seen[op] = true
+	}
+	if op := rcOp(mlx5.OpcodeNOP); op != 0 {
+		t.Fatalf("NOP maps to %v", op)
+	}
+}

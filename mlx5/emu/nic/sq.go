@@ -167,44 +167,37 @@ func (q *QP) parse(wr *rc.WorkRequest, lc *localCompletion, pending uint16) (bbs
 	return bbs, false
 }
 
-// rcOp maps a send WQE opcode to the engine's operation.
+// wqeOps pairs every send WQE opcode the engine executes with its operation; the two
+// mappings below read it in either direction.
+var wqeOps = [...]struct {
+	wqe mlx5.Opcode
+	op  rc.Op
+}{
+	{mlx5.OpcodeSend, rc.OpSend},
+	{mlx5.OpcodeSendImm, rc.OpSendImm},
+	{mlx5.OpcodeRDMAWrite, rc.OpWrite},
+	{mlx5.OpcodeRDMAWriteImm, rc.OpWriteImm},
+	{mlx5.OpcodeRDMARead, rc.OpRead},
+	{mlx5.OpcodeAtomicCS, rc.OpCompareSwap},
+	{mlx5.OpcodeAtomicFA, rc.OpFetchAdd},
+}
+
+// rcOp maps a send WQE opcode to the engine's operation (0 for one it does not execute).
 func rcOp(o mlx5.Opcode) rc.Op {
-	switch o {
-	case mlx5.OpcodeSend:
-		return rc.OpSend
-	case mlx5.OpcodeSendImm:
-		return rc.OpSendImm
-	case mlx5.OpcodeRDMAWrite:
-		return rc.OpWrite
-	case mlx5.OpcodeRDMAWriteImm:
-		return rc.OpWriteImm
-	case mlx5.OpcodeRDMARead:
-		return rc.OpRead
-	case mlx5.OpcodeAtomicCS:
-		return rc.OpCompareSwap
-	case mlx5.OpcodeAtomicFA:
-		return rc.OpFetchAdd
+	for _, m := range wqeOps {
+		if m.wqe == o {
+			return m.op
+		}
 	}
 	return 0
 }
 
 // sendOpcode maps the engine's operation back to the WQE opcode a requester CQE reports.
 func sendOpcode(o rc.Op) mlx5.Opcode {
-	switch o {
-	case rc.OpSend:
-		return mlx5.OpcodeSend
-	case rc.OpSendImm:
-		return mlx5.OpcodeSendImm
-	case rc.OpWrite:
-		return mlx5.OpcodeRDMAWrite
-	case rc.OpWriteImm:
-		return mlx5.OpcodeRDMAWriteImm
-	case rc.OpRead:
-		return mlx5.OpcodeRDMARead
-	case rc.OpCompareSwap:
-		return mlx5.OpcodeAtomicCS
-	case rc.OpFetchAdd:
-		return mlx5.OpcodeAtomicFA
+	for _, m := range wqeOps {
+		if m.op == o {
+			return m.wqe
+		}
 	}
 	return mlx5.OpcodeNOP
 }
