@@ -121,28 +121,7 @@ func startFexit(ifindexes []int) (_ *bpfSource, err error) {
 		name string
 		up   int32
 	}{{"netif_carrier_off", 0}, {"netif_carrier_on", 1}} {
-		insns := asm.Instructions{
-			// r6 = dev (first argument), r7 = dev->ifindex
-			asm.LoadMem(asm.R6, asm.R1, 0, asm.DWord),
-			asm.LoadMem(asm.R7, asm.R6, ifindexOff, asm.Word),
-			asm.StoreMem(asm.RFP, -8, asm.R7, asm.Word),
-			// if !watch[ifindex] return 0
-			asm.LoadMapPtr(asm.R1, watch.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -8),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, "out"),
-			// record {ifindex, up}; ringbuf_output(rb, &rec, 8, 0)
-			asm.StoreImm(asm.RFP, -4, int64(fn.up), asm.Word),
-			asm.LoadMapPtr(asm.R1, rb.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -8),
-			asm.Mov.Imm(asm.R3, fexitRecordLen),
-			asm.Mov.Imm(asm.R4, 0),
-			asm.FnRingbufOutput.Call(),
-			asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
-			asm.Return(),
-		}
+		insns := deviceFilterProgram(0, ifindexOff, fn.up, watch.FD(), rb.FD())
 		p, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
 			Name: "shift_" + fn.name[5:], Type: ebpf.Tracing, AttachType: ebpf.AttachTraceFExit,
 			AttachTo: fn.name, Instructions: insns, License: "GPL",
@@ -161,6 +140,34 @@ func startFexit(ifindexes []int) (_ *bpfSource, err error) {
 		return nil, fmt.Errorf("ring buffer reader: %w", err)
 	}
 	return b, nil
+}
+
+// deviceFilterProgram is the body of the fexit programs: take the struct net_device *
+// argument number arg of the traced function, and if its ifindex (at byte ifindexOff) is a
+// key of the hash map watchFD, write the record {ifindex, up} to the ring buffer rbFD.
+func deviceFilterProgram(arg, ifindexOff int16, up int32, watchFD, rbFD int) asm.Instructions {
+	return asm.Instructions{
+		// r6 = dev, r7 = dev->ifindex (trusted BTF pointer: direct load)
+		asm.LoadMem(asm.R6, asm.R1, 8*arg, asm.DWord),
+		asm.LoadMem(asm.R7, asm.R6, ifindexOff, asm.Word),
+		asm.StoreMem(asm.RFP, -8, asm.R7, asm.Word),
+		// if !watch[ifindex] return 0
+		asm.LoadMapPtr(asm.R1, watchFD),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -8),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		// record {ifindex, up}; ringbuf_output(rb, &rec, 8, 0)
+		asm.StoreImm(asm.RFP, -4, int64(up), asm.Word),
+		asm.LoadMapPtr(asm.R1, rbFD),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -8),
+		asm.Mov.Imm(asm.R3, fexitRecordLen),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnRingbufOutput.Call(),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
+		asm.Return(),
+	}
 }
 
 // startTracepoint loads a program on the workqueue_queue_work BTF tracepoint that reports
