@@ -330,6 +330,11 @@ func (cq *CQ) runPending() {
 // onBackupEvent runs on the backup device's event goroutine.
 func (cq *CQ) onBackupEvent() {
 	cq.mu.Lock()
+	// Re-arm before polling so a completion after the poll raises a new event; under the
+	// mutex because arming reads the consumer index the poller writes.
+	if b := cq.bk.Load(); b != nil {
+		_ = b.Arm(false)
+	}
 	_ = cq.pollBackupLocked()
 	cq.mu.Unlock()
 	cq.runPending()

@@ -145,8 +145,10 @@ func (q *QP) notifyLocked() error {
 	q.fifoMu.Lock()
 	q.sendKinds = append(q.sendKinds, kindCtrl)
 	q.fifoMu.Unlock()
+	q.scq.mu.Lock()
 	err := q.bk.Load().PostSend([]SendWR{{WRID: ctrlWRID, Opcode: provider.WRRDMAWriteWithImm,
 		Flags: provider.SendSignaled, Imm: uint32(q.recvDone)}})
+	q.scq.mu.Unlock()
 	if err != nil {
 		q.fifoMu.Lock()
 		q.sendKinds = q.sendKinds[:len(q.sendKinds)-1]
@@ -230,7 +232,9 @@ func (q *QP) resetDefaultLocked() {
 	}
 	q.scq.mu.Unlock()
 	if err := q.def.ToInit(q.attr); err == nil {
+		q.rcq.mu.Lock()
 		_ = q.def.PostRecv([]RecvWR{{WRID: ctrlWRID}})
+		q.rcq.mu.Unlock()
 	}
 }
 

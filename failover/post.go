@@ -155,7 +155,13 @@ func (q *QP) postBackupLocked(wrs []SendWR) error {
 		q.sendKinds = append(q.sendKinds, kindApp)
 	}
 	q.fifoMu.Unlock()
-	if err := b.PostSend(out); err != nil {
+	// The backup rings are posted under the CQ mutex their poller holds: the provider's
+	// wr_id tables are shared by post and poll (and that ordering runs through the NIC, which
+	// the race detector cannot see).
+	q.scq.mu.Lock()
+	err := b.PostSend(out)
+	q.scq.mu.Unlock()
+	if err != nil {
 		q.fifoMu.Lock()
 		q.sendKinds = q.sendKinds[:len(q.sendKinds)-nsig]
 		q.fifoMu.Unlock()
@@ -233,7 +239,10 @@ func (q *QP) postRecvBackupLocked(wrs []RecvWR) error {
 		q.recvKinds = append(q.recvKinds, kindApp)
 	}
 	q.fifoMu.Unlock()
-	if err := q.bk.Load().PostRecv(out); err != nil {
+	q.rcq.mu.Lock()
+	err := q.bk.Load().PostRecv(out)
+	q.rcq.mu.Unlock()
+	if err != nil {
 		q.fifoMu.Lock()
 		q.recvKinds = q.recvKinds[:len(q.recvKinds)-len(out)]
 		q.fifoMu.Unlock()

@@ -198,8 +198,6 @@ func (b *backupDev) eventLoop(ctx context.Context) {
 		if cq == nil {
 			continue
 		}
-		// Re-arm first so a completion after the poll below raises a new event.
-		_ = pcq.Arm(false)
 		cq.onBackupEvent()
 	}
 }
