@@ -5,11 +5,14 @@
 
 package uverbs
 
+// CmdHdr mirrors struct ib_uverbs_cmd_hdr (<rdma/ib_user_verbs.h>).
 type CmdHdr struct {
 	Command   uint32
 	In_words  uint16
 	Out_words uint16
 }
+
+// ExCmdHdr mirrors struct ib_uverbs_ex_cmd_hdr (<rdma/ib_user_verbs.h>).
 type ExCmdHdr struct {
 	Response           uint64
 	Provider_in_words  uint16
@@ -17,6 +20,7 @@ type ExCmdHdr struct {
 	Cmd_hdr_reserved   uint32
 }
 
+// Attr mirrors struct ib_uverbs_attr (<rdma/rdma_user_ioctl_cmds.h>).
 type Attr struct {
 	Attr_id   uint16
 	Len       uint16
@@ -24,6 +28,8 @@ type Attr struct {
 	Attr_data [2]byte
 	Data      uint64
 }
+
+// IoctlHdr mirrors struct ib_uverbs_ioctl_hdr (<rdma/rdma_user_ioctl_cmds.h>).
 type IoctlHdr struct {
 	Length    uint16
 	Object_id uint16
@@ -34,26 +40,35 @@ type IoctlHdr struct {
 	Reserved2 uint32
 }
 
+// AsyncEventDesc mirrors struct ib_uverbs_async_event_desc (<rdma/ib_user_verbs.h>).
 type AsyncEventDesc struct {
 	Element  uint64
 	Type     uint32
 	Reserved uint32
 }
+
+// CompEventDesc mirrors struct ib_uverbs_comp_event_desc (<rdma/ib_user_verbs.h>).
 type CompEventDesc struct {
 	Handle uint64
 }
 
+// GetContextCmd mirrors struct ib_uverbs_get_context (<rdma/ib_user_verbs.h>).
 type GetContextCmd struct {
 	Response uint64
 }
+
+// GetContextResp mirrors struct ib_uverbs_get_context_resp (<rdma/ib_user_verbs.h>).
 type GetContextResp struct {
 	Async_fd         uint32
 	Num_comp_vectors uint32
 }
 
+// QueryDeviceCmd mirrors struct ib_uverbs_query_device (<rdma/ib_user_verbs.h>).
 type QueryDeviceCmd struct {
 	Response uint64
 }
+
+// QueryDeviceResp mirrors struct ib_uverbs_query_device_resp (<rdma/ib_user_verbs.h>).
 type QueryDeviceResp struct {
 	Fw_ver                    uint64
 	Node_guid                 uint64
@@ -97,21 +112,29 @@ type QueryDeviceResp struct {
 	Phys_port_cnt             uint8
 	Reserved                  [4]uint8
 }
+
+// ExQueryDeviceCmd mirrors struct ib_uverbs_ex_query_device (<rdma/ib_user_verbs.h>).
 type ExQueryDeviceCmd struct {
 	Mask     uint32
 	Reserved uint32
 }
+
+// OdpCaps mirrors struct ib_uverbs_odp_caps (<rdma/ib_user_verbs.h>).
 type OdpCaps struct {
 	General_caps       uint64
 	Per_transport_caps OdpTransportCaps
 	Reserved           uint32
 }
+
+// RssCaps mirrors struct ib_uverbs_rss_caps (<rdma/ib_user_verbs.h>).
 type RssCaps struct {
 	Supported_qpts                 uint32
 	Max_rwq_indirection_tables     uint32
 	Max_rwq_indirection_table_size uint32
 	Reserved                       uint32
 }
+
+// TmCaps mirrors struct ib_uverbs_tm_caps (<rdma/ib_user_verbs.h>).
 type TmCaps struct {
 	Rndv_hdr_size uint32
 	Num_tags      uint32
@@ -120,11 +143,15 @@ type TmCaps struct {
 	Sge           uint32
 	Reserved      uint32
 }
+
+// CqModerationCaps mirrors struct ib_uverbs_cq_moderation_caps (<rdma/ib_user_verbs.h>).
 type CqModerationCaps struct {
 	Cq_moderation_count  uint16
 	Cq_moderation_period uint16
 	Reserved             uint32
 }
+
+// ExQueryDeviceResp mirrors struct ib_uverbs_ex_query_device_resp (<rdma/ib_user_verbs.h>).
 type ExQueryDeviceResp struct {
 	Base                QueryDeviceResp
 	Comp_mask           uint32
@@ -143,11 +170,14 @@ type ExQueryDeviceResp struct {
 	Reserved            uint32
 }
 
+// QueryPortCmd mirrors struct ib_uverbs_query_port (<rdma/ib_user_verbs.h>).
 type QueryPortCmd struct {
 	Response uint64
 	Num      uint8
 	Reserved [7]uint8
 }
+
+// QueryPortResp mirrors struct ib_uverbs_query_port_resp (<rdma/ib_user_verbs.h>).
 type QueryPortResp struct {
 	Port_cap_flags  uint32
 	Max_msg_sz      uint32
@@ -172,11 +202,15 @@ type QueryPortResp struct {
 	Flags           uint8
 	Reserved        uint8
 }
+
+// QueryPortRespEx mirrors struct ib_uverbs_query_port_resp_ex (<rdma/ib_user_ioctl_verbs.h>).
 type QueryPortRespEx struct {
 	Legacy_resp     QueryPortResp
 	Port_cap_flags2 uint16
 	Reserved        [6]uint8
 }
+
+// GIDEntry mirrors struct ib_uverbs_gid_entry (<rdma/ib_user_ioctl_verbs.h>).
 type GIDEntry struct {
 	Gid            [2]uint64
 	Gid_index      uint32
@@ -185,15 +219,22 @@ type GIDEntry struct {
 	Netdev_ifindex uint32
 }
 
+// AllocPDCmd mirrors struct ib_uverbs_alloc_pd (<rdma/ib_user_verbs.h>).
 type AllocPDCmd struct {
 	Response uint64
 }
+
+// AllocPDResp mirrors struct ib_uverbs_alloc_pd_resp (<rdma/ib_user_verbs.h>).
 type AllocPDResp struct {
 	Handle uint32
 }
+
+// DeallocPDCmd mirrors struct ib_uverbs_dealloc_pd (<rdma/ib_user_verbs.h>).
 type DeallocPDCmd struct {
 	Handle uint32
 }
+
+// RegMRCmd mirrors struct ib_uverbs_reg_mr (<rdma/ib_user_verbs.h>).
 type RegMRCmd struct {
 	Response     uint64
 	Start        uint64
@@ -202,21 +243,30 @@ type RegMRCmd struct {
 	Pd_handle    uint32
 	Access_flags uint32
 }
+
+// RegMRResp mirrors struct ib_uverbs_reg_mr_resp (<rdma/ib_user_verbs.h>).
 type RegMRResp struct {
 	Handle uint32
 	Lkey   uint32
 	Rkey   uint32
 }
+
+// DeregMRCmd mirrors struct ib_uverbs_dereg_mr (<rdma/ib_user_verbs.h>).
 type DeregMRCmd struct {
 	Handle uint32
 }
 
+// CreateCompChannelCmd mirrors struct ib_uverbs_create_comp_channel (<rdma/ib_user_verbs.h>).
 type CreateCompChannelCmd struct {
 	Response uint64
 }
+
+// CreateCompChannelResp mirrors struct ib_uverbs_create_comp_channel_resp (<rdma/ib_user_verbs.h>).
 type CreateCompChannelResp struct {
 	Fd uint32
 }
+
+// CreateCQCmd mirrors struct ib_uverbs_create_cq (<rdma/ib_user_verbs.h>).
 type CreateCQCmd struct {
 	Response     uint64
 	User_handle  uint64
@@ -225,6 +275,8 @@ type CreateCQCmd struct {
 	Comp_channel int32
 	Reserved     uint32
 }
+
+// ExCreateCQCmd mirrors struct ib_uverbs_ex_create_cq (<rdma/ib_user_verbs.h>).
 type ExCreateCQCmd struct {
 	User_handle  uint64
 	Cqe          uint32
@@ -234,28 +286,40 @@ type ExCreateCQCmd struct {
 	Flags        uint32
 	Reserved     uint32
 }
+
+// CreateCQResp mirrors struct ib_uverbs_create_cq_resp (<rdma/ib_user_verbs.h>).
 type CreateCQResp struct {
 	Handle uint32
 	Cqe    uint32
 }
+
+// ExCreateCQResp mirrors struct ib_uverbs_ex_create_cq_resp (<rdma/ib_user_verbs.h>).
 type ExCreateCQResp struct {
 	Base            CreateCQResp
 	Comp_mask       uint32
 	Response_length uint32
 }
+
+// DestroyCQCmd mirrors struct ib_uverbs_destroy_cq (<rdma/ib_user_verbs.h>).
 type DestroyCQCmd struct {
 	Response uint64
 	Handle   uint32
 	Reserved uint32
 }
+
+// DestroyCQResp mirrors struct ib_uverbs_destroy_cq_resp (<rdma/ib_user_verbs.h>).
 type DestroyCQResp struct {
 	Comp_events_reported  uint32
 	Async_events_reported uint32
 }
+
+// ReqNotifyCQCmd mirrors struct ib_uverbs_req_notify_cq (<rdma/ib_user_verbs.h>).
 type ReqNotifyCQCmd struct {
 	Cq_handle      uint32
 	Solicited_only uint32
 }
+
+// WC mirrors struct ib_uverbs_wc (<rdma/ib_user_verbs.h>).
 type WC struct {
 	Wr_id          uint64
 	Status         uint32
@@ -274,6 +338,7 @@ type WC struct {
 	Reserved       uint8
 }
 
+// GlobalRoute mirrors struct ib_uverbs_global_route (<rdma/ib_user_verbs.h>).
 type GlobalRoute struct {
 	Dgid          [16]uint8
 	Flow_label    uint32
@@ -282,6 +347,8 @@ type GlobalRoute struct {
 	Traffic_class uint8
 	Reserved      uint8
 }
+
+// AHAttr mirrors struct ib_uverbs_ah_attr (<rdma/ib_user_verbs.h>).
 type AHAttr struct {
 	Grh           GlobalRoute
 	Dlid          uint16
@@ -292,6 +359,8 @@ type AHAttr struct {
 	Port_num      uint8
 	Reserved      uint8
 }
+
+// QPCap mirrors struct ib_uverbs_qp_cap (<rdma/ib_user_ioctl_verbs.h>).
 type QPCap struct {
 	Send_wr     uint32
 	Recv_wr     uint32
@@ -299,6 +368,8 @@ type QPCap struct {
 	Recv_sge    uint32
 	Inline_data uint32
 }
+
+// CreateQPCmd mirrors struct ib_uverbs_create_qp (<rdma/ib_user_verbs.h>).
 type CreateQPCmd struct {
 	Response        uint64
 	User_handle     uint64
@@ -316,6 +387,8 @@ type CreateQPCmd struct {
 	Is_srq          uint8
 	Reserved        uint8
 }
+
+// ExCreateQPCmd mirrors struct ib_uverbs_ex_create_qp (<rdma/ib_user_verbs.h>).
 type ExCreateQPCmd struct {
 	User_handle        uint64
 	Pd_handle          uint32
@@ -336,6 +409,8 @@ type ExCreateQPCmd struct {
 	Rwq_ind_tbl_handle uint32
 	Source_qpn         uint32
 }
+
+// CreateQPResp mirrors struct ib_uverbs_create_qp_resp (<rdma/ib_user_verbs.h>).
 type CreateQPResp struct {
 	Qp_handle       uint32
 	Qpn             uint32
@@ -346,11 +421,15 @@ type CreateQPResp struct {
 	Max_inline_data uint32
 	Reserved        uint32
 }
+
+// ExCreateQPResp mirrors struct ib_uverbs_ex_create_qp_resp (<rdma/ib_user_verbs.h>).
 type ExCreateQPResp struct {
 	Base            CreateQPResp
 	Comp_mask       uint32
 	Response_length uint32
 }
+
+// QPDest mirrors struct ib_uverbs_qp_dest (<rdma/ib_user_verbs.h>).
 type QPDest struct {
 	Dgid          [16]uint8
 	Flow_label    uint32
@@ -365,11 +444,15 @@ type QPDest struct {
 	Is_global     uint8
 	Port_num      uint8
 }
+
+// QueryQPCmd mirrors struct ib_uverbs_query_qp (<rdma/ib_user_verbs.h>).
 type QueryQPCmd struct {
 	Response  uint64
 	Qp_handle uint32
 	Attr_mask uint32
 }
+
+// QueryQPResp mirrors struct ib_uverbs_query_qp_resp (<rdma/ib_user_verbs.h>).
 type QueryQPResp struct {
 	Dest               QPDest
 	Alt_dest           QPDest
@@ -402,6 +485,8 @@ type QueryQPResp struct {
 	Sq_sig_all         uint8
 	Reserved           [5]uint8
 }
+
+// ModifyQPCmd mirrors struct ib_uverbs_modify_qp (<rdma/ib_user_verbs.h>).
 type ModifyQPCmd struct {
 	Dest                QPDest
 	Alt_dest            QPDest
@@ -430,23 +515,33 @@ type ModifyQPCmd struct {
 	Alt_timeout         uint8
 	Reserved            [2]uint8
 }
+
+// ExModifyQPCmd mirrors struct ib_uverbs_ex_modify_qp (<rdma/ib_user_verbs.h>).
 type ExModifyQPCmd struct {
 	Base     ModifyQPCmd
 	Limit    uint32
 	Reserved uint32
 }
+
+// ExModifyQPResp mirrors struct ib_uverbs_ex_modify_qp_resp (<rdma/ib_user_verbs.h>).
 type ExModifyQPResp struct {
 	Comp_mask       uint32
 	Response_length uint32
 }
+
+// DestroyQPCmd mirrors struct ib_uverbs_destroy_qp (<rdma/ib_user_verbs.h>).
 type DestroyQPCmd struct {
 	Response uint64
 	Handle   uint32
 	Reserved uint32
 }
+
+// DestroyQPResp mirrors struct ib_uverbs_destroy_qp_resp (<rdma/ib_user_verbs.h>).
 type DestroyQPResp struct {
 	Reported uint32
 }
+
+// PostSendCmd mirrors struct ib_uverbs_post_send (<rdma/ib_user_verbs.h>).
 type PostSendCmd struct {
 	Response  uint64
 	Qp_handle uint32
@@ -454,6 +549,8 @@ type PostSendCmd struct {
 	Sge_count uint32
 	Wqe_size  uint32
 }
+
+// SendWR mirrors struct ib_uverbs_send_wr (<rdma/ib_user_verbs.h>).
 type SendWR struct {
 	Wr_id      uint64
 	Num_sge    uint32
@@ -462,22 +559,31 @@ type SendWR struct {
 	Ex         [4]byte
 	Wr         [32]byte
 }
+
+// PostSendResp mirrors struct ib_uverbs_post_send_resp (<rdma/ib_user_verbs.h>).
 type PostSendResp struct {
 	Wr uint32
 }
 
+// RxeMmapInfo mirrors struct mminfo (<rdma/rdma_user_rxe.h>).
 type RxeMmapInfo struct {
 	Offset uint64
 	Size   uint32
 	Pad    uint32
 }
+
+// RxeCreateCQResp mirrors struct rxe_create_cq_resp (<rdma/rdma_user_rxe.h>).
 type RxeCreateCQResp struct {
 	Mi RxeMmapInfo
 }
+
+// RxeCreateQPResp mirrors struct rxe_create_qp_resp (<rdma/rdma_user_rxe.h>).
 type RxeCreateQPResp struct {
 	Rq_mi RxeMmapInfo
 	Sq_mi RxeMmapInfo
 }
+
+// RxeSendWR mirrors struct rxe_send_wr (<rdma/rdma_user_rxe.h>).
 type RxeSendWR struct {
 	Wr_id      uint64
 	Reserved   uint32
@@ -486,11 +592,15 @@ type RxeSendWR struct {
 	Ex         [4]byte
 	Wr         [120]byte
 }
+
+// RxeSGE mirrors struct rxe_sge (<rdma/rdma_user_rxe.h>).
 type RxeSGE struct {
 	Addr   uint64
 	Length uint32
 	Lkey   uint32
 }
+
+// RxeDMAInfo mirrors struct rxe_dma_info (<rdma/rdma_user_rxe.h>).
 type RxeDMAInfo struct {
 	Length     uint32
 	Resid      uint32
@@ -499,6 +609,8 @@ type RxeDMAInfo struct {
 	Sge_offset uint32
 	Reserved   uint32
 }
+
+// RxeSendWQE mirrors struct rxe_send_wqe (<rdma/rdma_user_rxe.h>).
 type RxeSendWQE struct {
 	Wr            RxeSendWR
 	Status        uint32
@@ -512,6 +624,8 @@ type RxeSendWQE struct {
 	Has_rd_atomic uint32
 	Dma           RxeDMAInfo
 }
+
+// RxeQueueBuf mirrors struct rxe_queue_buf (<rdma/rdma_user_rxe.h>).
 type RxeQueueBuf struct {
 	Log2_elem_size uint32
 	Index_mask     uint32
@@ -522,6 +636,7 @@ type RxeQueueBuf struct {
 	Pad_3          [31]uint32
 }
 
+// ABI version and framing.
 const (
 	AbiVersion                  = 0x6
 	CmdCommandMask              = 0xff
@@ -539,6 +654,7 @@ const (
 	CoreSupportOptionalMRAccess = 0x1
 )
 
+// Legacy write() command numbers (enum ib_uverbs_write_cmds).
 const (
 	CmdGetContext        = 0x0
 	CmdQueryDevice       = 0x1
@@ -583,6 +699,7 @@ const (
 	CmdOpenQP            = 0x28
 )
 
+// Extended write() command numbers; sent OR'ed with CmdFlagExtended.
 const (
 	ExCmdQueryDevice      = 0x1
 	ExCmdCreateCQ         = 0x12
@@ -598,6 +715,7 @@ const (
 	ExCmdModifyCQ         = 0x39
 )
 
+// ioctl object ids (enum uverbs_default_objects).
 const (
 	ObjectDevice      = 0x0
 	ObjectPD          = 0x1
@@ -618,6 +736,7 @@ const (
 	ObjectAsyncEvent  = 0x10
 )
 
+// ioctl method ids.
 const (
 	MethodInvokeWrite     = 0x0
 	MethodInfoHandles     = 0x1
@@ -635,6 +754,7 @@ const (
 	MethodAsyncEventAlloc = 0x0
 )
 
+// ioctl attribute ids, per method.
 const (
 	AttrCoreIn   = 0x0
 	AttrCoreOut  = 0x1
@@ -692,6 +812,7 @@ const (
 	AttrAsyncEventAllocFDHandle = 0x0
 )
 
+// Memory access flags (enum ib_uverbs_access_flags).
 const (
 	AccessLocalWrite      = 0x1
 	AccessRemoteWrite     = 0x2
@@ -705,6 +826,7 @@ const (
 	AccessOptionalRange   = 0x3ff00000
 )
 
+// QP types (enum ib_uverbs_qp_type) and CQ/QP creation flags.
 const (
 	QPTypeRC        = 0x2
 	QPTypeUC        = 0x3
@@ -719,6 +841,9 @@ const (
 	CQFlagsIgnoreOverrun       = 0x2
 )
 
+// Work request opcodes and send flags as the generic POST_SEND and rxe's queues carry them
+// (enum ib_uverbs_wr_opcode, enum ibv_send_flags), and completion opcodes (enum
+// ib_uverbs_wc_opcode).
 const (
 	WROpRDMAWrite     = 0x0
 	WROpRDMAWriteImm  = 0x1
@@ -733,12 +858,14 @@ const (
 	WCOpRDMARead      = 0x2
 )
 
+// GID types (enum ib_uverbs_gid_type).
 const (
 	GIDTypeIB     = 0x0
 	GIDTypeRoCEv1 = 0x1
 	GIDTypeRoCEv2 = 0x2
 )
 
+// QP states (enum ib_qp_state / ibv_qp_state).
 const (
 	QPStateReset = 0x0
 	QPStateInit  = 0x1
@@ -749,6 +876,7 @@ const (
 	QPStateErr   = 0x6
 )
 
+// QP attribute mask bits (enum ib_qp_attr_mask / ibv_qp_attr_mask).
 const (
 	QPAttrState            = 0x1
 	QPAttrCurState         = 0x2
@@ -774,6 +902,7 @@ const (
 	QPAttrRateLimit        = 0x2000000
 )
 
+// Path MTU (enum ib_mtu) and path migration states (enum ib_mig_state).
 const (
 	MTU256  = 0x1
 	MTU512  = 0x2
@@ -786,6 +915,7 @@ const (
 	MigArmed    = 0x2
 )
 
+// Port states (enum ib_port_state) and link layers.
 const (
 	PortNop         = 0x0
 	PortDown        = 0x1
@@ -799,6 +929,7 @@ const (
 	LinkLayerEthernet    = 0x2
 )
 
+// Async event types (enum ib_event_type / ibv_event_type).
 const (
 	EventCQErr            = 0x0
 	EventQPFatal          = 0x1
@@ -822,6 +953,7 @@ const (
 	EventWQFatal          = 0x13
 )
 
+// OdpTransportCaps mirrors the anonymous per_transport_caps struct of struct ib_uverbs_odp_caps.
 type OdpTransportCaps struct {
 	Rc_odp_caps uint32
 	Uc_odp_caps uint32
