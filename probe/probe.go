@@ -45,7 +45,9 @@ type Watcher interface {
 	Events() <-chan LinkEvent
 	// Sources lists the sources that are running, the eBPF one first when there is one.
 	Sources() []Source
-	// EBPFError is why no eBPF source runs (nil when one does, or when it was not asked for).
+	// EBPFError says why the preferred eBPF source does not run: with EBPFAuto, why fexit
+	// was refused (even when the tracepoint runs in its place) or why neither loaded; nil
+	// when the first choice runs or eBPF is off.
 	EBPFError() error
 	// Close stops the watcher and releases its sockets, programs and goroutines.
 	Close() error

@@ -139,12 +139,13 @@ func (w *watcher) startBPF() error {
 			errs = append(errs, err)
 		}
 	}
+	if len(errs) > 0 {
+		w.bpfErr = fmt.Errorf("probe: eBPF: %w", errors.Join(errs...))
+	}
 	if w.bpf != nil {
 		w.sources = append([]Source{w.bpf.src}, w.sources...)
-		w.bpfErr = nil
 		return nil
 	}
-	w.bpfErr = fmt.Errorf("probe: eBPF: %w", errors.Join(errs...))
 	if w.opts.EBPF != EBPFAuto {
 		return w.bpfErr
 	}
