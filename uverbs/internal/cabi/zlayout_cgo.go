@@ -488,13 +488,13 @@ static const struct cabi_row cabi_rows[] = {
 	{"rxe_queue_buf", "data", offsetof(struct rxe_queue_buf, data), 0, 1},
 	{"rxe_queue_buf", "", 0, sizeof(struct rxe_queue_buf), 0},
 };
-static const struct cabi_row *cabi_table(int *n) { *n = sizeof(cabi_rows) / sizeof(cabi_rows[0]); return cabi_rows; }
+static int cabi_len(void) { return sizeof(cabi_rows) / sizeof(cabi_rows[0]); }
+static struct cabi_row cabi_row_at(int i) { return cabi_rows[i]; }
 */
 import "C"
 
 import (
 	"reflect"
-	"unsafe"
 
 	"github.com/shift-rdma/shift/uverbs"
 )
@@ -567,10 +567,10 @@ var goTypes = map[string]reflect.Type{
 
 // cRows returns the C compiler's view of every struct: one Row per field, then one size Row.
 func cRows() []Row {
-	var cn C.int
-	table := unsafe.Slice(C.cabi_table(&cn), int(cn))
-	rows := make([]Row, 0, len(table))
-	for _, r := range table {
+	n := int(C.cabi_len())
+	rows := make([]Row, 0, n)
+	for i := range n {
+		r := C.cabi_row_at(C.int(i))
 		rows = append(rows, Row{
 			CType: C.GoString(r.ctype),
 			Field: C.GoString(r.field),

@@ -94,9 +94,11 @@ func run(in, out, gopkg string) error {
 		fmt.Fprintf(&b, "\t{\"%s\", \"\", 0, sizeof(struct %s), 0},\n", m.cName, m.cName)
 	}
 	b.WriteString("};\n")
-	b.WriteString("static const struct cabi_row *cabi_table(int *n) { *n = sizeof(cabi_rows) / sizeof(cabi_rows[0]); return cabi_rows; }\n")
+	// Rows are read one by one through an accessor, so the Go side needs no unsafe slice.
+	b.WriteString("static int cabi_len(void) { return sizeof(cabi_rows) / sizeof(cabi_rows[0]); }\n")
+	b.WriteString("static struct cabi_row cabi_row_at(int i) { return cabi_rows[i]; }\n")
 	b.WriteString("*/\nimport \"C\"\n\n")
-	fmt.Fprintf(&b, "import (\n\t\"reflect\"\n\t\"unsafe\"\n\n\t\"%s\"\n)\n\n", gopkg)
+	fmt.Fprintf(&b, "import (\n\t\"reflect\"\n\n\t\"%s\"\n)\n\n", gopkg)
 	b.WriteString("// goTypes maps each C struct name to the Go type generated for it.\n")
 	b.WriteString("var goTypes = map[string]reflect.Type{\n")
 	for _, m := range maps {
@@ -105,10 +107,10 @@ func run(in, out, gopkg string) error {
 	b.WriteString("}\n\n")
 	b.WriteString(`// cRows returns the C compiler's view of every struct: one Row per field, then one size Row.
 func cRows() []Row {
-	var cn C.int
-	table := unsafe.Slice(C.cabi_table(&cn), int(cn))
-	rows := make([]Row, 0, len(table))
-	for _, r := range table {
+	n := int(C.cabi_len())
+	rows := make([]Row, 0, n)
+	for i := range n {
+		r := C.cabi_row_at(C.int(i))
 		rows = append(rows, Row{
 			CType: C.GoString(r.ctype),
 			Field: C.GoString(r.field),
