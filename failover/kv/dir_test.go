@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,5 +118,55 @@ func TestDirUnreadable(t *testing.T) {
 	_, err := d.Get(context.Background(), "k")
 	if !errors.Is(err, kv.ErrUnavailable) || errors.Is(err, kv.ErrNotFound) || !errors.Is(err, unix.EISDIR) {
 		t.Fatalf("unreadable key: %v", err)
+	}
+}
+
+// TestDirTwoProcesses: a second process (this test binary re-executed) publishes entries
+// that this one reads, and reads the ones this one published, through one directory.
+func TestDirTwoProcesses(t *testing.T) {
+	if os.Getenv("SHIFT_KV_DIR_CHILD") != "" {
+		t.Skip("running as the helper process")
+	}
+	root := t.TempDir()
+	d, err := kv.NewDir(root, kv.DirOptions{Job: "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := d.Put(ctx, "from/parent", []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skipf("cannot re-execute the test binary: %v", err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestDirChildHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SHIFT_KV_DIR_CHILD="+root)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	v, err := d.Get(ctx, "from/child")
+	if err != nil || string(v) != "c:p" {
+		t.Fatalf("entry of the child: %q %v", v, err)
+	}
+}
+
+// TestDirChildHelper is the child of TestDirTwoProcesses; it does nothing on its own.
+func TestDirChildHelper(t *testing.T) {
+	root := os.Getenv("SHIFT_KV_DIR_CHILD")
+	if root == "" {
+		t.Skip("helper process of TestDirTwoProcesses")
+	}
+	d, err := kv.NewDir(root, kv.DirOptions{Job: "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	v, err := d.Get(ctx, "from/parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Put(ctx, "from/child", append([]byte("c:"), v...)); err != nil {
+		t.Fatal(err)
 	}
 }
