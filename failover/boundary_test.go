@@ -3,6 +3,8 @@ package failover
 import (
 	"encoding/binary"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -197,5 +199,91 @@ func TestInjection(t *testing.T) {
 	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 120, size: 2048, failAt: -1, seed: 11})
 	if a[0].SendState() != SendFallback {
 		t.Fatalf("state %v", a[0].SendState())
+	}
+}
+
+// The shared-memory switch: another process writes the injection file; the next WR with a
+// key on the named QP fails on the default NIC and its correct copy runs on the backup.
+func TestInjectionSharedMemory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shift-inject")
+	e := newEnvWith(t, 256, func(h int, o *Options) {
+		if h == 0 {
+			o.InjectFile = path
+		}
+	})
+	a, b := e.pairs(t, 1, smallCap)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var w [8]byte
+	binary.NativeEndian.PutUint32(w[:4], a[0].QPN())
+	if _, err := f.WriteAt(w[:4], 8); err != nil {
+		t.Fatal(err)
+	}
+	binary.NativeEndian.PutUint64(w[:], 25)
+	if _, err := f.WriteAt(w[:], 0); err != nil {
+		t.Fatal(err)
+	}
+	runStream(t, e, a[0], b[0], stream{mode: modeWrite, msgs: 100, size: 2048, failAt: -1, seed: 12})
+	if a[0].SendState() != SendFallback {
+		t.Fatalf("state %v: the injected fault did not fire", a[0].SendState())
+	}
+	if _, err := f.ReadAt(w[:], 0); err != nil || binary.NativeEndian.Uint64(w[:]) != 0 {
+		t.Fatalf("countdown after the fault: %d (%v)", binary.NativeEndian.Uint64(w[:]), err)
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	m, err := ParseBackupMap("mlx5_0:mlx5_1, mlx5_1:mlx5_0,mlx5_0:mlx5_2")
+	if err != nil || len(m["mlx5_0"]) != 2 || m["mlx5_0"][1] != "mlx5_2" || m["mlx5_1"][0] != "mlx5_0" {
+		t.Fatalf("%v %v", m, err)
+	}
+	for _, bad := range []string{"mlx5_0", "mlx5_0:mlx5_0", ":x", "a:b:c"} {
+		if _, err := ParseBackupMap(bad); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	if s, err := parseInject("all:3"); err != nil || s.qpn != 0 || s.n != 3 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if s, err := parseInject("0x1a:1"); err != nil || s.qpn != 0x1a || s.n != 1 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	for _, bad := range []string{"all", "x:1", "all:0", "5:-1"} {
+		if _, err := parseInject(bad); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	for s := SendDefault; s <= numSendStates; s++ {
+		if s.String() == "" {
+			t.Fatal("empty state name")
+		}
+	}
+	if SendFallback.String() != "Fallback" || RecvFailed.String() != "Failed" || EvPeerCount.String() != "PeerCount" {
+		t.Fatal("state names")
+	}
+}
+
+// Every transition goes through the table: an illegal one is an error, a legal one counted.
+func TestStateTable(t *testing.T) {
+	var m machine
+	if _, err := m.sendEvent(EvPeerCount); err == nil {
+		t.Fatal("Default --PeerCount--> accepted")
+	}
+	for _, ev := range []Event{EvFailure, EvPeerCount, EvProbeOK, EvFenceWR, EvDrained} {
+		if _, err := m.sendEvent(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.sendState() != SendDefault || m.SendTransitions(SendHandshake, SendFallback) != 1 {
+		t.Fatalf("state %v", m.sendState())
+	}
+	if _, err := m.recvEvent(EvRecvMoved); err != nil || m.recvState() != RecvFallback {
+		t.Fatal(err)
+	}
+	if _, err := m.recvEvent(EvRecvMoved); err == nil {
+		t.Fatal("Fallback --RecvMoved--> accepted")
 	}
 }

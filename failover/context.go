@@ -32,6 +32,9 @@ type Options struct {
 	KVTimeout time.Duration
 	// DrainTimeout bounds the wait for a failed default QP's last completions (0: 10 s).
 	DrainTimeout time.Duration
+	// InjectFile is the shared-memory injection file to map; empty means
+	// /dev/shm/shift-<pid> when SHIFT_INJECT_SHM=1, else none (see inject.go).
+	InjectFile string
 	// HandshakeTimeout bounds the wait for the peer's receive counter (0: 10 s); past it the
 	// QP fails and the application gets the errors.
 	HandshakeTimeout time.Duration
@@ -56,8 +59,14 @@ type Context struct {
 	lkeys sync.Map // default lkey → backup lkey
 	rkeys sync.Map // rkeyKey → backup rkey (KV cache)
 
-	injArmed atomic.Int64 // WRs until the injected fault (0: off)
-	injQPN   atomic.Uint32
+	// The injection words: the context's own, or those of the shared-memory file.
+	injArmed *atomic.Int64 // WRs until the injected fault (0: off)
+	injQPN   *atomic.Uint32
+	injOwn   struct {
+		armed atomic.Int64
+		qpn   atomic.Uint32
+	}
+	injFile *injectShared
 
 	fallbacks, refused, transitions, reposted, skipped atomic.Uint64
 }
@@ -102,17 +111,30 @@ func Open(name string, opts Options) (*Context, error) {
 		return nil, err
 	}
 	c := &Context{opts: opts}
+	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
+	if opts.InjectFile == "" && os.Getenv("SHIFT_INJECT_SHM") == "1" {
+		opts.InjectFile = defaultInjectFile()
+	}
+	if opts.InjectFile != "" {
+		if c.injFile, err = mapInjectFile(opts.InjectFile); err != nil {
+			return nil, err
+		}
+		c.injArmed, c.injQPN = c.injFile.words()
+	}
 	if c.def, err = provider.Open(name); err != nil {
+		c.releaseInject()
 		return nil, fmt.Errorf("failover: open %s: %w", name, err)
 	}
 	g, err := c.def.GIDByIndex(opts.Port, opts.GIDIndex)
 	if err != nil {
 		c.def.Close()
+		c.releaseInject()
 		return nil, fmt.Errorf("failover: open %s: default GID: %w", name, err)
 	}
 	c.gid = g.GID
 	if c.bk, err = openBackup(c, backups[0]); err != nil {
 		c.def.Close()
+		c.releaseInject()
 		return nil, err
 	}
 	if inj.n > 0 {
@@ -143,7 +165,17 @@ func (c *Context) WaitShadow(ctx context.Context) error { return c.bk.wait(ctx) 
 // destroyed by the kernel.
 func (c *Context) Close() error {
 	err := c.bk.close()
-	return errors.Join(err, c.def.Close())
+	return errors.Join(err, c.def.Close(), c.releaseInject())
+}
+
+func (c *Context) releaseInject() error {
+	if c.injFile == nil {
+		return nil
+	}
+	f := c.injFile
+	c.injFile = nil
+	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
+	return f.release()
 }
 
 // Inject arms the failure injection of paper §5.1(3): the n-th next WR posted on QP qpn (0:

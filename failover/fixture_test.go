@@ -30,6 +30,7 @@ type testHost struct {
 
 type testEnv struct {
 	prefix, job string
+	hook        func(h int, o *Options)
 	cl          *emu.Cluster
 	kv          *kv.Mem
 	hosts       [2]*testHost
@@ -42,7 +43,10 @@ const bufSize = 4 << 20
 // enough margin that a loaded machine does not exhaust the retries of a healthy path.
 var fastAttr = ConnectAttr{Timeout: 12, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
 
-func newEnv(t testing.TB, cqe int) *testEnv {
+func newEnv(t testing.TB, cqe int) *testEnv { return newEnvWith(t, cqe, nil) }
+
+// newEnvWith is newEnv with a hook that adjusts each host's Options.
+func newEnvWith(t testing.TB, cqe int, hook func(h int, o *Options)) *testEnv {
 	t.Helper()
 	prefix := fmt.Sprintf("fo%d_%d_", os.Getpid(), envSeq.Add(1))
 	cl, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: 2, Register: true, Prefix: prefix, Seed: 7})
@@ -54,7 +58,7 @@ func newEnv(t testing.TB, cqe int) *testEnv {
 			t.Errorf("close cluster: %v", err)
 		}
 	})
-	e := &testEnv{cl: cl, kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("job%d", envSeq.Load())}
+	e := &testEnv{cl: cl, kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("job%d", envSeq.Load()), hook: hook}
 	for h := range 2 {
 		e.hosts[h] = e.openHost(t, h, cqe, bufSize)
 	}
@@ -121,8 +125,12 @@ func (p *poller) next(deadline time.Time) []WC {
 func (e *testEnv) openHost(t testing.TB, h, cqe, size int) *testHost {
 	t.Helper()
 	def, bk := fmt.Sprintf("%s%d", e.prefix, 2*h), fmt.Sprintf("%s%d", e.prefix, 2*h+1)
-	c, err := Open(def, Options{Backups: []string{bk}, KV: e.kv, Job: e.job,
-		DrainTimeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second})
+	o := Options{Backups: []string{bk}, KV: e.kv, Job: e.job,
+		DrainTimeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second}
+	if e.hook != nil {
+		e.hook(h, &o)
+	}
+	c, err := Open(def, o)
 	if err != nil {
 		t.Fatal(err)
 	}
