@@ -3,6 +3,7 @@ package kv_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -253,4 +254,40 @@ func openFDs(t *testing.T) int {
 		t.Skipf("fd count needs /proc: %v", err)
 	}
 	return len(ents)
+}
+
+func TestOpenURL(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	d, err := kv.OpenURL(ctx, "dir:"+root, "j", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.(*kv.Dir); !ok {
+		t.Fatalf("dir: gave %T", d)
+	}
+	s := kvtest.StartRedis(t, kvtest.RedisConfig{Password: "pw"})
+	r, err := kv.OpenURL(ctx, s.URL(), "j", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Put(ctx, "k", []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	// The same entry through a store without a job, under its namespaced key.
+	raw, err := kv.OpenURL(ctx, s.URL(), "", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if v, err := raw.Get(ctx, "shift/j/k"); err != nil || len(v) != 1 {
+		t.Fatalf("namespaced key: %v %v", v, err)
+	}
+	for _, bad := range []string{"", "mem", "http://u:secretpw@h"} {
+		_, err := kv.OpenURL(ctx, bad, "j", 0)
+		if !errors.Is(err, unix.EINVAL) || strings.Contains(fmt.Sprint(err), "secretpw") {
+			t.Fatalf("%q: %v", bad, err)
+		}
+	}
 }
