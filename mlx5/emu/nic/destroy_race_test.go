@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -345,13 +346,32 @@ func TestDestroyDuringAsyncErrors(t *testing.T) {
 			}
 			q.rq.Ring(q.db)
 		}
-		// A few WRs from a: SENDs and WRITEs of up to 64 KiB, a READ.
-		n := 1 + rnd.IntN(6)
+		// Cut the path before or after the doorbell, or not at all (some rounds destroy QPs
+		// with traffic in flight rather than in error).
+		mode := rnd.IntN(4)
+		cut := func() {
+			switch mode {
+			case 0:
+				ea.SetLinkUp(false)
+			case 1:
+				ea.Faults(fabric.TX).SetBlackhole(true)
+			case 2:
+				ea.Faults(fabric.TX).DropNext(1 + rnd.IntN(20))
+			}
+		}
+		cutFirst := rnd.IntN(2) == 0
+		if cutFirst {
+			cut()
+		}
+		// Up to 48 WRs from a (SENDs, WRITEs and READs of up to 16 KiB), mostly unsignaled:
+		// an error flushes them all, each with a CQE, so the engine's delivery of the error
+		// is a long batch of completions ending with the QP error.
+		n := 1 + rnd.IntN(48)
 		var last mlx5.Posted
 		for i := 0; i < n; i++ {
 			bl := a.sq.Begin()
 			op := mlx5.OpcodeRDMAWrite
-			size := 1 + rnd.IntN(64<<10)
+			size := 1 + rnd.IntN(16<<10)
 			switch rnd.IntN(3) {
 			case 0:
 				op, size = mlx5.OpcodeSend, 1+rnd.IntN(4096)
@@ -362,24 +382,27 @@ func TestDestroyDuringAsyncErrors(t *testing.T) {
 				bl.Raddr(mlx5.RaddrSeg{RemoteAddr: addrOf(data.b[memSize/2:]), RKey: mrb.RKey})
 			}
 			bl.Data(mlx5.DataSeg{ByteCount: uint32(size), LKey: mra.LKey, Addr: addrOf(data.b[64<<10:])})
-			if last, err = bl.Finish(mlx5.CtrlSeg{Opcode: op, QPN: a.qp.QPN(), FMCESE: mlx5.CtrlCQUpdate}); err != nil {
+			var fl uint8
+			if rnd.IntN(4) == 0 {
+				fl = mlx5.CtrlCQUpdate
+			}
+			if last, err = bl.Finish(mlx5.CtrlSeg{Opcode: op, QPN: a.qp.QPN(), FMCESE: fl}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		a.bf.Ring(a.sq, a.db, n, last, false)
-		// Cut the path at once or a little later; or not at all, so some rounds destroy
-		// QPs with traffic in flight instead of in error.
-		switch rnd.IntN(4) {
-		case 0:
-			ea.SetLinkUp(false)
-		case 1:
-			ea.Faults(fabric.TX).SetBlackhole(true)
-		case 2:
-			ea.Faults(fabric.TX).DropNext(1 + rnd.IntN(20))
+		if !cutFirst {
+			cut()
 		}
-		// Let the engines run into their errors for up to ~1 ms (a retry takes 8 µs at
-		// Timeout 1): the destroy lands before, during or after the error delivery.
-		if w := rnd.IntN(1200); w > 100 {
+		if rnd.IntN(3) != 0 {
+			// Destroy as soon as the first completion appears: the engine is then in the
+			// middle of delivering its batch (a retry takes 8 µs at Timeout 1).
+			var e mlx5.CQE64
+			deadline := time.Now().Add(5 * time.Millisecond)
+			for !acq.ring.Peek(&e) && time.Now().Before(deadline) {
+				runtime.Gosched()
+			}
+		} else if w := rnd.IntN(1200); w > 100 {
 			time.Sleep(time.Duration(w) * time.Microsecond)
 		}
 		order := []*raceQP{a, b}
