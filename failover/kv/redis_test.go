@@ -291,3 +291,25 @@ func TestOpenURL(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRedisGet: one Get of a 4-byte entry (an rkey mapping) from a loopback
+// redis-server, the cost of a cache miss at fallback time.
+func BenchmarkRedisGet(b *testing.B) {
+	ctx := context.Background()
+	s := kvtest.StartRedis(b, kvtest.RedisConfig{})
+	r, err := kv.NewRedis(ctx, s.URL(), kv.RedisOptions{Job: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Put(ctx, "mr/fe80000000000000000000000000001/4660", []byte{0, 0, 0x12, 0x34}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := r.Get(ctx, "mr/fe80000000000000000000000000001/4660"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
