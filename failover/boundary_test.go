@@ -287,3 +287,30 @@ func TestStateTable(t *testing.T) {
 		t.Fatal("Fallback --RecvMoved--> accepted")
 	}
 }
+
+func TestChooseBackups(t *testing.T) {
+	e := newEnv(t, 16)
+	def := e.prefix + "0"
+	t.Setenv("SHIFT_BACKUP", "")
+	auto, err := chooseBackups(def, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, d := range auto {
+		if d == def {
+			t.Fatalf("automatic selection %v names the default device", auto)
+		}
+		found = found || d == e.prefix+"1"
+	}
+	if !found {
+		t.Fatalf("automatic selection %v misses %s1", auto, e.prefix)
+	}
+	t.Setenv("SHIFT_BACKUP", def+":"+e.prefix+"1")
+	if b, err := chooseBackups(def, Options{}); err != nil || len(b) != 1 || b[0] != e.prefix+"1" {
+		t.Fatalf("SHIFT_BACKUP: %v %v", b, err)
+	}
+	if _, err := chooseBackups(e.prefix+"2", Options{}); !errors.Is(err, ErrNoBackup) {
+		t.Fatalf("device without a backup in SHIFT_BACKUP: %v", err)
+	}
+}

@@ -34,7 +34,9 @@ func ParseBackupMap(s string) (map[string][]string, error) {
 }
 
 // chooseBackups returns the backup devices of def: Options.Backups, else SHIFT_BACKUP, else
-// every other device with an active port (automatic selection).
+// every other device with an active port that has a RoCEv2 GID (automatic selection).
+// Automatic selection cannot tell which devices share this host when several emulated hosts
+// live in one process: tests and the demo name the backup explicitly.
 func chooseBackups(def string, opts Options) ([]string, error) {
 	if len(opts.Backups) > 0 {
 		return opts.Backups, nil
@@ -59,7 +61,7 @@ func chooseBackups(def string, opts Options) ([]string, error) {
 			continue
 		}
 		for _, p := range d.Ports {
-			if p.State == int(uverbs.PortActive) {
+			if p.State == int(uverbs.PortActive) && hasRoCEv2(p) {
 				out = append(out, d.Name)
 				break
 			}
@@ -97,4 +99,13 @@ func parseInject(s string) (injectSpec, error) {
 	}
 	spec.n = v
 	return spec, nil
+}
+
+func hasRoCEv2(p uverbs.PortInfo) bool {
+	for _, g := range p.GIDs {
+		if strings.Contains(strings.ToLower(g.Type), "v2") {
+			return true
+		}
+	}
+	return false
 }
