@@ -79,8 +79,8 @@ type Options struct {
 	PollInterval time.Duration
 	// DumpInterval is the period of the full link dump; 0 means 1 s, negative disables it.
 	DumpInterval time.Duration
-	// Netlink enables the RTM_NEWLINK subscription; the zero Options enable it (set
-	// NoNetlink to measure the other sources alone).
+	// NoNetlink turns the RTM_NEWLINK subscription off (to measure the other sources
+	// alone); it runs by default.
 	NoNetlink bool
 	// EBPF selects the eBPF source.
 	EBPF EBPFMode
