@@ -80,7 +80,7 @@ func TestRealClockRetryExceeded(t *testing.T) {
 
 // Concurrent delivery goroutines, real timers and losses: data still arrives intact.
 func TestRealClockWithLoss(t *testing.T) {
-	r := newRealPair(t, func(a, b *Config) { a.Timeout = 14 }) // 67 ms: no spurious give-up on a loaded machine
+	r := newRealPair(t, func(a, b *Config) { a.Timeout = 16 }) // 268 ms: no spurious give-up on a loaded machine
 	mem := r.hb.register(1, 0, 1<<20, AccessRemoteWrite)
 	n := 0
 	r.pair.A.SetDrop(func(_ *roce.Packet) bool { n++; return n%97 == 0 })
