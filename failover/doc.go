@@ -15,3 +15,32 @@
 // without SHIFT. Recovery to the default NIC is package work for later (issue 6); the states
 // for it exist.
 package failover
+
+// Implementation notes (where this package departs from, or fixes, the letter of
+// docs/FAILOVER.md; the reasons are in the report of issue 5):
+//
+//   - Outstanding sends are reposted from a per-QP WR log, not copied WQE by WQE from the
+//     default ring. The provider retires the failed WQE when its error CQE is polled, so
+//     provider.QP.CopySendWQE refuses exactly the WQE that must be retried first; and with
+//     failure injection the default ring holds the corrupted WQE while the backup must get
+//     the correct one. The log is a preallocated ring (4× the SQ depth, SGEs included) written
+//     by PostSend before the doorbell; a completion of a signaled WR retires the log up to it.
+//     The backup copy gets the same wr_id, lkeys mapped through the MR table and rkeys through
+//     the KV store; QPN and WQE index are the backup QP's own because it is posted there.
+//   - SHIFT's own completions on a backup QP are recognised by position: each backup QP keeps
+//     the kinds (application or control) of its posted receives and of its signaled sends in
+//     posting order, which is completion order on an RC QP. Only after a backup error, when a
+//     CQE may stand for an unsignaled WQE, is the control wr_id used to drop SHIFT's flushes.
+//   - Each side sends exactly one control WRITE_WITH_IMM per fallback and each backup QP has
+//     exactly one control RECV at its head; no fresh control RECV is posted in front of the
+//     reposted application receives (it would swallow the peer's first SEND).
+//   - A failure is found when the application polls the error completion (as SHIFT intercepts
+//     poll_cq), when a post fails, or when the peer's notification arrives on the backup CQ's
+//     event goroutine; an application that never polls its send CQ does not fail over until
+//     it does.
+//   - The receive side of a fallback reposts the receives in [recvDone, recvPosted) from the
+//     receive log, in order, behind the backup QP's control RECV.
+//   - READs before the last two-sided WR the peer received are read again (their response may
+//     have been lost), after that WR rather than before it.
+//   - SendInline WRs are reposted from the addresses of their SGEs: the bytes must not change
+//     until the WR completes (the verbs API allows reuse at once after ibv_post_send).
