@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
+	"strings"
 
 	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/mlx5/emu/fabric"
 )
 
 // runEmulated builds two emulated hosts on an in-process fabric, registers their devices,
@@ -51,4 +54,35 @@ func runEmulated(c perfConfig, out io.Writer) error {
 	fmt.Fprintf(out, " emulated: client %s, server %s\n", cliCfg.dev, srvCfg.dev)
 	res.print(out)
 	return nil
+}
+
+// openUDPDevice creates and registers an emulated HCA of this process whose single port is a
+// RoCEv2 link on ip (UDP port 4791): two shiftctl processes, each with its own, exchange real
+// RoCEv2 datagrams through the kernel. It returns the device name and a cleanup function.
+func openUDPDevice(ip string) (string, func(), error) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return "", nil, fmt.Errorf("-emu-ip %q: %w", ip, err)
+	}
+	link, err := fabric.ListenUDP(addr)
+	if err != nil {
+		return "", nil, err
+	}
+	name := "eudp_" + strings.NewReplacer(".", "_", ":", "_").Replace(addr.String())
+	d, err := emu.NewDevice(emu.DeviceConfig{Name: name, Ports: []emu.PortConfig{{Link: link, Netdev: "lo"}}})
+	if err != nil {
+		link.Close()
+		return "", nil, err
+	}
+	un, err := d.Register()
+	if err != nil {
+		d.Close()
+		link.Close()
+		return "", nil, err
+	}
+	return name, func() {
+		un()
+		d.Close()
+		link.Close() // the device does not own its link
+	}, nil
 }

@@ -18,6 +18,9 @@ import (
 	"github.com/shift-rdma/shift/provider"
 )
 
+// perfGuard bounds how long a test waits without progress before it gives up.
+const perfGuard = 30 * time.Second
+
 // perfConfig holds the perftest-like options.
 type perfConfig struct {
 	dev      string
@@ -33,6 +36,7 @@ type perfConfig struct {
 	tcpPort  int
 	server   string // host to connect to; "" = act as server
 	emulated bool
+	emuIP    string // run on an emulated device of this process bound to this IP (RoCEv2 over UDP)
 	verify   bool
 	timeout  int // QP ACK timeout exponent
 }
@@ -62,6 +66,7 @@ func parsePerfTo(args []string, usage io.Writer) (perfConfig, error) {
 	fs.BoolVar(&c.lat, "lat", false, "latency test (default: bandwidth)")
 	fs.IntVar(&c.tcpPort, "p", 18515, "TCP port of the out-of-band exchange")
 	fs.BoolVar(&c.emulated, "emulated", false, "run client and server in-process over two emulated hosts")
+	fs.StringVar(&c.emuIP, "emu-ip", "", "run on an emulated device of this process whose RoCEv2 port binds this local IP (UDP 4791), talking to another process's")
 	fs.BoolVar(&c.verify, "verify", true, "check the transferred data at the end")
 	fs.IntVar(&c.timeout, "u", 14, "QP ACK timeout exponent (4.096 us * 2^u)")
 	if err := fs.Parse(args); err != nil {
@@ -113,6 +118,14 @@ func perfMain(args []string, out io.Writer) error {
 	}
 	if c.emulated {
 		return runEmulated(c, out)
+	}
+	if c.emuIP != "" {
+		name, closeDev, err := openUDPDevice(c.emuIP)
+		if err != nil {
+			return err
+		}
+		defer closeDev()
+		c.dev = name
 	}
 	if c.dev == "" {
 		devs, err := provider.Devices()
@@ -401,7 +414,7 @@ func (s *perfSide) waitOne(wc []provider.WC, deadline time.Time) (provider.WC, e
 // outstanding per QP; send_bw servers keep depth receives posted per QP.
 func (s *perfSide) bandwidth(conn net.Conn, client bool) (*perfResult, error) {
 	c := s.c
-	deadline := time.Now().Add(10 * time.Minute)
+	deadline := time.Now().Add(perfGuard)
 	var wc [64]provider.WC
 	recvTotal := 0
 	if !client && c.test == "send" {
@@ -439,6 +452,8 @@ func (s *perfSide) bandwidth(conn net.Conn, client bool) (*perfResult, error) {
 					if time.Now().After(deadline) {
 						return nil, errors.New("timed out receiving")
 					}
+				} else {
+					deadline = time.Now().Add(perfGuard)
 				}
 			}
 		}
@@ -492,6 +507,8 @@ func (s *perfSide) bandwidth(conn net.Conn, client bool) (*perfResult, error) {
 			if time.Now().After(deadline) {
 				return nil, errors.New("timed out")
 			}
+		} else {
+			deadline = time.Now().Add(perfGuard)
 		}
 	}
 	el := time.Since(start)
@@ -506,7 +523,7 @@ func (s *perfSide) bandwidth(conn net.Conn, client bool) (*perfResult, error) {
 func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 	c := s.c
 	q, r := s.qps[0], s.remote[0]
-	deadline := time.Now().Add(10 * time.Minute)
+	deadline := time.Now().Add(perfGuard)
 	var wc [4]provider.WC
 	samples := make([]time.Duration, 0, c.iters)
 	flags := provider.SendSignaled
@@ -520,10 +537,30 @@ func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 	flagOff := (c.size - 1) &^ 3
 	flagWord := (*uint32)(unsafe.Pointer(&s.buf.Bytes()[flagOff]))
 	flagShift := uint(8 * ((c.size - 1) & 3)) // little-endian byte position inside the word
+	// pending counts our own signaled WRITEs not yet reaped; waitFlag reaps them while it
+	// waits, so an error completion (the peer is gone, the link failed) ends the test at once
+	// instead of leaving it waiting for a WRITE that will never come.
+	pending := 0
+	reap := func() error {
+		k, err := s.cq.Poll(wc[:])
+		if err != nil {
+			return err
+		}
+		for _, w := range wc[:k] {
+			if w.Status != provider.WCSuccess {
+				return fmt.Errorf("completion wr_id %d: %v", w.WRID, w.Status)
+			}
+			pending--
+		}
+		return nil
+	}
 	waitFlag := func(v byte) error {
 		for n := 0; ; n++ {
 			if byte(atomic.LoadUint32(flagWord)>>flagShift) == v {
 				return nil
+			}
+			if err := reap(); err != nil {
+				return err
 			}
 			s.idle()
 			if n&4095 == 4095 && time.Now().After(deadline) {
@@ -547,6 +584,7 @@ func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 	if c.test == "read" {
 		if client {
 			for i := 0; i < c.iters; i++ {
+				deadline = time.Now().Add(perfGuard)
 				t0 := time.Now()
 				if err := q.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
 					SGL: []provider.SGE{s.dstSGE(0)}, RemoteAddr: r.SrcAddr, RKey: r.RKey}}); err != nil {
@@ -567,6 +605,7 @@ func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 		return &perfResult{c: c, samples: samples}, nil
 	}
 	for i := 1; i <= c.iters; i++ {
+		deadline = time.Now().Add(perfGuard)
 		var t0 time.Time
 		if client {
 			t0 = time.Now()
@@ -598,12 +637,22 @@ func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 		} else if err := s.ping(send, i); err != nil {
 			return nil, err
 		}
-		// Reap our own send completion so the SQ never fills.
 		if c.test == "write" {
-			if _, err := s.waitOne(wc[:], deadline); err != nil {
-				return nil, err
+			pending++
+			// Keep the SQ from filling: reap down to half the depth.
+			for pending > c.depth/2 {
+				if _, err := s.waitOne(wc[:], deadline); err != nil {
+					return nil, err
+				}
+				pending--
 			}
 		}
+	}
+	for c.test == "write" && pending > 0 {
+		if _, err := s.waitOne(wc[:], deadline); err != nil {
+			return nil, err
+		}
+		pending--
 	}
 	if c.test == "send" {
 		// Completions of our sends may still be queued behind receives; drain them.
@@ -626,7 +675,7 @@ func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 // idle is called on every empty poll. On the emulator the NIC runs as goroutines of this
 // process, so a spinning poller yields the processor to them; on hardware it keeps spinning.
 func (s *perfSide) idle() {
-	if s.c.emulated {
+	if s.c.emulated || s.c.emuIP != "" {
 		runtime.Gosched()
 	}
 }
