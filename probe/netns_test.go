@@ -100,7 +100,8 @@ var sources = []struct {
 }
 
 // TestDownUpEachSource: the watched end's carrier goes (peer set down) and comes back, and
-// the watched end itself is set down and up; each source alone reports each transition with
+// the watched end itself is set down and up, by rtnetlink requests and by `ip link set`;
+// each source alone reports each transition with
 // the right netdev, index and direction.
 func TestDownUpEachSource(t *testing.T) {
 	for _, s := range sources {
@@ -111,10 +112,16 @@ func TestDownUpEachSource(t *testing.T) {
 				t.Fatalf("sources %v lack %s", got, s.src)
 			}
 			for _, step := range []struct {
-				v  *netnstest.Veth
-				up bool
-			}{{p.b, false}, {p.b, true}, {p.a, false}, {p.a, true}} {
-				setLink(t, step.v, step.up)
+				v     *netnstest.Veth
+				up    bool
+				useIP bool // `ip link set` instead of our own rtnetlink request
+			}{{p.b, false, false}, {p.b, true, false}, {p.a, false, false}, {p.a, true, false},
+				{p.b, false, true}, {p.b, true, true}} {
+				if step.useIP {
+					step.v.SetUp(t, step.up)
+				} else {
+					setLink(t, step.v, step.up)
+				}
 				ev := next(t, w)
 				if ev.Netdev != p.a.Name || ev.Ifindex != p.a.Index || ev.Up != step.up || ev.Source != s.src {
 					t.Fatalf("after setting %s up=%v: event %+v", step.v.Name, step.up, ev)

@@ -276,9 +276,12 @@ func (e *env) pairQPs() (a, b *qpEnd) {
 	return a, b
 }
 
+// attrsFor connects local to remote. The ACK timeout runs on the real clock and no test using
+// these attributes loses packets, so any timeout is the machine stalling: 268 ms (Timeout 16)
+// times 8 tries leaves 2 s of stall before a spurious RETRY_EXC_ERR, where 67 ms left 0.5 s.
 func attrsFor(local, remote *qpEnd) QPAttr {
 	return QPAttr{Port: 1, RemoteQPN: remote.qp.QPN(), RemoteAddr: remote.h.dev.Port(1).Addr(),
-		PathMTU: 1024, SQPSN: 100, RQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNR: 1,
+		PathMTU: 1024, SQPSN: 100, RQPSN: 100, Timeout: 16, RetryCnt: 7, RNRRetry: 7, MinRNR: 1,
 		MaxRDAtom: 4, MaxDestRD: 4, Access: AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic}
 }
 
