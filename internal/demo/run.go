@@ -156,25 +156,13 @@ func Run(ctx context.Context, cfg Config, mode Mode, progress io.Writer) (res *R
 	}
 	defer func() { err = errors.Join(err, stack.Close()) }()
 
-	var sides []Side
-	defer func() {
-		for _, s := range sides {
-			err = errors.Join(err, s.Close())
-		}
-	}()
-	open := func(host, size int) (Side, error) {
-		s, err := stack.Open(host, size)
-		if err == nil {
-			sides = append(sides, s)
-		}
-		return s, err
-	}
+	// stack.Close (deferred above) closes every Side the stack opened.
 	pair := func(size int) (Side, Side, error) {
-		a, err := open(0, size)
+		a, err := stack.Open(0, size)
 		if err != nil {
 			return nil, nil, err
 		}
-		b, err := open(1, size)
+		b, err := stack.Open(1, size)
 		if err != nil {
 			return nil, nil, err
 		}

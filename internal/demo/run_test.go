@@ -38,7 +38,13 @@ func countFDs(t *testing.T) int {
 func checkNoLeaks(t *testing.T, m leakMark) {
 	t.Helper()
 	if n := countFDs(t); n > m.fds {
-		t.Errorf("%d file descriptors open after the run, %d before", n, m.fds)
+		var names []string
+		ents, _ := os.ReadDir("/proc/self/fd")
+		for _, e := range ents {
+			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+			names = append(names, e.Name()+"→"+l)
+		}
+		t.Errorf("%d file descriptors open after the run, %d before: %v", n, m.fds, names)
 	}
 	before := m.goroutines
 	deadline := time.Now().Add(10 * time.Second)

@@ -23,13 +23,15 @@ type Side interface {
 	Endpoint() provider.Endpoint
 	// Connect moves the QP to RTS towards remote.
 	Connect(remote provider.Endpoint) error
+	// Close releases the Side; a second Close does nothing.
 	Close() error
 }
 
 // Stack opens Sides on the emulated hosts. Open(host, size) makes a Side on host's default
 // NIC (NIC 0) with a size-byte registered buffer. Ready returns once the connected Sides can
 // carry traffic through a failure (the shift stack's shadow objects are in place). Close
-// comes after every Side is closed.
+// closes every Side the stack opened that is still open, in an order the stack chooses, then
+// the stack itself.
 type Stack interface {
 	Name() string
 	Open(host, size int) (Side, error)

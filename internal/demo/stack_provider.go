@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/shift-rdma/shift/provider"
@@ -11,8 +12,10 @@ import (
 
 // providerStack is the baseline: the plain provider on each host's default NIC.
 type providerStack struct {
-	devs [][]string // devs[host][nic]
-	cfg  SideConfig
+	devs  [][]string // devs[host][nic]
+	cfg   SideConfig
+	mu    sync.Mutex
+	sides []*providerSide
 }
 
 // NewProviderStack opens Sides with package provider on devs[host][0].
@@ -24,7 +27,18 @@ func NewProviderStack(devs [][]string, cfg SideConfig) (Stack, error) {
 }
 
 func (s *providerStack) Name() string { return string(ModeProvider) }
-func (s *providerStack) Close() error { return nil }
+
+// Close closes the Sides still open.
+func (s *providerStack) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, p := range s.sides {
+		errs = append(errs, p.Close())
+	}
+	s.sides = nil
+	return errors.Join(errs...)
+}
 
 // Ready has nothing to wait for: a connected provider QP carries traffic at once.
 func (s *providerStack) Ready(context.Context) error { return nil }
@@ -39,10 +53,12 @@ func (s *providerStack) Open(host, size int) (Side, error) {
 		return nil, fmt.Errorf("demo: provider stack: no host %d", host)
 	}
 	p := &providerSide{attr: s.cfg.Attr}
-	err := p.open(s.devs[host][0], size, s.cfg)
-	if err != nil {
+	if err := p.open(s.devs[host][0], size, s.cfg); err != nil {
 		return nil, errors.Join(err, p.Close())
 	}
+	s.mu.Lock()
+	s.sides = append(s.sides, p)
+	s.mu.Unlock()
 	return p, nil
 }
 

@@ -28,6 +28,8 @@ type shiftStack struct {
 	// MRs in its background goroutine, so the emulated backup NIC may still read a Side's
 	// memory after the Side's Close returned.
 	bufs []*failover.Buffer
+	// sides are every Side opened, closed in phases by Close (all QPs first).
+	sides []*shiftSide
 }
 
 type shiftHost struct {
@@ -92,10 +94,11 @@ func (s *shiftStack) Open(host, size int) (Side, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
+	p := &shiftSide{attr: s.cfg.Attr, buf: b}
 	s.mu.Lock()
 	s.bufs = append(s.bufs, b)
+	s.sides = append(s.sides, p)
 	s.mu.Unlock()
-	p := &shiftSide{attr: s.cfg.Attr, buf: b}
 	if err := p.open(h, s.cfg); err != nil {
 		return nil, errors.Join(err, p.Close())
 	}
@@ -138,8 +141,8 @@ func (s *shiftStack) Summary() string {
 		t.Fallbacks, t.Refused, t.Reposted, t.Skipped)
 }
 
-// Close deallocates the PDs, closes the contexts, then frees the Sides' memory; the Sides
-// must be closed first.
+// Close closes every Side still open (QPs of all Sides first), deallocates the PDs, closes
+// the contexts, then frees the Sides' memory.
 func (s *shiftStack) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -151,11 +154,29 @@ func (s *shiftStack) Close() error {
 		defer cancel()
 		return h.ctx.WaitShadow(ctx)
 	}
+	waitAll := func() {
+		for _, h := range s.hosts {
+			if h != nil {
+				errs = append(errs, wait(h))
+			}
+		}
+	}
+	// Every QP first (their flushes may still raise completion events on the backup CQs),
+	// then MRs and CQs, each phase replayed on the backup devices before the next.
+	for _, p := range s.sides {
+		errs = append(errs, p.closeQP())
+	}
+	waitAll()
+	for _, p := range s.sides {
+		errs = append(errs, p.Close())
+	}
+	s.sides = nil
+	waitAll()
 	for i, h := range s.hosts {
 		if h == nil {
 			continue
 		}
-		errs = append(errs, wait(h), h.pd.Dealloc(), wait(h), h.ctx.Close())
+		errs = append(errs, h.pd.Dealloc(), wait(h), h.ctx.Close())
 		s.hosts[i] = nil
 	}
 	for _, b := range s.bufs {
@@ -201,12 +222,19 @@ func (p *shiftSide) Connect(remote provider.Endpoint) error {
 	return p.qp.Connect(p.attr, p.ep, remote)
 }
 
-func (p *shiftSide) Close() error {
-	var errs []error
-	if p.qp != nil {
-		errs = append(errs, p.qp.Destroy())
-		p.qp = nil
+func (p *shiftSide) closeQP() error {
+	if p.qp == nil {
+		return nil
 	}
+	err := p.qp.Destroy()
+	p.qp = nil
+	return err
+}
+
+// Close destroys the QP, MR and CQ; it is idempotent, and the stack's Close closes every
+// Side it opened.
+func (p *shiftSide) Close() error {
+	errs := []error{p.closeQP()}
 	if p.mr != nil {
 		errs = append(errs, p.mr.Dereg())
 		p.mr = nil
