@@ -42,5 +42,5 @@ package failover
 //     receive log, in order, behind the backup QP's control RECV.
 //   - READs before the last two-sided WR the peer received are read again (their response may
 //     have been lost), after that WR rather than before it.
-//   - SendInline WRs are reposted from the addresses of their SGEs: the bytes must not change
-//     until the WR completes (the verbs API allows reuse at once after ibv_post_send).
+//   - The payload of a SendInline WR is copied into the log at PostSend (the verbs API lets
+//     the application reuse the buffer at once), and the repost sends that copy.

@@ -51,3 +51,46 @@ func TestLargeWriteHalfDelivered(t *testing.T) {
 	expectNoMore(t, ha.cq)
 	expectNoMore(t, hb.cq)
 }
+
+// Inline SENDs from one buffer that the application overwrites right after each post: the
+// reposted copies carry the bytes each WR was posted with.
+func TestInlineReusedBuffer(t *testing.T) {
+	e := newEnv(t, 256)
+	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	const n, size = 48, 48
+	for i := range n {
+		if err := qb.PostRecv([]RecvWR{{WRID: uint64(i), SGL: []SGE{hb.mr.SGE(i*64, 64)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := ha.buf.Bytes()[:size]
+	for i := range n {
+		payload(src, 5, uint64(i))
+		if err := qa.PostSend([]SendWR{{WRID: uint64(i), Opcode: WRSend, Flags: SendInline | SendSignaled,
+			SGL: []SGE{{Addr: ha.mr.Addr, Length: size}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if i == n/2 {
+			e.linkDown(0)
+		}
+	}
+	clear(src)
+	for i, w := range waitN(t, ha.cq, n) {
+		if w.Status != WCSuccess || w.WRID != uint64(i) {
+			t.Fatalf("send completion %d: %+v", i, w)
+		}
+	}
+	want := make([]byte, size)
+	for i, w := range waitN(t, hb.cq, n) {
+		payload(want, 5, uint64(i))
+		if w.Status != WCSuccess || w.WRID != uint64(i) || w.ByteLen != size || !bytes.Equal(hb.buf.Bytes()[i*64:i*64+size], want) {
+			t.Fatalf("receive %d: %+v, data %v", i, w, bytes.Equal(hb.buf.Bytes()[i*64:i*64+size], want))
+		}
+	}
+	if qa.SendState() != SendFallback {
+		t.Fatalf("state %v", qa.SendState())
+	}
+}

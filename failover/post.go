@@ -42,6 +42,9 @@ func (q *QP) postDefault(wrs []SendWR) error {
 		}
 		r.wr = *w
 		r.wr.SGL = sgl
+		if w.Flags&provider.SendInline != 0 && q.maxInl > 0 {
+			q.logInline(r, (p+uint64(i))&q.smask)
+		}
 		r.signaled = q.sigAll || w.Flags&provider.SendSignaled != 0
 		r.twoSeq = two
 		r.twoSided = twoSided(w.Opcode)
@@ -59,6 +62,20 @@ func (q *QP) postDefault(wrs []SendWR) error {
 	q.twoSided = two
 	q.sPosted.Store(p + uint64(len(wrs)))
 	return nil
+}
+
+// logInline keeps an inline WR's payload in the log (the application may reuse its buffer as
+// soon as PostSend returns) and points the logged SGL at that copy.
+func (q *QP) logInline(r *sendRec, slotIdx uint64) {
+	buf := q.inline[int(slotIdx)*q.maxInl : int(slotIdx+1)*q.maxInl]
+	n := 0
+	for _, s := range r.wr.SGL {
+		if n+int(s.Length) > len(buf) {
+			return // too large: the provider refuses the post
+		}
+		n += copy(buf[n:], memAt(s.Addr, int(s.Length)))
+	}
+	r.wr.SGL = append(r.wr.SGL[:0], SGE{Addr: sliceAddr(buf), Length: uint32(n)})
 }
 
 // inject returns wrs with the armed fault applied to the WR it falls on (a copy: the log keeps

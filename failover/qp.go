@@ -77,6 +77,8 @@ type QP struct {
 	sCursor  uint64 // first WR without a known completion (poller-owned)
 	twoSided uint32 // two-sided WRs posted (poster-owned)
 	maxSGE   int
+	inline   []byte // per log slot, MaxInlineData bytes: inline payloads kept for a repost
+	maxInl   int
 
 	// Receive log.
 	rlog     []recvRec
@@ -144,6 +146,10 @@ func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
 	sges := make([]SGE, ns*q.maxSGE)
 	for i := range q.slog {
 		q.slog[i].wr.SGL = sges[i*q.maxSGE : i*q.maxSGE : (i+1)*q.maxSGE]
+	}
+	q.maxInl = int(q.cap.MaxInlineData)
+	if q.maxInl > 0 {
+		q.inline = make([]byte, ns*q.maxInl)
 	}
 	nr := pow2(2 * int(max(q.cap.MaxRecvWR, 1)))
 	q.rlog = make([]recvRec, nr)
