@@ -193,9 +193,9 @@ func waitPasses(t testing.TB, d *Device, n uint64) {
 // The RC engine delivers completions and QP errors outside its lock, so one it queued before a
 // modify to RESET or a destroy can reach the device after either returned. A transport that
 // hands the test the engine's Host lets the test play exactly that late delivery: every
-// callback after RESET or Destroy must be ignored — no state change, no error callback, no CQE,
-// no receive popped — and, after Destroy, the watcher must never look at the QP's (now
-// unmapped) doorbell record again.
+// callback after RESET (also once the QP is back in INIT) or Destroy must be ignored — no
+// state change, no error callback, no CQE, no receive popped — and, after Destroy, the watcher
+// must never look at the QP's (now unmapped) doorbell record again.
 func TestLateEngineCallbacks(t *testing.T) {
 	hosts := make(chan rc.Host, 1)
 	f := fabric.New(fabric.WithSeed(1))
@@ -218,41 +218,56 @@ func TestLateEngineCallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late := func(h rc.Host) {
+	late := func(h rc.Host, pop bool) {
 		h.QPError(rc.StatusRetryExcErr)
 		h.SendCompleted(rc.SendCompletion{Index: 0, Op: rc.OpSend, Status: rc.StatusWRFlushErr, Signaled: true})
 		h.RecvCompleted(rc.RecvCompletion{Index: 0, Status: rc.StatusWRFlushErr})
-		if _, ok := h.PopRecv(); ok {
+		if _, ok := h.PopRecv(); pop && ok {
 			t.Error("PopRecv yielded a receive of a QP in RESET or destroyed")
 		}
 		h.QPError(rc.StatusLocAccessErr)
 	}
-	for round, destroy := range []bool{false, true, true} {
+	const (
+		afterReset   = iota // late callbacks while the QP is in RESET
+		afterReinit         // ... after it went RESET → INIT again
+		afterDestroy        // ... after RESET and Destroy, its memory unmapped
+	)
+	for round, mode := range []int{afterReset, afterReinit, afterDestroy, afterDestroy} {
 		cq := newRaceCQ(t, d, u)
 		q := newRaceQP(t, d, u, 1, cq, cq)
 		h := <-hosts
-		toRTS(t, q.qp, raceAttr(0x999, addrB))
+		attr := raceAttr(0x999, addrB)
+		toRTS(t, q.qp, attr)
 		// Receives posted (the record says so): a QP in ERR would have them flushed by the
 		// watcher, which reads the record to find them.
 		q.db.SetRecvCounter(3)
 		if err := q.qp.Modify(QPSReset, QPAttr{}); err != nil {
 			t.Fatal(err)
 		}
-		if !destroy {
-			late(h)
-			if s := q.qp.State(); s != QPSReset {
-				t.Fatalf("round %d: a QP error delivered after RESET moved the QP to %v", round, s)
+		switch mode {
+		case afterReset, afterReinit:
+			want := QPSReset
+			if mode == afterReinit {
+				q.db.SetRecvCounter(0) // software restarts its counters after a reset
+				if err := q.qp.Modify(QPSInit, attr); err != nil {
+					t.Fatal(err)
+				}
+				want = QPSInit
+			}
+			late(h, mode == afterReset)
+			if s := q.qp.State(); s != want {
+				t.Fatalf("round %d: a QP error of the engine's previous incarnation moved the QP from %v to %v", round, want, s)
 			}
 			if err := q.qp.Destroy(); err != nil {
 				t.Fatal(err)
 			}
 			q.mem.unmap(t)
-		} else {
+		case afterDestroy:
 			if err := q.qp.Destroy(); err != nil {
 				t.Fatal(err)
 			}
 			q.mem.unmap(t)
-			late(h)
+			late(h, true)
 			// The watcher must not flush receives of the destroyed QP: its doorbell record
 			// is unmapped, so reading it would crash the test.
 			waitPasses(t, d, 3)

@@ -16,7 +16,9 @@ import (
 // therefore passes the QP's gate, which is open only while the QP is out of RESET and not
 // destroyed: RESET and Destroy close it and wait for the callbacks already inside, so once
 // they return no callback of the old incarnation touches the QP's rings, its doorbell record
-// or its CQs, and late ones are dropped.
+// or its CQs, and late ones are dropped. A late callback can still find the gate open again
+// when the QP left RESET meanwhile; the engine's own state tells those apart (a completion
+// or error of the engine's previous incarnation cannot match its new state), see stale.
 type qpHost struct{ q *QP }
 
 var _ rc.Host = (*qpHost)(nil)
@@ -102,6 +104,9 @@ func (h *qpHost) SendCompleted(c rc.SendCompletion) {
 		return
 	}
 	defer q.gate.exit()
+	if stale(q.tr.State(), rc.StateRTS) {
+		return
+	}
 	st := mlx5.WCStatus(c.Status)
 	if st != mlx5.WCSuccess || c.Signaled {
 		q.writeCQE(false, sendOpcode(c.Op), c.Index, st, c.ByteLen)
@@ -118,6 +123,9 @@ func (h *qpHost) RecvCompleted(c rc.RecvCompletion) {
 		return
 	}
 	defer q.gate.exit()
+	if stale(q.tr.State(), rc.StateRTR) {
+		return
+	}
 	st := mlx5.WCStatus(c.Status)
 	e := mlx5.CQE64{
 		SopDropQPN: q.qpn,
@@ -155,6 +163,9 @@ func (h *qpHost) QPError(status rc.Status) {
 		return
 	}
 	defer q.gate.exit()
+	if stale(q.tr.State(), rc.StateError) {
+		return
+	}
 	if QPState(q.state.Swap(uint32(QPSErr))) == QPSErr {
 		return
 	}
@@ -167,6 +178,20 @@ func (h *qpHost) QPError(status rc.Status) {
 		q.onEvent(ev)
 	}
 	q.dev.kick(q)
+}
+
+// stale reports whether a callback delivered while the engine is in state s belongs to an
+// earlier incarnation of the QP (before a reset): the engine produces send completions only
+// from RTS on, receive completions from RTR on, and a QP error only as it enters Error, and
+// it keeps that state until the QP is modified, which a reset is.
+func stale(s, from rc.State) bool {
+	switch from {
+	case rc.StateRTR:
+		return s == rc.StateReset || s == rc.StateInit
+	case rc.StateRTS:
+		return s == rc.StateReset || s == rc.StateInit || s == rc.StateRTR
+	}
+	return s != rc.StateError
 }
 
 // writeCQE writes a requester (or, for device-flushed receives, responder) CQE.
