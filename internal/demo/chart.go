@@ -147,7 +147,7 @@ func tickLabel(v float64) string {
 // panel is each run's verified application throughput (both streams), then one panel per run
 // with its streams and host 0's NICs; the failure and the recovery are marked.
 func NewTimelineChart(runs []*Result) *Chart {
-	c := &Chart{Title: "SHIFT-Go demo: throughput with host 0's default NIC failing", XLabel: "time (s)"}
+	c := &Chart{Title: "SHIFT-Go demo: throughput with a default NIC failing", XLabel: "time (s)"}
 	runColor := map[Mode]color.RGBA{ModeProvider: colRed, ModeShift: colBlue}
 	total := Panel{Title: "application throughput, verified (WRITE + SEND)", YLabel: "Gbit/s"}
 	for _, r := range runs {
@@ -179,7 +179,7 @@ func NewTimelineChart(runs []*Result) *Chart {
 	if len(runs) > 0 {
 		cfg := runs[0].Config
 		if cfg.hasFailure() {
-			c.Markers = append(c.Markers, Marker{X: cfg.FailAt.Seconds(), Label: "NIC0 down", Color: colRed})
+			c.Markers = append(c.Markers, Marker{X: cfg.FailAt.Seconds(), Label: fmt.Sprintf("host %d NIC0 down", cfg.FailHost), Color: colRed})
 		}
 		if cfg.hasRecovery() {
 			c.Markers = append(c.Markers, Marker{X: cfg.RecoverAt.Seconds(), Label: "NIC0 up", Color: colGreen})

@@ -22,8 +22,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	mode := fs.String("mode", "both", "provider, shift or both")
 	out := fs.String("out", "out/demo", "output directory for timeline.csv, timeline.svg and timeline.png")
 	fs.DurationVar(&c.Duration, "duration", 15e9, "length of each run")
-	fs.DurationVar(&c.FailAt, "fail-at", 5e9, "when host 0's default NIC link goes down (negative: never)")
-	fs.DurationVar(&c.RecoverAt, "recover-at", 10e9, "when it comes back (negative: never)")
+	fs.DurationVar(&c.FailAt, "fail-at", 5e9, "when the default NIC's link goes down (negative: never; 0: the default)")
+	fs.IntVar(&c.FailHost, "fail-host", 0, "whose default NIC fails: 0 (the senders' host) or 1 (the receivers')")
+	fs.DurationVar(&c.RecoverAt, "recover-at", 10e9, "when it comes back (negative: never; 0: the default)")
 	fs.DurationVar(&c.Interval, "interval", 1e8, "throughput sampling interval")
 	timeout := fs.Uint("timeout", 14, "RC local ACK timeout exponent (4.096 µs × 2^n per try, 7 retries)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "fabric seed")
@@ -57,7 +58,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if !*quiet {
 			progress = stdout
 		}
-		fmt.Fprintf(stdout, "== %s mode: %v run, host 0 NIC0 link down at %v, up at %v\n", m, c.Defaults().Duration, c.Defaults().FailAt, c.Defaults().RecoverAt)
+		d := c.Defaults()
+		fmt.Fprintf(stdout, "== %s mode: %v run, host %d NIC0 link down at %v, up at %v\n", m, d.Duration, d.FailHost, d.FailAt, d.RecoverAt)
 		r, err := Run(ctx, c, m, progress)
 		if err != nil {
 			fmt.Fprintf(stdout, "%s: did not run: %v\n", m, err)

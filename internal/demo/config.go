@@ -33,6 +33,7 @@ type Config struct {
 	FailAt    time.Duration // default NIC's link of host 0 goes down (5 s); <0: never
 	RecoverAt time.Duration // and comes back (10 s); <0: never
 	Interval  time.Duration // sampling interval (100 ms)
+	FailHost  int           // whose default NIC fails: 0, the senders' host, or 1, the receivers'
 
 	WriteSlots int // WRITE stream: slots in flight (8)
 	WriteChunk int // bytes per data WRITE (64 KiB)
@@ -90,6 +91,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("demo: config: workload sizes out of range: %+v", c)
 	case c.WriteChunk%8 != 0 || c.SendSize%8 != 0:
 		return fmt.Errorf("demo: config: chunk %d and send size %d must be multiples of 8", c.WriteChunk, c.SendSize)
+	case c.FailHost != 0 && c.FailHost != 1:
+		return fmt.Errorf("demo: config: fail host %d: want 0 (senders) or 1 (receivers)", c.FailHost)
 	case c.Timeout > 31:
 		return fmt.Errorf("demo: config: timeout exponent %d > 31", c.Timeout)
 	}

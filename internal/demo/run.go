@@ -123,7 +123,7 @@ func StackFor(m Mode) (func(devs [][]string, cfg SideConfig) (Stack, error), err
 var runSeq atomic.Uint64
 
 // Run builds two emulated hosts with two NICs each, runs the workload over mode's stack for
-// cfg.Duration, takes host 0's default NIC link down at FailAt and up at RecoverAt, and
+// cfg.Duration, takes host FailHost's default NIC link down at FailAt and up at RecoverAt, and
 // samples the throughput every Interval. progress, if not nil, gets a live line per sample.
 // An error means the run could not be set up; errors the workload saw are in the Result.
 func Run(ctx context.Context, cfg Config, mode Mode, progress io.Writer) (res *Result, err error) {
@@ -210,13 +210,13 @@ func Run(ctx context.Context, cfg Config, mode Mode, progress io.Writer) (res *R
 		res.Events = append(res.Events, Event{At: time.Since(start), What: what})
 		evMu.Unlock()
 	}
-	link := cl.Endpoint(0, 0, 1)
+	link := cl.Endpoint(cfg.FailHost, 0, 1)
 	if cfg.hasFailure() {
-		t := time.AfterFunc(cfg.FailAt, func() { event("host 0 NIC0 link down"); link.SetLinkUp(false) })
+		t := time.AfterFunc(cfg.FailAt, func() { event(fmt.Sprintf("host %d NIC0 link down", cfg.FailHost)); link.SetLinkUp(false) })
 		defer t.Stop()
 	}
 	if cfg.hasRecovery() {
-		t := time.AfterFunc(cfg.RecoverAt, func() { event("host 0 NIC0 link up"); link.SetLinkUp(true) })
+		t := time.AfterFunc(cfg.RecoverAt, func() { event(fmt.Sprintf("host %d NIC0 link up", cfg.FailHost)); link.SetLinkUp(true) })
 		defer t.Stop()
 	}
 

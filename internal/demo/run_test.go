@@ -149,7 +149,7 @@ func TestMainWritesOutputs(t *testing.T) {
 	dir := t.TempDir()
 	var out, errw strings.Builder
 	code := Main([]string{"-mode", "provider", "-duration", "600ms", "-fail-at", "200ms", "-recover-at", "400ms",
-		"-timeout", "10", "-out", dir, "-quiet"}, &out, &errw)
+		"-fail-host", "1", "-timeout", "10", "-out", dir, "-quiet"}, &out, &errw)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errw.String())
 	}
@@ -159,11 +159,18 @@ func TestMainWritesOutputs(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+	// The receivers' NIC failing kills the baseline too: no ACK comes back.
+	if !strings.Contains(out.String(), "host 1 NIC0 link down") || !strings.Contains(out.String(), "errors seen by the application (first:") {
+		t.Errorf("receiver-side failure not reported as an application error:\n%s", out.String())
+	}
 	if !strings.Contains(out.String(), "verdict provider: ") {
 		t.Errorf("no verdict line:\n%s", out.String())
 	}
 	if code := Main([]string{"-mode", "nonsense"}, &out, &errw); code != 2 {
 		t.Errorf("bad mode: exit %d", code)
+	}
+	if code := Main([]string{"-fail-host", "2"}, &out, &errw); code != 2 {
+		t.Errorf("fail host 2: exit %d", code)
 	}
 	if code := Main([]string{"-fail-at", "2s", "-recover-at", "1s"}, &out, &errw); code != 2 {
 		t.Errorf("recovery before failure: exit %d", code)
