@@ -263,34 +263,75 @@ func (q *QP) Err() error {
 	return q.failErr
 }
 
-// Connect runs RESET→INIT→RTR→RTS on the default QP towards remote, querying the attributes
-// at RTR and RTS (kept to reset and reconnect the QP later), and records the shadow connect:
-// the backup QP is connected to the backup QP that the peer published for remote.
+// Connect runs RESET→INIT→RTR→RTS on the default QP towards remote (ToInit, ToRTR, ToRTS);
+// local is this QP's own endpoint record (its PSN is the first send PSN).
 func (q *QP) Connect(a ConnectAttr, local, remote Endpoint) error {
+	if err := q.ToInit(a); err != nil {
+		return err
+	}
+	if err := q.ToRTR(a, remote); err != nil {
+		return err
+	}
+	return q.ToRTS(a, local.PSN)
+}
+
+// queryMask is what SHIFT keeps of the default QP at RTR and RTS to reset and reconnect it.
+const queryMask = uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN |
+	uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer | uverbs.QPAttrSQPSN |
+	uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic
+
+// ToInit moves the default QP from RESET to INIT (the backup QP is in INIT from its creation).
+func (q *QP) ToInit(a ConnectAttr) error {
 	if err := q.def.ToInit(a); err != nil {
-		return fmt.Errorf("failover: connect: %w", err)
-	}
-	if err := q.def.ToRTR(a, remote); err != nil {
-		return fmt.Errorf("failover: connect: %w", err)
-	}
-	const mask = uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN |
-		uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer
-	rtr, err := q.def.Query(mask)
-	if err != nil {
-		return fmt.Errorf("failover: connect: query at RTR: %w", err)
-	}
-	if err := q.def.ToRTS(a, local.PSN); err != nil {
-		return fmt.Errorf("failover: connect: %w", err)
-	}
-	rts, err := q.def.Query(mask | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry)
-	if err != nil {
-		return fmt.Errorf("failover: connect: query at RTS: %w", err)
+		return fmt.Errorf("failover: modify_qp INIT: %w", err)
 	}
 	q.mu.Lock()
-	q.attr, q.local, q.remote, q.rtrAttr, q.rtsAttr = a, local, remote, rtr, rts
+	q.attr = a
+	q.mu.Unlock()
+	return nil
+}
+
+// ToRTR moves the default QP to RTR towards remote and queries its attributes (paper §4.2),
+// then records the shadow connect: the backup QP is connected to the backup QP that the peer
+// published for remote, once it is in the KV store.
+func (q *QP) ToRTR(a ConnectAttr, remote Endpoint) error {
+	if err := q.def.ToRTR(a, remote); err != nil {
+		return fmt.Errorf("failover: modify_qp RTR: %w", err)
+	}
+	rtr, err := q.def.Query(queryMask)
+	if err != nil {
+		return fmt.Errorf("failover: query_qp at RTR: %w", err)
+	}
+	q.mu.Lock()
+	q.attr, q.remote, q.rtrAttr = a, remote, rtr
 	q.mu.Unlock()
 	q.connectOp = q.c.bk.record("connect_qp", func() error { return q.connectBackup(a, remote) })
 	return nil
+}
+
+// ToRTS moves the default QP to RTS with first send PSN sqPSN and queries its attributes.
+func (q *QP) ToRTS(a ConnectAttr, sqPSN uint32) error {
+	if err := q.def.ToRTS(a, sqPSN); err != nil {
+		return fmt.Errorf("failover: modify_qp RTS: %w", err)
+	}
+	rts, err := q.def.Query(queryMask)
+	if err != nil {
+		return fmt.Errorf("failover: query_qp at RTS: %w", err)
+	}
+	q.mu.Lock()
+	q.local.PSN, q.rtsAttr = sqPSN, rts
+	q.mu.Unlock()
+	return nil
+}
+
+// Query is ibv_query_qp on the default QP.
+func (q *QP) Query(mask uint32) (provider.QPAttr, error) { return q.def.Query(mask) }
+
+// QueriedAttrs returns the default QP's attributes queried at RTR and RTS.
+func (q *QP) QueriedAttrs() (rtr, rts provider.QPAttr) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.rtrAttr, q.rtsAttr
 }
 
 // connectBackup looks up the peer's backup QP and connects ours to it; it asks to be retried

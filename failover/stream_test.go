@@ -248,4 +248,9 @@ func TestStreamNoFailure(t *testing.T) {
 	if a[0].SendState() != SendDefault || b[0].RecvState() != RecvDefault {
 		t.Fatalf("states %v %v", a[0].SendState(), b[0].RecvState())
 	}
+	// query_qp at RTR and RTS kept what reconnecting the default QP needs.
+	rtr, rts := a[0].QueriedAttrs()
+	if rtr.DestQPN != b[0].QPN() || rtr.State != 2 || rts.State != 3 || rts.SQPSN != 0x100 || rts.Timeout != fastAttr.Timeout {
+		t.Fatalf("queried attributes: RTR %+v RTS %+v", rtr, rts)
+	}
 }
