@@ -1,6 +1,8 @@
 package failover
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -8,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
+	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/uverbs"
 )
 
 var smallCap = QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
@@ -312,5 +317,59 @@ func TestChooseBackups(t *testing.T) {
 	}
 	if _, err := chooseBackups(e.prefix+"2", Options{}); !errors.Is(err, ErrNoBackup) {
 		t.Fatalf("device without a backup in SHIFT_BACKUP: %v", err)
+	}
+}
+
+// A peer MR missing from the KV store at fallback time (never published, or deleted): the
+// fallback fails closed and the application gets the original error.
+func TestKVEntryMissingFailsClosed(t *testing.T) {
+	e := newEnv(t, 256)
+	a, _ := e.pairs(t, 1, smallCap)
+	qa := a[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := e.kv.Delete(context.Background(), hb.ctx.mrKey(hb.gid, hb.mr.RKey)); err != nil {
+		t.Fatal(err)
+	}
+	e.linkDown(0)
+	if err := qa.PostSend([]SendWR{{WRID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)},
+		RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	w := waitN(t, ha.cq, 1)[0]
+	if w.Status != WCRetryExcErr || w.WRID != 4 {
+		t.Fatalf("completion %+v", w)
+	}
+	if !errors.Is(qa.Err(), kv.ErrNotFound) {
+		t.Fatalf("err %v, want kv.ErrNotFound", qa.Err())
+	}
+}
+
+// A post that fails because the default QP is known to be in ERR falls back at once, and the
+// WR goes to the backup.
+func TestFailedPostFallsBack(t *testing.T) {
+	e := newEnv(t, 256)
+	a, b := e.pairs(t, 1, smallCap)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := qb.PostRecv([]RecvWR{{WRID: 1, SGL: []SGE{hb.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The default QP breaks (as the NIC would move it to ERR) and the application learns it
+	// from the post.
+	if err := qa.Default().Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	payload(ha.buf.Bytes()[:64], 1, 0)
+	if err := qa.PostSend([]SendWR{{WRID: 8, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, ha.cq, 1)[0]; w.Status != WCSuccess || w.WRID != 8 {
+		t.Fatalf("send completion %+v", w)
+	}
+	if w := waitN(t, hb.cq, 1)[0]; w.Status != WCSuccess || w.WRID != 1 || !bytes.Equal(hb.buf.Bytes()[:64], ha.buf.Bytes()[:64]) {
+		t.Fatalf("receive %+v", w)
+	}
+	if qa.SendState() != SendFallback {
+		t.Fatalf("state %v", qa.SendState())
 	}
 }
