@@ -58,9 +58,10 @@ type CQ struct {
 	buf      []WC // WC buffer, oldest first from head
 	head     int
 	scratch  []WC
-	toFail   []*QP      // default QPs that reported an error: fall back
-	toFailBk []bkFail   // backup QPs that reported an error: fail
-	ctrl     []ctrlEvt  // peers' notifications received
+	toFail   []*QP     // default QPs that reported an error: fall back
+	toFailBk []bkFail  // backup QPs that reported an error: fail
+	ctrl     []ctrlEvt // peers' notifications received
+	ev       eventState
 	tableMu  sync.Mutex // serialises map updates
 }
 
@@ -76,12 +77,19 @@ type bkFail struct {
 
 // CreateCQ is ibv_create_cq for at least cqe entries. The shadow CQ on the backup device is
 // larger (SHIFT's control completions) and bound to the backup's completion channel.
-func (c *Context) CreateCQ(cqe int) (*CQ, error) {
-	d, err := c.def.CreateCQ(cqe, nil, 0)
+func (c *Context) CreateCQ(cqe int) (*CQ, error) { return c.createCQ(cqe, nil) }
+
+func (c *Context) createCQ(cqe int, ch *CompChannel) (*CQ, error) {
+	var pch *provider.CompChannel
+	if ch != nil {
+		pch = ch.def
+	}
+	d, err := c.def.CreateCQ(cqe, pch, 0)
 	if err != nil {
 		return nil, fmt.Errorf("failover: create_cq: %w", err)
 	}
 	cq := &CQ{c: c, def: d, size: cqe, scratch: make([]WC, 64)}
+	cq.ev.ch = ch
 	empty := map[uint32]*QP{}
 	cq.qps.Store(&empty)
 	empty2 := map[uint32]*QP{}
@@ -335,7 +343,12 @@ func (cq *CQ) onBackupEvent() {
 	if b := cq.bk.Load(); b != nil {
 		_ = b.Arm(false)
 	}
+	before := len(cq.buf) - cq.head
 	_ = cq.pollBackupLocked()
+	more := len(cq.buf)-cq.head > before
 	cq.mu.Unlock()
 	cq.runPending()
+	if more {
+		cq.raise()
+	}
 }

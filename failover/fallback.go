@@ -196,6 +196,7 @@ func (q *QP) repostSendsLocked(peerCount uint32) {
 		q.scq.mu.Lock()
 		q.scq.buf = append(q.scq.buf, done...)
 		q.scq.mu.Unlock()
+		q.scq.raise()
 	}
 	if _, err := q.mach.sendEvent(EvPeerCount); err != nil {
 		q.failLocked(provider.WCGeneralErr, err)
@@ -283,6 +284,8 @@ func (q *QP) refuseLocked(err error) {
 		q.rcq.mu.Unlock()
 	}
 	q.scq.mu.Unlock()
+	q.scq.raise()
+	q.rcq.raise()
 	if b := q.bk.Load(); b != nil {
 		_ = b.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
 	}
@@ -343,4 +346,5 @@ func (q *QP) synthErrorsLocked(ws []SendWR, status WCStatus) {
 		q.scq.buf = append(q.scq.buf, WC{WRID: w.WRID, Status: s, QPNum: q.qpn})
 	}
 	q.scq.mu.Unlock()
+	q.scq.raise()
 }
