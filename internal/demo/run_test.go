@@ -13,10 +13,10 @@ import (
 )
 
 // shortConfig is a 1.5 s run with the failure at 0.5 s and the recovery at 1 s, and an RC
-// timeout of 4.2 ms per try (about 34 ms to RETRY_EXC_ERR), so the baseline dies well inside
-// the run even on a loaded machine.
+// timeout of 16.8 ms per try (about 134 ms to RETRY_EXC_ERR): the baseline dies well inside
+// the run, and a healthy path on a loaded machine does not run out of retries.
 func shortConfig() Config {
-	return Config{Duration: 1500 * time.Millisecond, FailAt: 500 * time.Millisecond, RecoverAt: time.Second, Timeout: 10}
+	return Config{Duration: 1500 * time.Millisecond, FailAt: 500 * time.Millisecond, RecoverAt: time.Second, Timeout: 12}
 }
 
 type leakMark struct{ goroutines, fds int }
@@ -112,7 +112,9 @@ func TestProviderRunDiesAtTheFailure(t *testing.T) {
 func TestShiftRunSurvivesTheFailure(t *testing.T) {
 	// Longer than the baseline's run: the fallback (drain, KV lookups, handshake over the
 	// backup NICs) must finish inside the run, and a loaded machine can stall it for a while.
-	cfg := Config{Duration: 4 * time.Second, FailAt: 500 * time.Millisecond, RecoverAt: 3 * time.Second, Timeout: 12}
+	// perftest's timeout (about 0.54 s to the error that starts the fallback), so that the
+	// backup path, healthy but slow on a loaded machine, never runs out of retries.
+	cfg := Config{Duration: 4 * time.Second, FailAt: 500 * time.Millisecond, RecoverAt: 3 * time.Second, Timeout: 14}
 	before := markLeaks(t)
 	r, err := Run(context.Background(), cfg, ModeShift, nil)
 	if err != nil {
