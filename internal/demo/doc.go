@@ -16,7 +16,19 @@
 // emulated hosts live in one process; NCCL returns those credits with an RDMA WRITE. Credits
 // only pace the sender: every byte the verifier counts went over the emulated NICs.
 //
-// The demo runs the same workload over a Stack: Provider (plain provider, the baseline where
-// the failure kills the traffic) or Shift (package failover). The stack is the only thing a
-// mode changes.
+// The demo runs the same workload over a Stack: provider (the plain provider, the baseline
+// where the failure kills the traffic with RETRY_EXC_ERR, as a job without SHIFT dies) or
+// shift (package failover with each host's NIC 1 as the backup of its NIC 0). The stack's
+// constructor is the only thing a mode changes.
+//
+// Run does one run; Main is the command line (`go run ./internal/demo/cmd/demo`, flags
+// -mode provider|shift|both, -duration, -fail-at, -recover-at, -fail-host, -interval,
+// -timeout, -seed, -out, -quiet). For every run it prints a live progress line and a table of
+// Gbit/s per interval (each stream's verified bytes, and the payload through host 0's NIC0
+// and NIC1 as the fabric counts it), and writes timeline.csv, timeline.svg and timeline.png
+// (drawn with the standard library's image packages) with both runs on one time axis, the
+// failure and the recovery marked, as the SHIFT paper's Figure 7. It ends with notes (the
+// longest pause of each stream, where the traffic went after the link came back, the
+// failover's counters) and one verdict line per run: bytes verified, messages verified,
+// errors seen by the application.
 package demo
