@@ -66,12 +66,20 @@ func (ns *NS) allocIndex() int { return int(ns.lastIndex.Add(1)) + 99 }
 func New(t testing.TB) *NS {
 	t.Helper()
 	Require(t)
-	name := uniqueName("shift-")
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+	var name string
+	for try := 0; ; try++ {
+		name = uniqueName("shift-")
+		out, err := exec.Command("ip", "netns", "add", name).CombinedOutput()
+		if err == nil {
+			break
+		}
 		if bytes.Contains(out, []byte("ermission")) || bytes.Contains(out, []byte("not permitted")) {
 			t.Skipf("cannot create a network namespace here: %s", bytes.TrimSpace(out))
 		}
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+		// Another process may have drawn the same name; draw again.
+		if !bytes.Contains(out, []byte("exists")) || try == 4 {
+			t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+		}
 	}
 	created.Lock()
 	created.names = append(created.names, name)
