@@ -178,3 +178,19 @@ func TestMainWritesOutputs(t *testing.T) {
 		t.Errorf("recovery before failure: exit %d", code)
 	}
 }
+
+func TestBrokenVerdict(t *testing.T) {
+	dead := []StreamResult{{Name: "SEND", Errors: []AppError{{What: "x", Status: provider.WCRetryExcErr}}}}
+	for _, c := range []struct {
+		r    Result
+		want bool
+	}{
+		{Result{Mode: ModeProvider, Streams: dead}, false},
+		{Result{Mode: ModeShift, Streams: dead}, true},
+		{Result{Mode: ModeShift, Streams: []StreamResult{{Name: "SEND", MsgsVerified: 3}}}, false},
+	} {
+		if got := broken(&c.r); got != c.want {
+			t.Errorf("%s run with %d errors: broken %v, want %v", c.r.Mode, len(c.r.Errors()), got, c.want)
+		}
+	}
+}
