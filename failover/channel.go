@@ -100,7 +100,17 @@ func (cq *CQ) Arm(solicitedOnly bool) error {
 		return fmt.Errorf("failover: req_notify_cq: %w: CQ has no channel", provider.ErrInvalidArgument)
 	}
 	cq.ev.armed.Store(true)
-	if err := cq.def.Arm(solicitedOnly); err != nil {
+	// Arming reads the consumer index the poller writes: exclude SHIFT's drains as Poll does.
+	var err error
+	if cq.gate.CompareAndSwap(gateOpen, gateBusy) {
+		err = cq.def.Arm(solicitedOnly)
+		cq.gate.Store(gateOpen)
+	} else {
+		cq.mu.Lock()
+		err = cq.def.Arm(solicitedOnly)
+		cq.mu.Unlock()
+	}
+	if err != nil {
 		return fmt.Errorf("failover: req_notify_cq: %w", err)
 	}
 	// Completions already buffered by SHIFT would raise no hardware event.
