@@ -145,3 +145,26 @@ func TestDefaultPathAllocs(t *testing.T) {
 		t.Fatalf("state %v", q.SendState())
 	}
 }
+
+// PostSend once the QP runs on the backup (Fallback state: mutex, key rewrite, backup post).
+func BenchmarkPostSendFallback(b *testing.B) {
+	e, q := benchSetup(b)
+	ha, hb := e.hosts[0], e.hosts[1]
+	e.linkDown(0)
+	w := SendWR{WRID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey}
+	if err := q.PostSend([]SendWR{w}); err != nil {
+		b.Fatal(err)
+	}
+	var wcs [4]WC
+	deadline := time.Now().Add(30 * time.Second)
+	for q.SendState() != SendFallback || q.FallbackLatency() == 0 {
+		if _, err := ha.cq.Poll(wcs[:]); err != nil {
+			b.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no fallback: %v", q.SendState())
+		}
+	}
+	w.Flags = 0
+	benchPost(b, q, ha.cq, 32, w)
+}

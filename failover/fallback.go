@@ -77,8 +77,10 @@ func (q *QP) prepareLocked() error {
 	}
 	// Retransmission-safe check over every WR without a completion.
 	posted := q.sPosted.Load()
+	var scratch []SGE
 	for c := q.sCursor; c < posted; c++ {
 		r := &q.slog[c&q.smask]
+		scratch = scratch[:0]
 		switch {
 		case r.wr.Opcode == provider.WRAtomicCmpAndSwp || r.wr.Opcode == provider.WRAtomicFetchAdd:
 			return fmt.Errorf("failover: QP %#x: outstanding %v (wr_id %d): %w", q.qpn, r.wr.Opcode, r.wr.WRID, ErrNotSafe)
@@ -86,7 +88,7 @@ func (q *QP) prepareLocked() error {
 			return fmt.Errorf("failover: QP %#x: outstanding ineligible WR (wr_id %d): %w", q.qpn, r.wr.WRID, ErrNotSafe)
 		}
 		// Fail closed now rather than in the middle of reposting: every key must map.
-		if _, err := q.rewriteLocked(r.wr); err != nil {
+		if _, err := q.rewriteLocked(r.wr, &scratch); err != nil {
 			return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
 		}
 	}

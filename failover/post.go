@@ -126,19 +126,21 @@ func (q *QP) postSendSlow(wrs []SendWR) error {
 
 // rewriteLocked returns a copy of w for the backup QP: local keys through the MR table, the
 // remote key through the KV store (cached), SendIneligible cleared.
-func (q *QP) rewriteLocked(w SendWR) (SendWR, error) {
+// The mapped SGEs are appended to *sges (scratch reused under q.mu: the provider reads a
+// WR's SGL only during the post).
+func (q *QP) rewriteLocked(w SendWR, sges *[]SGE) (SendWR, error) {
 	w.Flags &^= SendIneligible
 	if w.Flags&provider.SendInline == 0 && len(w.SGL) > 0 {
-		sgl := make([]SGE, len(w.SGL))
-		for i, s := range w.SGL {
+		start := len(*sges)
+		for _, s := range w.SGL {
 			k, ok := q.c.backupLKey(s.LKey)
 			if !ok {
 				return w, fmt.Errorf("failover: lkey %#x has no backup MR: %w", s.LKey, ErrBackupNotReady)
 			}
 			s.LKey = k
-			sgl[i] = s
+			*sges = append(*sges, s)
 		}
-		w.SGL = sgl
+		w.SGL = (*sges)[start:len(*sges):len(*sges)]
 	}
 	switch w.Opcode {
 	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead,
@@ -155,14 +157,23 @@ func (q *QP) rewriteLocked(w SendWR) (SendWR, error) {
 // postBackupLocked posts application WRs on the backup QP, in order.
 func (q *QP) postBackupLocked(wrs []SendWR) error {
 	b := q.bk.Load()
-	out := make([]SendWR, len(wrs))
+	// Size the scratch first so appends never move SGEs already handed out.
+	nsge := 0
+	for i := range wrs {
+		nsge += len(wrs[i].SGL)
+	}
+	if cap(q.bkSGE) < nsge {
+		q.bkSGE = make([]SGE, 0, nsge)
+	}
+	sges := q.bkSGE[:0]
+	out := q.bkWRs[:0]
 	nsig := 0
 	for i := range wrs {
-		w, err := q.rewriteLocked(wrs[i])
+		w, err := q.rewriteLocked(wrs[i], &sges)
 		if err != nil {
 			return fmt.Errorf("failover: post_send on QP %#x: %w", q.qpn, err)
 		}
-		out[i] = w
+		out = append(out, w)
 		if q.sigAll || w.Flags&provider.SendSignaled != 0 {
 			nsig++
 		}
@@ -189,6 +200,8 @@ func (q *QP) postBackupLocked(wrs []SendWR) error {
 			q.twoSided++
 		}
 	}
+	clear(out)
+	q.bkWRs, q.bkSGE = out[:0], sges[:0]
 	return nil
 }
 

@@ -115,6 +115,8 @@ type QP struct {
 
 	injWRs []SendWR
 	injSGE []SGE
+	bkWRs  []SendWR // scratch of postBackupLocked (q.mu)
+	bkSGE  []SGE
 }
 
 func pow2(n int) int {
