@@ -32,6 +32,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "demo":
+		return demoMain(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -45,4 +47,5 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: shiftctl <command> [flags]")
 	fmt.Fprintln(w, "commands:")
 	fmt.Fprintln(w, "  perf   RDMA latency/bandwidth test (write, send, read) over the Go mlx5 provider")
+	fmt.Fprintln(w, demoUsage)
 }
