@@ -16,7 +16,7 @@ import (
 func BenchmarkFallbackLatency(b *testing.B) {
 	for _, mode := range []streamMode{modeWrite, modeSend} {
 		b.Run(mode.String(), func(b *testing.B) {
-			var lat []time.Duration
+			var lat, prep, hs, first []time.Duration
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				func() {
@@ -26,13 +26,17 @@ func BenchmarkFallbackLatency(b *testing.B) {
 					if l := a[0].FallbackLatency(); l > 0 {
 						lat = append(lat, l)
 						p, h, c := a[0].FallbackPhases()
-						b.Logf("fallback %v: prepare %v handshake %v first completion %v", l, p, h, c)
+						prep, hs, first = append(prep, p), append(hs, h), append(first, c)
 					}
 				}()
 			}
 			if len(lat) == 0 {
 				b.Fatal("no fallback measured")
 			}
+			med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+			b.ReportMetric(float64(med(prep).Microseconds()), "prepare-p50-µs")
+			b.ReportMetric(float64(med(hs).Microseconds()), "handshake-p50-µs")
+			b.ReportMetric(float64(med(first).Microseconds()), "first-wc-p50-µs")
 			slices.Sort(lat)
 			p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
 			b.ReportMetric(float64(p(0.5).Microseconds()), "p50-µs")
