@@ -31,6 +31,7 @@ type testHost struct {
 type testEnv struct {
 	prefix, job string
 	hook        func(h int, o *Options)
+	down        func(h int) // overrides linkDown (real veth in namespaces)
 	cl          *emu.Cluster
 	kv          *kv.Mem
 	hosts       [2]*testHost
@@ -83,7 +84,13 @@ func (e *testEnv) pairs(t testing.TB, n int, cp QPCap) (a, b []*QP) {
 }
 
 // linkDown takes the default NIC of host h off the fabric.
-func (e *testEnv) linkDown(h int) { e.cl.Endpoint(h, 0, 1).SetLinkUp(false) }
+func (e *testEnv) linkDown(h int) {
+	if e.down != nil {
+		e.down(h)
+		return
+	}
+	e.cl.Endpoint(h, 0, 1).SetLinkUp(false)
+}
 
 // payload fills b with the bytes of message seq (its sequence number first).
 func payload(b []byte, seed, seq uint64) {
