@@ -73,7 +73,7 @@ func newNetnsEnv(t *testing.T) *testEnv {
 }
 
 func TestNetnsRoCEv2Fallback(t *testing.T) {
-	for _, mode := range []streamMode{modeWrite, modeSend} {
+	for _, mode := range []streamMode{modeWrite, modeSend, modeRead} {
 		for _, side := range []int{0, 1} {
 			t.Run(fmt.Sprintf("%v/ip-link-down-host%d", mode, side), func(t *testing.T) {
 				e := newNetnsEnv(t)
