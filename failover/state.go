@@ -148,3 +148,18 @@ func (m *machine) SendTransitions(from, to SendState) uint64 {
 	}
 	return m.sendCounts[from][to].Load()
 }
+
+// RecvTransitions returns how many times the receive side went from one state to another.
+func (m *machine) RecvTransitions(from, to RecvState) uint64 {
+	if from >= numRecvStates || to >= numRecvStates {
+		return 0
+	}
+	return m.recvCounts[from][to].Load()
+}
+
+// SendTransitions returns how many times q's send side went from one state to another (for
+// shiftctl status).
+func (q *QP) SendTransitions(from, to SendState) uint64 { return q.mach.SendTransitions(from, to) }
+
+// RecvTransitions returns how many times q's receive side went from one state to another.
+func (q *QP) RecvTransitions(from, to RecvState) uint64 { return q.mach.RecvTransitions(from, to) }

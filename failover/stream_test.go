@@ -234,6 +234,10 @@ func TestStreams(t *testing.T) {
 				if st := a[0].SendState(); st != SendFallback {
 					t.Fatalf("sender state %v, want Fallback (err %v)", st, a[0].Err())
 				}
+				if a[0].SendTransitions(SendDefault, SendHandshake) != 1 || a[0].SendTransitions(SendHandshake, SendFallback) != 1 ||
+					b[0].RecvTransitions(RecvDefault, RecvFallback) != 1 {
+					t.Fatal("transitions not counted once each")
+				}
 				t.Logf("fallback latency %v; stats A %+v B %+v", a[0].FallbackLatency(), e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats())
 			})
 		}
