@@ -16,8 +16,12 @@ package uverbs
 #include <rdma/rdma_user_rxe.h>
 // The kernel-internal enums below (QP states, attribute mask, port states, event types, MTU,
 // migration states) are not in the uapi headers; libibverbs' verbs.h mirrors the kernel's
-// include/rdma/ib_verbs.h values one for one and is the public source for them.
+// include/rdma/ib_verbs.h values one for one and is the public source for them. Only
+// cgo -godefs needs it (for those constants); the layout table generated from this preamble
+// builds without libibverbs-dev.
+#if __has_include(<infiniband/verbs.h>)
 #include <infiniband/verbs.h>
+#endif
 */
 import "C"
 
