@@ -58,7 +58,7 @@ func newEnv(t testing.TB) *env {
 		pair.Start()
 		return e
 	}
-	e, _, _ := newFabricEnv(t, 1)
+	e, _, _, _ := newFabricEnv(t, 1)
 	return e
 }
 
