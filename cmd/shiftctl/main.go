@@ -1,5 +1,11 @@
-// Command shiftctl operates SHIFT on a host. This build carries the perf subcommand, a
-// perftest-like latency and bandwidth tool over the Go provider:
+// Command shiftctl operates SHIFT on a host:
+//
+//	shiftctl status [-json] [-sysfs ROOT]            devices, ports, GIDs, netdevs
+//	shiftctl inject -pid PID [-qpn QPN|all] [-n N]   arm failure injection in a process
+//	shiftctl kv get|put|list|purge -kv URL -job JOB [KEY [VALUE]]
+//	shiftctl demo [flags]                            the failover demo on emulated hosts
+//
+// and perf, a perftest-like latency and bandwidth tool over the Go provider:
 //
 //	shiftctl perf [-d dev] [-x gid] [-s size] [-n iters] [-q qps] [-t depth] [-I inline]
 //	              [-test write|send|read] [-lat] [-p port] [server-host]
@@ -34,6 +40,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "demo":
 		return demoMain(args[1:], stdout, stderr)
+	case "status":
+		return report(stderr, "status", statusMain(args[1:], stdout))
+	case "inject":
+		return report(stderr, "inject", injectMain(args[1:], stdout))
+	case "kv":
+		return report(stderr, "kv", kvMain(args[1:], stdout, os.Getenv))
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -43,9 +55,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// report prints a command's error and turns it into the exit status: 1 for a failure, 2 for
+// a command line that does not parse (flag errors and EINVAL from argument checks).
+func report(stderr io.Writer, cmd string, err error) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "shiftctl %s: %v\n", cmd, err)
+	if isUsageError(err) {
+		return 2
+	}
+	return 1
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: shiftctl <command> [flags]")
 	fmt.Fprintln(w, "commands:")
+	fmt.Fprintln(w, statusUsage)
+	fmt.Fprintln(w, injectUsage)
+	fmt.Fprintln(w, kvUsage)
 	fmt.Fprintln(w, "  perf   RDMA latency/bandwidth test (write, send, read) over the Go mlx5 provider")
 	fmt.Fprintln(w, demoUsage)
+	fmt.Fprintln(w, "run 'shiftctl <command> -h' for a command's flags (perf, demo)")
 }

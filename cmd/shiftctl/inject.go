@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"github.com/shift-rdma/shift/failover"
+	"golang.org/x/sys/unix"
+)
+
+const injectUsage = `  inject -pid PID [-qpn QPN|all] [-n N] [-file PATH]
+         arm SHIFT's failure injection in a running process: the N-th next WR posted on QP
+         QPN gets an invalid lkey, so it and its QP fail with a local protection error and
+         SHIFT resubmits it on the backup (the process must run with SHIFT_INJECT_SHM=1)
+    -pid PID     the process whose /dev/shm/shift-<PID> file to write (required)
+    -qpn QPN     the default QP's number, decimal or 0x hex, or "all" for any QP (default all)
+    -n N         the countdown: 1 is the next WR with a local key (default 1); 0 disarms
+    -file PATH   write this injection file instead of /dev/shm/shift-<PID>`
+
+// injectArgs is a parsed shiftctl inject command line.
+type injectArgs struct {
+	pid  int
+	qpn  uint32 // 0: any QP
+	n    int64
+	file string
+}
+
+func parseInjectArgs(args []string) (injectArgs, error) {
+	fs := flag.NewFlagSet("inject", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	pid := fs.Int("pid", 0, "")
+	qpn := fs.String("qpn", "all", "")
+	n := fs.Int64("n", 1, "")
+	file := fs.String("file", "", "")
+	if err := fs.Parse(args); err != nil {
+		return injectArgs{}, fmt.Errorf("%w\n%s", err, injectUsage)
+	}
+	if fs.NArg() != 0 {
+		return injectArgs{}, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), injectUsage)
+	}
+	a := injectArgs{pid: *pid, n: *n, file: *file}
+	if a.pid <= 0 {
+		return a, fmt.Errorf("-pid: a process id > 0 is required: %w", unix.EINVAL)
+	}
+	if a.n < 0 {
+		return a, fmt.Errorf("-n %d: want ≥ 0: %w", a.n, unix.EINVAL)
+	}
+	if *qpn != "all" {
+		v, err := strconv.ParseUint(*qpn, 0, 24)
+		if err != nil || v == 0 {
+			return a, fmt.Errorf("-qpn %q: want a QPN in [1, 0xffffff] or all: %w", *qpn, unix.EINVAL)
+		}
+		a.qpn = uint32(v)
+	}
+	if a.file == "" {
+		a.file = fmt.Sprintf("/dev/shm/shift-%d", a.pid)
+	}
+	return a, nil
+}
+
+func injectMain(args []string, stdout io.Writer) error {
+	a, err := parseInjectArgs(args)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := injectInto(a); err != nil {
+		return err
+	}
+	target := "any QP"
+	if a.qpn != 0 {
+		target = fmt.Sprintf("QP %#x", a.qpn)
+	}
+	if a.n == 0 {
+		fmt.Fprintf(stdout, "disarmed injection of pid %d (%s)\n", a.pid, a.file)
+	} else {
+		fmt.Fprintf(stdout, "armed pid %d: WR %d from now on %s gets an invalid lkey (%s)\n", a.pid, a.n, target, a.file)
+	}
+	return nil
+}
+
+// injectInto checks that the process exists and has an injection file of the right size,
+// maps the file, and stores the QPN, then the countdown, each with one atomic store (the
+// order package failover reads them in).
+func injectInto(a injectArgs) error {
+	if err := unix.Kill(a.pid, 0); errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("process %d: %w", a.pid, err)
+	} // EPERM: it exists under another user; opening the file decides.
+	f, err := os.OpenFile(a.file, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("open %s: process %d has no injection file (start it with SHIFT_INJECT_SHM=1): %w",
+			a.file, a.pid, unix.ENOENT)
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", a.file, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", a.file, err)
+	}
+	if st.Size() != failover.InjectFileSize {
+		return fmt.Errorf("%s: size %d, want %d: not a SHIFT injection file: %w",
+			a.file, st.Size(), failover.InjectFileSize, unix.EINVAL)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, failover.InjectFileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap %s: %w", a.file, err)
+	}
+	storeInject(mem, a.qpn, a.n)
+	if err := unix.Munmap(mem); err != nil {
+		return fmt.Errorf("munmap %s: %w", a.file, err)
+	}
+	return nil
+}
