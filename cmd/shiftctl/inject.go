@@ -65,6 +65,10 @@ func parseInjectArgs(args []string) (injectArgs, error) {
 
 func injectMain(args []string, stdout io.Writer) error {
 	a, err := parseInjectArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		_, err = fmt.Fprintln(stdout, injectUsage)
+		return err
+	}
 	if err != nil {
 		return usageError{err}
 	}

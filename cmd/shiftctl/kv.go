@@ -91,7 +91,15 @@ func parseKVArgs(args []string, getenv func(string) string) (kvArgs, error) {
 }
 
 func kvMain(args []string, stdout io.Writer, getenv func(string) string) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		_, err := fmt.Fprintln(stdout, kvUsage)
+		return err
+	}
 	a, err := parseKVArgs(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		_, err = fmt.Fprintln(stdout, kvUsage)
+		return err
+	}
 	if err != nil {
 		return usageError{err}
 	}

@@ -94,7 +94,10 @@ func statusMain(args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "")
 	root := fs.String("sysfs", "", "")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		_, err = fmt.Fprintln(stdout, statusUsage)
+		return err
+	} else if err != nil {
 		return usageError{fmt.Errorf("%w\n%s", err, statusUsage)}
 	}
 	if fs.NArg() != 0 {

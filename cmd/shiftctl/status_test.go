@@ -265,3 +265,28 @@ func TestStatusQueryError(t *testing.T) {
 		t.Errorf("table:\n%s", out.String())
 	}
 }
+
+// The usage text names every command and every flag of the operator commands, and -h
+// prints a command's part of it on stdout with exit status 0.
+func TestUsage(t *testing.T) {
+	var out, errw strings.Builder
+	if code := run([]string{"help"}, &out, &errw); code != 0 {
+		t.Fatalf("help: exit %d", code)
+	}
+	for _, want := range []string{"status [-json] [-sysfs ROOT]", "-json ", "-sysfs ROOT ",
+		"inject -pid PID", "-pid PID ", "-qpn QPN ", "-n N ", "-file PATH ",
+		"kv get|put|list|purge", "-kv URL ", "-job JOB ", "-hex ", "-timeout D ", "perf ", "demo "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("usage lacks %q", want)
+		}
+	}
+	for cmd, want := range map[string]string{"status": statusUsage, "inject": injectUsage, "kv": kvUsage} {
+		out.Reset()
+		if code := run([]string{cmd, "-h"}, &out, &errw); code != 0 || out.String() != want+"\n" {
+			t.Errorf("%s -h: exit %d: %q", cmd, code, out.String())
+		}
+	}
+	if code := run([]string{"frobnicate"}, &out, &errw); code != 2 {
+		t.Errorf("unknown command: exit %d", code)
+	}
+}
