@@ -129,59 +129,64 @@ func isInlineable(op WROpcode) bool {
 	return false
 }
 
-// write builds the WQEs of a validated list into the ring with package mlx5's WQE builder,
-// as _mlx5_post_send lays them out, and returns the last WQE and whether it was inline (what
-// post_send_db needs to choose BlueFlame).
+// write builds the WQEs of a validated list into the ring with package mlx5's FastWQE (the
+// same bytes as its WQEBuilder, without the builder's own limit checks, which validate has
+// already made), as _mlx5_post_send lays them out, and returns the last WQE and whether it was
+// inline (what post_send_db needs to choose BlueFlame).
 func (q *sendQueue) write(wrs []SendWR) (last mlx5.Posted, inl bool) {
 	nextFence := q.fmCache
+	var ce uint8
+	if q.signalAll {
+		ce = mlx5.CtrlCQUpdate
+	}
+	ring, qpn := q.ring, q.qpn
+	var b mlx5.FastWQE
 	for i := range wrs {
 		wr := &wrs[i]
-		var fence uint8
+		fm := ce | nextFence
 		if wr.Flags&SendFence != 0 {
-			fence = mlx5.CtrlFence
-		} else {
-			fence = nextFence
+			fm = ce | mlx5.CtrlFence
 		}
 		nextFence = 0
-		fm := fence
-		if q.signalAll || wr.Flags&SendSignaled != 0 {
+		if wr.Flags&SendSignaled != 0 {
 			fm |= mlx5.CtrlCQUpdate
 		}
 		if wr.Flags&SendSolicited != 0 {
 			fm |= mlx5.CtrlSolicited
 		}
-		cur := q.ring.CurPost()
-		b := q.ring.Begin()
+		cur := ring.CurPost()
+		b.Begin(ring)
+		var imm uint32
 		switch wr.Opcode {
-		case WRRDMARead, WRRDMAWrite, WRRDMAWriteWithImm:
-			b.Raddr(mlx5.RaddrSeg{RemoteAddr: wr.RemoteAddr, RKey: wr.RKey})
-		case WRAtomicCmpAndSwp:
-			b.Raddr(mlx5.RaddrSeg{RemoteAddr: wr.RemoteAddr, RKey: wr.RKey})
-			b.Atomic(mlx5.CompareSwap(wr.CompareAdd, wr.Swap))
-		case WRAtomicFetchAdd:
-			b.Raddr(mlx5.RaddrSeg{RemoteAddr: wr.RemoteAddr, RKey: wr.RKey})
-			b.Atomic(mlx5.FetchAdd(wr.CompareAdd))
+		case WRRDMAWrite, WRRDMARead:
+			b.Raddr(wr.RemoteAddr, wr.RKey)
+		case WRRDMAWriteWithImm:
+			b.Raddr(wr.RemoteAddr, wr.RKey)
+			imm = wr.Imm
+		case WRSendWithImm:
+			imm = wr.Imm
+		case WRAtomicCmpAndSwp: // mlx5.CompareSwap's layout: swap_add = swap, compare
+			b.Raddr(wr.RemoteAddr, wr.RKey)
+			b.Atomic(wr.Swap, wr.CompareAdd)
+		case WRAtomicFetchAdd: // mlx5.FetchAdd's layout: swap_add = addend, compare 0
+			b.Raddr(wr.RemoteAddr, wr.RKey)
+			b.Atomic(wr.CompareAdd, 0)
 		}
 		inl = false
 		if wr.Flags&SendInline != 0 && isInlineable(wr.Opcode) {
 			for _, s := range wr.SGL {
 				if s.Length > 0 {
-					// Cannot fail: validate checked the total against max_inline_data.
-					_ = b.Inline(memAt(s.Addr, int(s.Length)))
+					b.Inline(memAt(s.Addr, int(s.Length)))
 					inl = true
 				}
 			}
 		} else {
-			for _, s := range wr.SGL {
-				b.Data(mlx5.DataSeg{ByteCount: s.Length, LKey: s.LKey, Addr: s.Addr})
+			for k := range wr.SGL {
+				s := &wr.SGL[k]
+				b.Data(s.Length, s.LKey, s.Addr)
 			}
 		}
-		var imm uint32
-		if wr.Opcode == WRSendWithImm || wr.Opcode == WRRDMAWriteWithImm {
-			imm = wr.Imm
-		}
-		// Cannot fail: validate bounded the SGE count and inline size by the WQE slot.
-		p, _ := b.Finish(mlx5.CtrlSeg{Opcode: wrToMlx5[wr.Opcode], QPN: q.qpn, FMCESE: fm, Imm: imm})
+		p := b.Finish(wrToMlx5[wr.Opcode], qpn, fm, imm)
 		q.record(cur, uint32(p.BBs), wr.WRID)
 		last = p
 	}
