@@ -21,7 +21,7 @@ type cqRing struct {
 	qps     atomic.Pointer[map[uint32]*QP]
 	last    *QP             // cache of the last QP seen (rdma-core's cur_rsc)
 	lastMap *map[uint32]*QP // the map last was found in; a new map invalidates the cache
-	cqe     mlx5.CQE64      // decode scratch
+	wc      mlx5.FastWC     // what PollWC read from the current CQE
 }
 
 func newCQRing(buf []byte, ncqe int, db mlx5.DBRec) (*cqRing, error) {
@@ -40,13 +40,14 @@ func newCQRing(buf []byte, ncqe int, db mlx5.DBRec) (*cqRing, error) {
 func (c *cqRing) ci() uint32 { return c.ring.ConsumerIndex() }
 
 // poll fills wcs from software-owned CQEs (poll_cq / mlx5_parse_cqe for RC QPs without SRQ)
-// and returns how many it filled.
+// and returns how many it filled. Package mlx5's PollWC reads only the CQE fields a verbs
+// completion needs.
 func (c *cqRing) poll(wcs []WC) (int, error) {
 	n := 0
 	var err error
-	cqe := &c.cqe
-	for n < len(wcs) && c.ring.Poll(cqe) {
-		qpn := cqe.QPN()
+	w := &c.wc
+	for n < len(wcs) && c.ring.PollWC(w) {
+		qpn := w.QPN
 		qp := c.last
 		if m := c.qps.Load(); qp == nil || qp.qpn != qpn || m != c.lastMap {
 			qp = (*m)[qpn]
@@ -56,25 +57,18 @@ func (c *cqRing) poll(wcs []WC) (int, error) {
 			}
 			c.last, c.lastMap = qp, m
 		}
-		w := cqe.Completion()
-		wc := &wcs[n]
-		*wc = WC{
-			Status:    WCStatus(w.Status),
-			QPNum:     qpn,
-			VendorErr: uint32(w.VendorErr),
-		}
+		var wrid uint64
 		if w.Receive {
-			wc.WRID = qp.rq.retire(w.WQECounter)
+			wrid = qp.rq.retire(w.WQECounter)
 		} else {
-			wc.WRID = qp.sq.retire(w.WQECounter)
+			wrid = qp.sq.retire(w.WQECounter)
 		}
+		wc := &wcs[n]
 		if w.Status == mlx5.WCSuccess {
-			wc.Opcode = WCOpcode(w.Opcode)
-			wc.ByteLen = w.ByteLen
-			wc.Imm = w.Imm
-			wc.SrcQP = w.SrcQP
-			wc.SL = w.SL
-			wc.Flags = WCFlags(w.Flags & (mlx5.WCFlagGRH | mlx5.WCFlagWithImm))
+			*wc = WC{WRID: wrid, Opcode: WCOpcode(w.Opcode), ByteLen: w.ByteLen, Imm: w.Imm, QPNum: qpn,
+				SrcQP: w.SrcQP, Flags: WCFlags(w.Flags & (mlx5.WCFlagGRH | mlx5.WCFlagWithImm)), SL: w.SL}
+		} else {
+			*wc = WC{WRID: wrid, Status: WCStatus(w.Status), VendorErr: uint32(w.VendorErr), QPNum: qpn}
 		}
 		n++
 	}
