@@ -38,6 +38,15 @@ type Options struct {
 	// HandshakeTimeout bounds the wait for the peer's receive counter (0: 10 s); past it the
 	// QP fails and the application gets the errors.
 	HandshakeTimeout time.Duration
+	// ProbeInterval is the first wait between probes of a fallen-back QP's default path
+	// (0: $SHIFT_PROBE_INTERVAL, else 100 ms); it doubles after each failed probe up to
+	// ProbeMaxInterval (0: 2 s) and starts over after a recovery.
+	ProbeInterval, ProbeMaxInterval time.Duration
+	// FenceAfter bounds how long, and FenceAfterWRs how many WRs, a QP in WaitSignaled waits
+	// for the application's next signaled WR before SHIFT posts its own signaled zero-length
+	// WRITE as the fence (0: $SHIFT_FENCE_AFTER as "<n>,<duration>", else 64 WRs and 10 ms).
+	FenceAfter    time.Duration
+	FenceAfterWRs int
 }
 
 // Stats are context-wide counters.
@@ -47,6 +56,16 @@ type Stats struct {
 	Transitions uint64 // state transitions of every QP
 	Reposted    uint64 // send WRs reposted on backup QPs
 	Skipped     uint64 // send WRs treated as completed because the peer had received them
+	// Recovery (issue 6).
+	Probes         uint64 // probes posted on a fallen-back default path
+	ProbeFailures  uint64 // probes that did not complete successfully (path reset, retried)
+	Recoveries     uint64 // send sides back to Default through the fence
+	RecvRecoveries uint64 // receive sides back to Default on the peer's notification
+	ShiftFences    uint64 // fences SHIFT posted itself (no signaled application WR in time)
+	Fillers        uint64 // zero-length SENDs posted to consume the peer's stale backup receives
+	// SwitchBack and Stall sum, over Recoveries, the time from probe success to Default and
+	// the time application WRs were withheld (fence WR posted → Default).
+	SwitchBack, Stall time.Duration
 }
 
 // Context is a default device with its backup (struct ibv_context for the application).
@@ -69,6 +88,13 @@ type Context struct {
 	injFile *injectShared
 
 	fallbacks, refused, transitions, reposted, skipped atomic.Uint64
+
+	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
+	switchBackNS, stallNS                                                atomic.Int64
+	quit                                                                 chan struct{}
+	probeWG                                                              sync.WaitGroup
+	probeMu                                                              sync.Mutex
+	closing                                                              bool // probeMu
 }
 
 type rkeyKey struct {
@@ -99,6 +125,9 @@ func Open(name string, opts Options) (*Context, error) {
 	if opts.HandshakeTimeout == 0 {
 		opts.HandshakeTimeout = 10 * time.Second
 	}
+	if err := recoveryDefaults(&opts); err != nil {
+		return nil, err
+	}
 	var inj injectSpec
 	if s := os.Getenv("SHIFT_INJECT"); s != "" {
 		var err error
@@ -110,7 +139,7 @@ func Open(name string, opts Options) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Context{opts: opts}
+	c := &Context{opts: opts, quit: make(chan struct{})}
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
 	if opts.InjectFile == "" && os.Getenv("SHIFT_INJECT_SHM") == "1" {
 		opts.InjectFile = defaultInjectFile()
@@ -155,7 +184,10 @@ func (c *Context) GIDByIndex(port uint8, idx int) (GID, error) { return c.def.GI
 // Stats returns the context-wide counters.
 func (c *Context) Stats() Stats {
 	return Stats{Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), Transitions: c.transitions.Load(),
-		Reposted: c.reposted.Load(), Skipped: c.skipped.Load()}
+		Reposted: c.reposted.Load(), Skipped: c.skipped.Load(),
+		Probes: c.probes.Load(), ProbeFailures: c.probeFails.Load(), Recoveries: c.recoveries.Load(),
+		RecvRecoveries: c.recvRecoveries.Load(), ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
+		SwitchBack: time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
 }
 
 // WaitShadow waits until every recorded control verb has been replayed on the backup device.
@@ -164,6 +196,7 @@ func (c *Context) WaitShadow(ctx context.Context) error { return c.bk.wait(ctx) 
 // Close stops the background goroutines and closes both devices; objects still alive are
 // destroyed by the kernel.
 func (c *Context) Close() error {
+	c.stopProbes()
 	err := c.bk.close()
 	return errors.Join(err, c.def.Close(), c.releaseInject())
 }

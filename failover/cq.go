@@ -61,6 +61,8 @@ type CQ struct {
 	toFail   []*QP     // default QPs that reported an error: fall back
 	toFailBk []bkFail  // backup QPs that reported an error: fail
 	ctrl     []ctrlEvt // peers' notifications received
+	recov    []*QP     // peers' recovery notifications received on default QPs
+	drained  []*QP     // fences done: their QPs go back to Default
 	ev       eventState
 	tableMu  sync.Mutex // serialises map updates
 }
@@ -195,7 +197,7 @@ func (cq *CQ) pollSlow(wcs []WC) (int, error) {
 	if err2 := cq.pollBackupLocked(); err2 != nil {
 		err = errors.Join(err, err2)
 	}
-	work := len(cq.toFail)+len(cq.toFailBk)+len(cq.ctrl) > 0
+	work := len(cq.toFail)+len(cq.toFailBk)+len(cq.ctrl)+len(cq.recov)+len(cq.drained) > 0
 	n := cq.takeLocked(wcs)
 	cq.mu.Unlock()
 	if work {
@@ -260,11 +262,59 @@ func (cq *CQ) classifyLocked(ws []WC) {
 				q.tErr.CompareAndSwap(0, time.Now().UnixNano())
 				cq.toFail = append(cq.toFail, q)
 			}
+		case defTracked:
+			cq.classifyTrackedLocked(q, w)
 		case defPassThrough:
 			cq.pushLocked(w)
 		case defDropped:
 			// Completions of the reset default QP (its control RECV flushed): SHIFT's own.
 		}
+	}
+}
+
+// classifyTrackedLocked handles a completion of a default QP that fell back once: its
+// posted receives and signaled sends are SHIFT's or the application's by position.
+func (cq *CQ) classifyTrackedLocked(q *QP, w WC) {
+	recv := w.Opcode&provider.WCRecv != 0
+	if w.Status != provider.WCSuccess {
+		st, rs := q.mach.sendState(), q.mach.recvState()
+		if st == SendDefault || st == SendWaitDrained || rs == RecvDefault {
+			// The recovered path failed: fall back again (SHIFT's own WRs and the
+			// flushes are dropped; the outstanding WRs are reposted from the logs).
+			if !recv {
+				cq.fenceWCLocked(q, &w)
+			}
+			q.fifoMu.Lock()
+			first := !q.failQueued
+			q.failQueued = true
+			q.fifoMu.Unlock()
+			if first {
+				q.tErr.Store(time.Now().UnixNano())
+				cq.toFail = append(cq.toFail, q)
+			}
+			return
+		}
+		q.probeRes.CompareAndSwap(0, 2) // a probe (or its path) failed
+		return
+	}
+	if recv {
+		if q.popDefRecvKind() != kindApp {
+			cq.recov = append(cq.recov, q) // the peer's recovery notification
+			return
+		}
+		q.recvDone++
+		cq.pushLocked(w)
+		return
+	}
+	switch q.popDefSendKind() {
+	case kindProbe:
+		q.probeRes.CompareAndSwap(0, 1)
+	case kindNotify:
+		cq.fenceWCLocked(q, &w)
+	default:
+		cq.fenceWCLocked(q, &w)
+		q.retireSignaled()
+		cq.pushLocked(w)
 	}
 }
 
@@ -284,6 +334,9 @@ func (cq *CQ) pollBackupLocked() error {
 			if q == nil {
 				continue
 			}
+			if w.Opcode&provider.WCRecv == 0 {
+				cq.fenceWCLocked(q, &w) // with the backup QP's number
+			}
 			w.QPNum = q.qpn
 			if w.Status != provider.WCSuccess {
 				q.fifoMu.Lock()
@@ -299,8 +352,15 @@ func (cq *CQ) pollBackupLocked() error {
 				continue
 			}
 			if w.Opcode&provider.WCRecv != 0 {
-				if q.popRecvKind() == kindCtrl {
-					cq.ctrl = append(cq.ctrl, ctrlEvt{q, w.Imm})
+				if q.popRecvKind() != kindApp {
+					// SHIFT's: the peer's notification (WRITE_WITH_IMM) or a filler
+					// (zero-length SEND) consuming a stale RECV.
+					if w.Opcode == provider.WCRecvRDMAWithImm {
+						q.fifoMu.Lock()
+						q.peerNotif = true
+						q.fifoMu.Unlock()
+						cq.ctrl = append(cq.ctrl, ctrlEvt{q, w.Imm})
+					}
 					continue
 				}
 				q.recvDone++
@@ -321,8 +381,15 @@ func (cq *CQ) pollBackupLocked() error {
 func (cq *CQ) runPending() {
 	cq.mu.Lock()
 	toFail, toFailBk, ctrl := cq.toFail, cq.toFailBk, cq.ctrl
-	cq.toFail, cq.toFailBk, cq.ctrl = nil, nil, nil
+	recov, drained := cq.recov, cq.drained
+	cq.toFail, cq.toFailBk, cq.ctrl, cq.recov, cq.drained = nil, nil, nil, nil, nil
 	cq.mu.Unlock()
+	for _, q := range drained {
+		q.finishRecovery()
+	}
+	for _, q := range recov {
+		q.recoverRecv()
+	}
 	for _, q := range toFail {
 		q.fallback(0, false)
 	}

@@ -8,34 +8,65 @@ import (
 	"github.com/shift-rdma/shift/uverbs"
 )
 
-// fallback moves q from Default to the backup (State 1 → 2, paper §4.3.2). It runs on the
-// goroutine that found the failure: an error completion (fromPeer false) or the peer's
-// notification on the backup QP carrying the peer's receive counter (fromPeer true). A
-// notification that arrives while q already waits for one is the reply.
-func (q *QP) fallback(peerCount uint32, fromPeer bool) {
+// fallback moves q to the backup (State 1 → 2, paper §4.3.2). It runs on the goroutine that
+// found the failure: an error completion or failed post (fromPeer false) or the peer's
+// notification on the backup QP carrying the peer's receive counter and stale-RECV count
+// (fromPeer true). Each side sends exactly one notification per fallback: the peer's that
+// arrives while ours is out is the reply. After a recovery the same runs again; a side whose
+// sends are already on the backup (Fallback, WaitSignaled) only moves its receives (if the
+// peer's sends had come back) and replies.
+func (q *QP) fallback(peerImm uint32, fromPeer bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	switch q.mach.sendState() {
-	case SendDefault:
-	case SendHandshake:
-		if fromPeer {
-			q.repostSendsLocked(peerCount)
+	st, rs := q.mach.sendState(), q.mach.recvState()
+	if st == SendFailed || rs == RecvFailed {
+		return
+	}
+	if fromPeer && q.awaitReply {
+		q.awaitReply = false
+		if st == SendHandshake {
+			q.repostSendsLocked(peerImm)
 		}
 		return
-	default:
+	}
+	if st == SendHandshake || q.awaitReply {
+		return // this fallback is under way
+	}
+	sendPart := st == SendDefault || st == SendWaitDrained
+	recvPart := rs == RecvDefault
+	if !sendPart && !recvPart && !fromPeer {
+		// Only the probed path broke (nothing of ours runs on it): back to probing. In
+		// Fallback the probe goroutine handles its own failures.
+		if st == SendWaitSignaled {
+			_, _ = q.mach.sendEvent(EvFailure)
+			q.stopDefaultLocked()
+			q.resetDefaultLocked()
+		}
 		return
 	}
 	closeGate(&q.sendGate)
 	closeGate(&q.recvGate)
 	closeGate(&q.scq.gate)
 	closeGate(&q.rcq.gate)
-	if err := q.prepareLocked(); err != nil {
+	if err := q.prepareLocked(sendPart, recvPart); err != nil {
 		q.refuseLocked(err)
 		return
 	}
 	if fromPeer {
-		q.repostSendsLocked(peerCount)
+		if sendPart {
+			q.repostSendsLocked(peerImm)
+		} else {
+			q.resetDefaultLocked()
+		}
 		return
+	}
+	q.awaitReply = true
+	if !sendPart {
+		q.resetDefaultLocked()
+		return
+	}
+	if q.hsTimer != nil {
+		q.hsTimer.Stop()
 	}
 	q.hsTimer = time.AfterFunc(q.c.opts.HandshakeTimeout, func() {
 		q.mu.Lock()
@@ -44,6 +75,15 @@ func (q *QP) fallback(peerCount uint32, fromPeer bool) {
 			q.failLocked(provider.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
 		}
 	})
+}
+
+// stopDefaultLocked aborts a pending fence and moves the default QP to ERR: nothing more
+// executes on it.
+func (q *QP) stopDefaultLocked() {
+	if q.fn != nil {
+		_ = q.fn.Abort(fmt.Errorf("failover: QP %#x: default path failed", q.qpn))
+	}
+	_ = q.def.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
 }
 
 // setDefMode sets what the classifiers do with the default QP's completions.
@@ -62,18 +102,24 @@ func (q *QP) setDefMode(m int) {
 // prepareLocked is step 1 on either side: stop the default QP, collect its last
 // completions, check that the outstanding WRs may be retransmitted, move the outstanding
 // receives to the backup QP and send the notification with our receive counter.
-func (q *QP) prepareLocked() error {
+func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 	b := q.bk.Load()
 	if b == nil || !q.bkReady.Load() {
 		return fmt.Errorf("failover: QP %#x: %w", q.qpn, ErrBackupNotReady)
 	}
 	// Nothing more may execute on the default QP: what landed is accounted by the drain and
 	// the peer's counter, the rest is reposted.
+	if q.fn != nil {
+		_ = q.fn.Abort(fmt.Errorf("failover: QP %#x: default path failed", q.qpn))
+	}
 	if err := q.def.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState); err != nil {
 		return fmt.Errorf("failover: QP %#x: move default QP to ERR: %w", q.qpn, err)
 	}
 	if err := q.drainLocked(); err != nil {
 		return err
+	}
+	if !sendPart {
+		q.sCursor = q.sPosted.Load()
 	}
 	// Retransmission-safe check over every WR without a completion.
 	posted := q.sPosted.Load()
@@ -92,29 +138,63 @@ func (q *QP) prepareLocked() error {
 			return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
 		}
 	}
-	// Outstanding receives go to the backup QP behind its control RECV.
-	var recvs []RecvWR
-	for i := q.recvDone; i < q.rPosted.Load(); i++ {
-		r := &q.rlog[i&q.rmask]
-		recvs = append(recvs, RecvWR{WRID: r.wrid, SGL: append([]SGE(nil), r.sgl...)})
+	// The stale RECVs in front of where our receives go: the peer's fillers consume them,
+	// except the one its notification takes if that has not come yet.
+	q.fifoMu.Lock()
+	stale := 0
+	for _, k := range q.recvKinds {
+		if k == kindApp {
+			break
+		}
+		stale++
 	}
-	if len(recvs) > 0 {
-		if err := q.postRecvBackupLocked(recvs); err != nil {
+	if !q.peerNotif && stale > 0 {
+		stale--
+	}
+	q.fifoMu.Unlock()
+	if recvPart {
+		// Outstanding receives go to the backup QP behind its control RECV.
+		var recvs []RecvWR
+		for i := q.recvDone; i < q.rPosted.Load(); i++ {
+			r := &q.rlog[i&q.rmask]
+			recvs = append(recvs, RecvWR{WRID: r.wrid, SGL: append([]SGE(nil), r.sgl...)})
+		}
+		if len(recvs) > 0 {
+			if err := q.postRecvBackupLocked(recvs); err != nil {
+				return err
+			}
+		}
+		if _, err := q.mach.recvEvent(EvRecvMoved); err != nil {
 			return err
 		}
 	}
-	if _, err := q.mach.recvEvent(EvRecvMoved); err != nil {
+	if err := q.notifyLocked(stale); err != nil {
 		return err
 	}
-	if err := q.notifyLocked(); err != nil {
-		return err
-	}
-	if _, err := q.mach.sendEvent(EvFailure); err != nil {
-		return err
+	if sendPart {
+		if _, err := q.mach.sendEvent(EvFailure); err != nil {
+			return err
+		}
+	} else if q.mach.sendState() == SendWaitSignaled {
+		if _, err := q.mach.sendEvent(EvFailure); err != nil {
+			return err
+		}
 	}
 	q.tPrep.Store(time.Now().UnixNano())
 	return nil
 }
+
+// Notification immediate: the low 24 bits are the receive counter (modulo 2^24), the high 8
+// the number of stale RECVs the peer must consume with fillers first.
+const (
+	countBits = 24
+	countMask = 1<<countBits - 1
+	maxStale  = 1<<(32-countBits) - 1
+)
+
+// delivered reports whether the two-sided WR numbered seq is among the first count the
+// peer received (24-bit serial arithmetic).
+func delivered(count, seq uint32) bool { return int32((count-seq)<<(32-countBits)) > 0 }
 
 // drainLocked polls the default CQs until the default QP has no WQE left without a
 // completion; the classifier accounts and buffers what it finds.
@@ -124,6 +204,10 @@ func (q *QP) drainLocked() error {
 		for _, cq := range []*CQ{q.scq, q.rcq} {
 			cq.mu.Lock()
 			err := cq.pollDefaultLocked()
+			if err == nil {
+				// What the peer delivered on the backup counts too (the receive counter).
+				err = cq.pollBackupLocked()
+			}
 			cq.mu.Unlock()
 			if err != nil {
 				return fmt.Errorf("failover: QP %#x: drain: %w", q.qpn, err)
@@ -131,7 +215,13 @@ func (q *QP) drainLocked() error {
 		}
 		q.outSends = q.def.OutstandingSends(q.outSends[:0])
 		q.outRecvs = q.def.OutstandingRecvs(q.outRecvs[:0])
-		if len(q.outSends) == 0 && len(q.outRecvs) == 0 {
+		rung := 0
+		for _, w := range q.outSends {
+			if w.Rung {
+				rung++ // WQEs a failed fence withheld never execute and never complete
+			}
+		}
+		if rung == 0 && len(q.outRecvs) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -143,13 +233,19 @@ func (q *QP) drainLocked() error {
 }
 
 // notifyLocked posts the control WRITE_WITH_IMM carrying our receive counter.
-func (q *QP) notifyLocked() error {
+func (q *QP) notifyLocked(stale int) error {
+	if stale > maxStale {
+		return fmt.Errorf("failover: QP %#x: %d stale receives on the backup QP: %w", q.qpn, stale, ErrNotSafe)
+	}
 	q.fifoMu.Lock()
 	q.sendKinds = append(q.sendKinds, kindCtrl)
 	q.fifoMu.Unlock()
+	q.rcq.mu.Lock()
+	imm := uint32(q.recvDone)&countMask | uint32(stale)<<countBits
+	q.rcq.mu.Unlock()
 	q.scq.mu.Lock()
 	err := q.bk.Load().PostSend([]SendWR{{WRID: ctrlWRID, Opcode: provider.WRRDMAWriteWithImm,
-		Flags: provider.SendSignaled, Imm: uint32(q.recvDone)}})
+		Flags: provider.SendSignaled, Imm: imm}})
 	q.scq.mu.Unlock()
 	if err != nil {
 		q.fifoMu.Lock()
@@ -165,16 +261,18 @@ func (q *QP) notifyLocked() error {
 // complete now (READs excepted: their response may be lost, so they are read again); the
 // rest is reposted on the backup QP in order, followed by what the application posted
 // during the handshake.
-func (q *QP) repostSendsLocked(peerCount uint32) {
+func (q *QP) repostSendsLocked(peerImm uint32) {
 	if q.hsTimer != nil {
 		q.hsTimer.Stop()
 	}
+	q.awaitReply = false
+	peerCount, stale := peerImm&countMask, int(peerImm>>countBits)
 	q.tRepost.Store(time.Now().UnixNano())
 	posted := q.sPosted.Load()
 	last := int64(-1)
 	for c := q.sCursor; c < posted; c++ {
 		r := &q.slog[c&q.smask]
-		if r.twoSided && int32(peerCount-r.twoSeq) > 0 {
+		if r.twoSided && delivered(peerCount, r.twoSeq&countMask) {
 			last = int64(c)
 		}
 	}
@@ -204,8 +302,20 @@ func (q *QP) repostSendsLocked(peerCount uint32) {
 		q.failLocked(provider.WCGeneralErr, err)
 		return
 	}
+	// The reposted WRs were counted when logged; postBackupLocked counts them again.
+	recount := uint32(0)
+	for _, w := range resend {
+		if twoSided(w.Opcode) {
+			recount++
+		}
+	}
+	if err := q.postFillersLocked(stale); err != nil {
+		q.failLocked(provider.WCGeneralErr, err)
+		return
+	}
 	all := append(resend, q.pending...)
 	q.pending = nil
+	q.twoSided -= recount
 	// Post in chunks the backup SQ can take.
 	for len(all) > 0 {
 		n := min(len(all), int(q.cap.MaxSendWR))
@@ -221,24 +331,62 @@ func (q *QP) repostSendsLocked(peerCount uint32) {
 	q.resetDefaultLocked()
 }
 
-// resetDefaultLocked resets the failed default QP and gives it its control RECV, ready for
-// recovery (issue 6) to reconnect it.
+// resetDefaultLocked resets the default QP (its last completions polled first, so they are
+// classified against this incarnation), gives it its control RECV in INIT and starts the
+// probe goroutine that reconnects it.
 func (q *QP) resetDefaultLocked() {
+	if s := q.def.State(); s != provider.QPStateReset && s != provider.QPStateErr {
+		_ = q.def.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		for _, cq := range []*CQ{q.scq, q.rcq} {
+			cq.mu.Lock()
+			_ = cq.pollDefaultLocked()
+			cq.mu.Unlock()
+		}
+		q.outSends = q.def.OutstandingSends(q.outSends[:0])
+		q.outRecvs = q.def.OutstandingRecvs(q.outRecvs[:0])
+		rung := 0
+		for _, w := range q.outSends {
+			if w.Rung {
+				rung++
+			}
+		}
+		if (rung == 0 && len(q.outRecvs) == 0) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 	q.scq.mu.Lock()
 	if q.rcq != q.scq {
 		q.rcq.mu.Lock()
 	}
 	_ = q.def.Reset()
-	q.defMode = defDropped
+	q.defMode = defTracked
+	q.fifoMu.Lock()
+	q.dSendKinds = q.dSendKinds[:0]
+	q.dRecvKinds = append(q.dRecvKinds[:0], kindCtrl)
+	q.failQueued = false
+	q.errWCs = nil
+	q.fifoMu.Unlock()
+	q.defGen.Add(1)
 	if q.rcq != q.scq {
 		q.rcq.mu.Unlock()
 	}
 	q.scq.mu.Unlock()
+	q.tracked = true
 	if err := q.def.ToInit(q.attr); err == nil {
 		q.rcq.mu.Lock()
-		_ = q.def.PostRecv([]RecvWR{{WRID: ctrlWRID}})
+		err = q.def.PostRecv([]RecvWR{{WRID: ctrlWRID}})
 		q.rcq.mu.Unlock()
+		if err != nil {
+			q.fifoMu.Lock()
+			q.dRecvKinds = q.dRecvKinds[:0]
+			q.fifoMu.Unlock()
+		}
 	}
+	q.startProbeLocked()
 }
 
 func wcOpcode(op WROpcode) WCOpcode {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shift-rdma/shift/fence"
 	"github.com/shift-rdma/shift/provider"
 )
 
@@ -26,8 +27,36 @@ func (q *QP) PostSend(wrs []SendWR) error {
 	return err
 }
 
+// postDefaultLocked is postDefault once the QP fell back at least once (q.mu held): the
+// signaled WRs' kinds are recorded for the classifier, and behind a pending fence the WRs are
+// written with the doorbell withheld.
+func (q *QP) postDefaultLocked(wrs []SendWR, viaFence bool) error {
+	nsig := 0
+	for i := range wrs {
+		if q.sigAll || wrs[i].Flags&provider.SendSignaled != 0 {
+			nsig++
+		}
+	}
+	q.fifoMu.Lock()
+	for range nsig {
+		q.dSendKinds = append(q.dSendKinds, kindApp)
+	}
+	q.fifoMu.Unlock()
+	q.scq.mu.Lock()
+	err := q.postDefaultVia(wrs, viaFence)
+	q.scq.mu.Unlock()
+	if err != nil {
+		q.fifoMu.Lock()
+		q.dSendKinds = q.dSendKinds[:len(q.dSendKinds)-nsig]
+		q.fifoMu.Unlock()
+	}
+	return err
+}
+
 // postDefault logs wrs and posts them on the default QP; the caller owns the send side.
-func (q *QP) postDefault(wrs []SendWR) error {
+func (q *QP) postDefault(wrs []SendWR) error { return q.postDefaultVia(wrs, false) }
+
+func (q *QP) postDefaultVia(wrs []SendWR, viaFence bool) error {
 	if len(wrs) > int(q.cap.MaxSendWR) {
 		return &provider.WRError{Op: "post_send", Index: int(q.cap.MaxSendWR), Limit: int(q.cap.MaxSendWR), Got: len(wrs), Err: provider.ErrSQFull}
 	}
@@ -56,7 +85,13 @@ func (q *QP) postDefault(wrs []SendWR) error {
 	if q.c.injArmed.Load() != 0 {
 		post = q.inject(wrs)
 	}
-	if err := q.def.PostSend(post); err != nil {
+	var err error
+	if viaFence {
+		err = q.fn.Post(post)
+	} else {
+		err = q.def.PostSend(post)
+	}
+	if err != nil {
 		return err
 	}
 	q.twoSided = two
@@ -110,14 +145,21 @@ func (q *QP) postSendSlow(wrs []SendWR) error {
 	defer q.mu.Unlock()
 	switch q.mach.sendState() {
 	case SendDefault:
+		if q.tracked {
+			return q.postDefaultLocked(wrs, q.fn != nil && q.fn.State() != fence.Idle && q.fn.State() != fence.Done && q.fn.State() != fence.Failed)
+		}
 		return q.postDefault(wrs)
+	case SendWaitSignaled:
+		return q.postWaitSignaledLocked(wrs)
+	case SendWaitDrained:
+		return q.postDefaultLocked(wrs, true)
 	case SendHandshake:
 		for _, w := range wrs {
 			w.SGL = append([]SGE(nil), w.SGL...)
 			q.pending = append(q.pending, w)
 		}
 		return nil
-	case SendFallback, SendWaitSignaled, SendWaitDrained:
+	case SendFallback:
 		return q.postBackupLocked(wrs)
 	default:
 		return fmt.Errorf("failover: post_send on QP %#x: %w: %w", q.qpn, ErrFailed, provider.ErrQPState)
@@ -242,9 +284,36 @@ func (q *QP) postRecvSlow(wrs []RecvWR) error {
 	defer q.mu.Unlock()
 	switch q.mach.recvState() {
 	case RecvDefault:
-		return q.postRecvDefault(wrs)
+		if !q.tracked {
+			return q.postRecvDefault(wrs)
+		}
+		q.fifoMu.Lock()
+		for range wrs {
+			q.dRecvKinds = append(q.dRecvKinds, kindApp)
+		}
+		q.fifoMu.Unlock()
+		q.rcq.mu.Lock()
+		err := q.postRecvDefault(wrs)
+		q.rcq.mu.Unlock()
+		if err != nil {
+			q.fifoMu.Lock()
+			q.dRecvKinds = q.dRecvKinds[:len(q.dRecvKinds)-len(wrs)]
+			q.fifoMu.Unlock()
+		}
+		return err
 	case RecvFallback:
-		return q.postRecvBackupLocked(wrs)
+		// Logged too: a recovery reposts the outstanding receives on the default QP.
+		p := q.rPosted.Load()
+		for i := range wrs {
+			r := &q.rlog[(p+uint64(i))&q.rmask]
+			r.wrid = wrs[i].WRID
+			r.sgl = append(r.sgl[:0], wrs[i].SGL...)
+		}
+		if err := q.postRecvBackupLocked(wrs); err != nil {
+			return err
+		}
+		q.rPosted.Store(p + uint64(len(wrs)))
+		return nil
 	default:
 		return fmt.Errorf("failover: post_recv on QP %#x: %w: %w", q.qpn, ErrFailed, provider.ErrQPState)
 	}

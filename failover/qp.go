@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/fence"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/uverbs"
 )
@@ -22,8 +23,11 @@ type QPInitAttr struct {
 
 // Kinds of backup WQEs, in posting order per queue.
 const (
-	kindApp  = 0
-	kindCtrl = 1
+	kindApp    = 0
+	kindCtrl   = 1 // SHIFT's control WR (notification, filler, SHIFT's fence WR); on a backup RQ a control RECV
+	kindProbe  = 2 // recovery probe on the default QP
+	kindNotify = 3 // recovery notification on the default QP (the fence's)
+	kindStale  = 4 // an application RECV left on the backup RQ when the receive side recovered
 )
 
 // What the classifier does with completions of the default QP.
@@ -31,6 +35,7 @@ const (
 	defLive        = iota // account and buffer (Default, and the drain of a fallback)
 	defDropped            // after a fallback: the default QP's completions are SHIFT's
 	defPassThrough        // after a refused fallback: the application gets them as they are
+	defTracked            // after the first fallback: classified by position (dSendKinds, dRecvKinds)
 )
 
 type ownedWC struct {
@@ -113,6 +118,24 @@ type QP struct {
 	outSends []provider.SendWQE
 	outRecvs []provider.RecvWQE
 
+	// Recovery (issue 6). The default QP's posted receives and signaled sends, by kind, in
+	// posting order since its last reset (fifoMu); the fence (q.mu, its own lock inside).
+	dSendKinds []uint8
+	dRecvKinds []uint8
+	peerNotif  bool // fifoMu: the peer's notification of this episode consumed a backup RECV
+	awaitReply bool // q.mu: our notification is out, the peer's has not come
+	fn         *fence.Fence
+	probing    bool          // q.mu: a probe goroutine runs for this QP
+	destroyed  bool          // q.mu
+	tracked    bool          // q.mu: the default QP's WRs are classified by position (defTracked)
+	defGen     atomic.Uint64 // default QP resets
+	probeRes   atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
+	wsCount    int           // WRs posted in WaitSignaled
+	tProbeOK   int64
+	tFence     int64
+	lastSwitch atomic.Int64 // last switch-back (probe success → Default), ns
+	lastStall  atomic.Int64 // last stall (fence WR posted → Default), ns
+
 	injWRs []SendWR
 	injSGE []SGE
 	bkWRs  []SendWR // scratch of postBackupLocked (q.mu)
@@ -180,8 +203,11 @@ func (q *QP) createBackup() error {
 			return fmt.Errorf("%w: backup PD or CQ missing", ErrBackupNotReady)
 		}
 		cp := q.cap
+		// One more send slot for the notification, fillers in chunks; receives: the control
+		// RECV, and the stale application RECVs a recovery leaves until the next fallback's
+		// fillers consume them.
 		cp.MaxSendWR++
-		cp.MaxRecvWR++
+		cp.MaxRecvWR = 2*cp.MaxRecvWR + 2
 		b, err := bpd.CreateQP(provider.QPInitAttr{SendCQ: scq, RecvCQ: rcq, Cap: cp, SigAll: q.sigAll})
 		if err != nil {
 			return err
@@ -378,6 +404,7 @@ func (q *QP) Destroy() error {
 	if q.hsTimer != nil {
 		q.hsTimer.Stop()
 	}
+	q.destroyed = true
 	q.mu.Unlock()
 	if err := q.def.Destroy(); err != nil {
 		return fmt.Errorf("failover: destroy_qp: %w", err)
@@ -423,6 +450,28 @@ func (q *QP) popSendKind() uint8 {
 	}
 	k := q.sendKinds[0]
 	q.sendKinds = q.sendKinds[1:]
+	return k
+}
+
+func (q *QP) popDefRecvKind() uint8 {
+	q.fifoMu.Lock()
+	defer q.fifoMu.Unlock()
+	if len(q.dRecvKinds) == 0 {
+		return kindApp
+	}
+	k := q.dRecvKinds[0]
+	q.dRecvKinds = q.dRecvKinds[1:]
+	return k
+}
+
+func (q *QP) popDefSendKind() uint8 {
+	q.fifoMu.Lock()
+	defer q.fifoMu.Unlock()
+	if len(q.dSendKinds) == 0 {
+		return kindApp
+	}
+	k := q.dSendKinds[0]
+	q.dSendKinds = q.dSendKinds[1:]
 	return k
 }
 

@@ -86,7 +86,7 @@ var sendTable = map[[2]uint32]SendState{
 	{uint32(SendFallback), uint32(EvProbeOK)}:     SendWaitSignaled,
 	{uint32(SendWaitSignaled), uint32(EvFenceWR)}: SendWaitDrained,
 	{uint32(SendWaitDrained), uint32(EvDrained)}:  SendDefault,
-	{uint32(SendWaitSignaled), uint32(EvFailure)}: SendHandshake,
+	{uint32(SendWaitSignaled), uint32(EvFailure)}: SendFallback, // nothing of ours on the default QP yet
 	{uint32(SendWaitDrained), uint32(EvFailure)}:  SendHandshake,
 	{uint32(SendWaitSignaled), uint32(EvFatal)}:   SendFailed,
 	{uint32(SendWaitDrained), uint32(EvFatal)}:    SendFailed,

@@ -1,0 +1,498 @@
+package failover
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shift-rdma/shift/fence"
+	"github.com/shift-rdma/shift/provider"
+)
+
+// Recovery (paper §4.3.3, docs/FAILOVER.md "Recovery"): while a QP's send side is in
+// Fallback, one goroutine per QP reconnects the reset default QP with the attributes queried
+// at RTR and RTS (both sides reset theirs at every fallback, so both restart from the same
+// PSNs) and probes it with a signaled zero-length WRITE, every ProbeInterval, doubling after
+// a failure up to ProbeMaxInterval. On a successful probe the send side waits for the
+// application's next signaled WR (WaitSignaled), which becomes the fence WR on the backup QP;
+// the recovery notification and every later WR are written on the default QP with the
+// doorbell withheld (package fence) until the fence WR completes, the notification alone is
+// then released, and the rest once it completed (WaitDrained → Default). The receiver, on the
+// notification, accounts what the backup delivered and reposts its outstanding receives on
+// the default QP. If the application posts no signaled WR within FenceAfter (or
+// FenceAfterWRs WRs), SHIFT posts its own signaled zero-length WRITE as the fence.
+
+const (
+	probeFailed = iota
+	probeOK
+	probeDone  // nothing more for this goroutine to do
+	probeDrain // a fence is pending: poll its completions soon
+	probeIdle  // the receive side waits for the peer's notification
+)
+
+// probeWaitGuard bounds the wait for a probe's completion; the RC retry timer normally ends
+// it much sooner (a lost probe completes in error).
+const probeWaitGuard = 30 * time.Second
+
+// startProbeLocked starts q's probe goroutine unless one runs or the context closes.
+func (q *QP) startProbeLocked() {
+	if q.probing || q.destroyed {
+		return
+	}
+	c := q.c
+	c.probeMu.Lock()
+	defer c.probeMu.Unlock()
+	if c.closing {
+		return
+	}
+	q.probing = true
+	c.probeWG.Add(1)
+	go q.probeLoop()
+}
+
+// stopProbes ends every probe goroutine of the context (Close).
+func (c *Context) stopProbes() {
+	c.probeMu.Lock()
+	if !c.closing {
+		c.closing = true
+		close(c.quit)
+	}
+	c.probeMu.Unlock()
+	c.probeWG.Wait()
+}
+
+func (q *QP) probeLoop() {
+	defer q.c.probeWG.Done()
+	o := q.c.opts
+	iv := o.ProbeInterval
+	t := time.NewTimer(iv)
+	defer t.Stop()
+	for {
+		select {
+		case <-q.c.quit:
+			q.mu.Lock()
+			q.probing = false
+			q.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		switch q.probeStep() {
+		case probeDone:
+			return
+		case probeOK:
+			iv = o.ProbeInterval
+			t.Reset(o.FenceAfter)
+		case probeFailed:
+			iv = min(2*iv, o.ProbeMaxInterval)
+			t.Reset(iv)
+		case probeDrain:
+			t.Reset(200 * time.Microsecond)
+		case probeIdle:
+			t.Reset(o.ProbeInterval)
+		}
+	}
+}
+
+// probeStep does what the states ask of the probe goroutine: probe in Fallback, post SHIFT's
+// fence once FenceAfter passed in WaitSignaled, poll the CQs for the fence's and the peer's
+// notifications (the application may not poll), end once both sides are Default (probeDone,
+// with q.probing cleared under the same lock a new fallback takes to restart probing).
+func (q *QP) probeStep() int {
+	q.mu.Lock()
+	if q.destroyed {
+		q.probing = false
+		q.mu.Unlock()
+		return probeDone
+	}
+	switch q.mach.sendState() {
+	case SendFallback:
+	case SendWaitSignaled:
+		if time.Since(time.Unix(0, q.tProbeOK)) < q.c.opts.FenceAfter {
+			q.mu.Unlock()
+			return probeOK
+		}
+		if err := q.shiftFenceLocked(); err != nil {
+			// The backup refused the fence WR: its failure takes the QP down elsewhere.
+			q.failLocked(provider.WCGeneralErr, err)
+		}
+		if q.mach.sendState() == SendFallback {
+			q.mu.Unlock()
+			return probeFailed
+		}
+		q.mu.Unlock()
+		return probeDrain
+	case SendWaitDrained:
+		q.mu.Unlock()
+		q.pollAsideBoth()
+		return probeDrain
+	case SendDefault:
+		if q.mach.recvState() == RecvFallback {
+			q.mu.Unlock()
+			q.pollAsideBoth()
+			return probeIdle
+		}
+		q.probing = false
+		q.mu.Unlock()
+		return probeDone
+	default:
+		q.probing = false
+		q.mu.Unlock()
+		return probeDone
+	}
+	gen := q.defGen.Load()
+	if err := q.connectDefaultLocked(); err != nil {
+		q.resetDefaultLocked()
+		q.mu.Unlock()
+		q.c.probeFails.Add(1)
+		return probeFailed
+	}
+	q.probeRes.Store(0)
+	q.fifoMu.Lock()
+	q.dSendKinds = append(q.dSendKinds, kindProbe)
+	q.fifoMu.Unlock()
+	q.scq.mu.Lock()
+	err := q.def.PostSend([]SendWR{{WRID: ctrlWRID, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled}})
+	q.scq.mu.Unlock()
+	if err != nil {
+		q.fifoMu.Lock()
+		q.dSendKinds = q.dSendKinds[:len(q.dSendKinds)-1]
+		q.fifoMu.Unlock()
+		q.resetDefaultLocked()
+		q.mu.Unlock()
+		q.c.probeFails.Add(1)
+		return probeFailed
+	}
+	q.c.probes.Add(1)
+	q.mu.Unlock()
+
+	// The classifier records the probe's completion; poll the default CQ here too, as the
+	// application may not be polling.
+	deadline := time.Now().Add(probeWaitGuard)
+	res := int32(0)
+	for res == 0 && q.defGen.Load() == gen && time.Now().Before(deadline) {
+		select {
+		case <-q.c.quit:
+			q.mu.Lock()
+			q.probing = false
+			q.mu.Unlock()
+			return probeDone
+		case <-time.After(500 * time.Microsecond):
+		}
+		q.scq.pollAside()
+		res = q.probeRes.Load()
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.mach.sendState() != SendFallback || q.destroyed {
+		q.probing = false
+		return probeDone
+	}
+	if res == 1 && q.defGen.Load() == gen {
+		if _, err := q.mach.sendEvent(EvProbeOK); err != nil {
+			q.probing = false
+			return probeDone
+		}
+		q.tProbeOK = time.Now().UnixNano()
+		q.wsCount = 0
+		return probeOK
+	}
+	q.c.probeFails.Add(1)
+	if q.defGen.Load() == gen {
+		q.resetDefaultLocked()
+	}
+	return probeFailed
+}
+
+func (q *QP) pollAsideBoth() {
+	q.scq.pollAside()
+	if q.rcq != q.scq {
+		q.rcq.pollAside()
+	}
+}
+
+// pollAside polls the default CQ on behalf of SHIFT (probe completions), keeping the
+// application's completions in the buffer and raising its event if some arrived.
+func (cq *CQ) pollAside() {
+	cq.mu.Lock()
+	before := len(cq.buf) - cq.head
+	_ = cq.pollDefaultLocked()
+	more := len(cq.buf)-cq.head > before
+	work := len(cq.toFail)+len(cq.toFailBk)+len(cq.ctrl)+len(cq.recov)+len(cq.drained) > 0
+	cq.mu.Unlock()
+	if work {
+		cq.runPending()
+	}
+	if more {
+		cq.raise()
+	}
+}
+
+// connectDefaultLocked brings the default QP to RTS towards the peer's default QP with the
+// PSNs and attributes queried when the application connected it.
+func (q *QP) connectDefaultLocked() error {
+	switch q.def.State() {
+	case provider.QPStateRTS:
+		return nil
+	case provider.QPStateInit:
+	default:
+		q.resetDefaultLocked()
+		if q.def.State() != provider.QPStateInit {
+			return fmt.Errorf("failover: QP %#x: default QP not in INIT after reset", q.qpn)
+		}
+	}
+	remote := q.remote
+	remote.PSN = q.rtrAttr.RQPSN
+	if err := q.def.ToRTR(q.attr, remote); err != nil {
+		return fmt.Errorf("failover: QP %#x: reconnect default QP: %w", q.qpn, err)
+	}
+	if err := q.def.ToRTS(q.attr, q.rtsAttr.SQPSN); err != nil {
+		return fmt.Errorf("failover: QP %#x: reconnect default QP: %w", q.qpn, err)
+	}
+	return nil
+}
+
+// signaledAt returns the index of the first signaled WR of wrs, or -1.
+func (q *QP) signaledAt(wrs []SendWR) int {
+	for i := range wrs {
+		if q.sigAll || wrs[i].Flags&provider.SendSignaled != 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// postWaitSignaledLocked posts wrs in WaitSignaled: on the backup QP up to the first signaled
+// WR, which becomes the fence WR; the rest behind the fence on the default QP.
+func (q *QP) postWaitSignaledLocked(wrs []SendWR) error {
+	i := q.signaledAt(wrs)
+	if i < 0 {
+		if err := q.postBackupLocked(wrs); err != nil {
+			return err
+		}
+		q.wsCount += len(wrs)
+		if q.wsCount >= q.c.opts.FenceAfterWRs {
+			return q.shiftFenceLocked()
+		}
+		return nil
+	}
+	if i > 0 {
+		if err := q.postBackupLocked(wrs[:i]); err != nil {
+			return err
+		}
+	}
+	if err := q.beginFenceLocked(wrs[i], false); err != nil {
+		return err
+	}
+	if i+1 < len(wrs) {
+		return q.postDefaultLocked(wrs[i+1:], true)
+	}
+	return nil
+}
+
+// shiftFenceLocked posts SHIFT's own fence WR (a signaled zero-length WRITE on the backup).
+func (q *QP) shiftFenceLocked() error {
+	if q.mach.sendState() != SendWaitSignaled {
+		return nil
+	}
+	q.c.shiftFences.Add(1)
+	return q.beginFenceLocked(SendWR{WRID: ctrlWRID, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled}, true)
+}
+
+// beginFenceLocked posts w on the backup QP as the fence WR, writes the recovery
+// notification on the default QP behind a withheld doorbell, and enters WaitDrained.
+func (q *QP) beginFenceLocked(w SendWR, shift bool) error {
+	b := q.bk.Load()
+	var sges []SGE
+	bw := w
+	kind := uint8(kindCtrl)
+	if !shift {
+		var err error
+		if bw, err = q.rewriteLocked(w, &sges); err != nil {
+			return fmt.Errorf("failover: post_send on QP %#x: %w", q.qpn, err)
+		}
+		kind = kindApp
+	}
+	bw.Flags |= provider.SendSignaled
+	if q.fn == nil {
+		f, err := fence.New(b, q.def)
+		if err != nil {
+			return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
+		}
+		q.scq.mu.Lock()
+		q.fn = f
+		q.scq.mu.Unlock()
+	} else if err := q.fn.Reset(); err != nil {
+		return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
+	}
+	q.fifoMu.Lock()
+	q.sendKinds = append(q.sendKinds, kind)
+	q.dSendKinds = append(q.dSendKinds, kindNotify)
+	q.fifoMu.Unlock()
+	q.rcq.mu.Lock()
+	count := uint32(q.recvDone)
+	q.rcq.mu.Unlock()
+	notify := SendWR{WRID: ctrlWRID, Opcode: provider.WRRDMAWriteWithImm, Flags: provider.SendSignaled, Imm: count}
+	// The fence WR's completion must not be polled before Begin: both under the send CQ's
+	// mutex, which every poller of the backup CQ holds.
+	q.scq.mu.Lock()
+	pos := b.SendProducer()
+	err := b.PostSend([]SendWR{bw})
+	posted := err == nil
+	if posted {
+		err = q.fn.Begin(fence.WR{Pos: pos, WRID: bw.WRID}, &notify)
+	}
+	q.scq.mu.Unlock()
+	if err != nil {
+		q.fifoMu.Lock()
+		q.dSendKinds = q.dSendKinds[:len(q.dSendKinds)-1]
+		if !posted {
+			q.sendKinds = q.sendKinds[:len(q.sendKinds)-1]
+		}
+		q.fifoMu.Unlock()
+		return fmt.Errorf("failover: QP %#x: fence: %w", q.qpn, err)
+	}
+	if !shift && twoSided(w.Opcode) {
+		q.twoSided++
+	}
+	if _, err := q.mach.sendEvent(EvFenceWR); err != nil {
+		return err
+	}
+	q.tFence = time.Now().UnixNano()
+	q.sCursor = q.sPosted.Load()
+	return nil
+}
+
+// fenceWCLocked hands a send completion of the default or backup QP (with its own QP
+// number) to a pending fence; the caller holds the send CQ's mutex.
+func (cq *CQ) fenceWCLocked(q *QP, w *WC) {
+	f := q.fn
+	if f == nil {
+		return
+	}
+	if s := f.State(); s != fence.Withholding && s != fence.Notifying {
+		return
+	}
+	_, _ = f.HandleWC(w)
+	if f.State() == fence.Done {
+		cq.drained = append(cq.drained, q)
+	}
+}
+
+// finishRecovery ends WaitDrained once the fence released everything (runPending).
+func (q *QP) finishRecovery() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.mach.sendState() != SendWaitDrained || q.fn == nil || q.fn.State() != fence.Done {
+		return
+	}
+	if _, err := q.mach.sendEvent(EvDrained); err != nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	sw, st := now-q.tProbeOK, now-q.tFence
+	q.lastSwitch.Store(sw)
+	q.lastStall.Store(st)
+	q.c.switchBackNS.Add(sw)
+	q.c.stallNS.Add(st)
+	q.c.recoveries.Add(1)
+}
+
+// recoverRecv moves the receive side back to the default QP on the peer's recovery
+// notification (runPending): every message the peer sent on the backup completed before the
+// notification (the peer's fence), so after polling the backup CQ the receive counter is
+// exact; the receives not consumed are reposted on the default QP, in order. Those left on
+// the backup RQ are marked stale (the next fallback's peer consumes them with fillers) and a
+// control RECV goes behind them for the next fallback's notification.
+func (q *QP) recoverRecv() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.mach.recvState() != RecvFallback {
+		return
+	}
+	q.rcq.mu.Lock()
+	_ = q.rcq.pollBackupLocked()
+	q.rcq.mu.Unlock()
+	b := q.bk.Load()
+	q.fifoMu.Lock()
+	for i, k := range q.recvKinds {
+		if k == kindApp {
+			q.recvKinds[i] = kindStale
+		}
+	}
+	q.recvKinds = append(q.recvKinds, kindCtrl)
+	q.peerNotif = false
+	q.fifoMu.Unlock()
+	q.rcq.mu.Lock()
+	err := b.PostRecv([]RecvWR{{WRID: ctrlWRID}})
+	q.rcq.mu.Unlock()
+	if err != nil {
+		q.fifoMu.Lock()
+		q.recvKinds = q.recvKinds[:len(q.recvKinds)-1]
+		q.fifoMu.Unlock()
+		q.failLocked(provider.WCGeneralErr, fmt.Errorf("failover: QP %#x: control RECV on the backup: %w", q.qpn, err))
+		return
+	}
+	var recvs []RecvWR
+	for i := q.recvDone; i < q.rPosted.Load(); i++ {
+		r := &q.rlog[i&q.rmask]
+		recvs = append(recvs, RecvWR{WRID: r.wrid, SGL: r.sgl})
+	}
+	if len(recvs) > 0 {
+		q.fifoMu.Lock()
+		for range recvs {
+			q.dRecvKinds = append(q.dRecvKinds, kindApp)
+		}
+		q.fifoMu.Unlock()
+		q.rcq.mu.Lock()
+		err := q.def.PostRecv(recvs)
+		q.rcq.mu.Unlock()
+		if err != nil {
+			q.fifoMu.Lock()
+			q.dRecvKinds = q.dRecvKinds[:len(q.dRecvKinds)-len(recvs)]
+			q.fifoMu.Unlock()
+			// The default QP broke again: the receives stay on the backup.
+			return
+		}
+	}
+	if _, err := q.mach.recvEvent(EvDrained); err != nil {
+		return
+	}
+	q.c.recvRecoveries.Add(1)
+	q.rcq.raise()
+}
+
+// postFillersLocked posts n zero-length SENDs on the backup QP to consume the stale RECVs the
+// peer's backup RQ holds in front of its reposted receives (n from its notification).
+func (q *QP) postFillersLocked(n int) error {
+	b := q.bk.Load()
+	for n > 0 {
+		k := min(n, int(q.cap.MaxSendWR))
+		ws := make([]SendWR, k)
+		for i := range ws {
+			ws[i] = SendWR{WRID: ctrlWRID, Opcode: provider.WRSend, Flags: provider.SendSignaled}
+		}
+		q.fifoMu.Lock()
+		for range k {
+			q.sendKinds = append(q.sendKinds, kindCtrl)
+		}
+		q.fifoMu.Unlock()
+		q.scq.mu.Lock()
+		err := b.PostSend(ws)
+		q.scq.mu.Unlock()
+		if err != nil {
+			q.fifoMu.Lock()
+			q.sendKinds = q.sendKinds[:len(q.sendKinds)-k]
+			q.fifoMu.Unlock()
+			return fmt.Errorf("failover: QP %#x: fillers: %w", q.qpn, err)
+		}
+		q.c.fillers.Add(uint64(k))
+		n -= k
+	}
+	return nil
+}
+
+// SwitchBackLatency is the last recovery's time from probe success to Default (0: none yet).
+func (q *QP) SwitchBackLatency() time.Duration { return time.Duration(q.lastSwitch.Load()) }
+
+// RecoveryStall is the last recovery's application-visible stall: from the fence WR posted
+// (later WRs withheld) to Default (0: none yet).
+func (q *QP) RecoveryStall() time.Duration { return time.Duration(q.lastStall.Load()) }

@@ -1,0 +1,202 @@
+package failover
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// recoverOpts makes probing quick for the tests (the defaults are 100 ms and 2 s).
+func recoverOpts(h int, o *Options) {
+	o.ProbeInterval = 10 * time.Millisecond
+	o.ProbeMaxInterval = 80 * time.Millisecond
+}
+
+// linkUp puts host h's default NIC back on the fabric.
+func (e *testEnv) linkUp(h int) { e.cl.Endpoint(h, 0, 1).SetLinkUp(true) }
+
+func (e *testEnv) describe(a, b *QP) string {
+	return fmt.Sprintf("A %v/%v def %v B %v/%v def %v; stats A %+v B %+v", a.SendState(), a.RecvState(), a.Default().State(),
+		b.SendState(), b.RecvState(), b.Default().State(), e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats())
+}
+
+func allDefault(qs ...*QP) bool {
+	for _, q := range qs {
+		if q.SendState() != SendDefault || q.RecvState() != RecvDefault {
+			return false
+		}
+	}
+	return true
+}
+
+func allFallback(qs ...*QP) bool {
+	for _, q := range qs {
+		if q.SendState() != SendFallback || q.RecvState() != RecvFallback {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFor polls cond with a generous guard (a failure guard, not a timing assertion).
+func waitFor(t testing.TB, what string, cond func() bool, desc func() string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, desc())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRecoverAfterFallback: a stream falls back, the link comes back, both directions
+// return to Default (the receiver's sends never post a signaled WR: SHIFT fences them), and
+// a second stream runs on the default NICs.
+func TestRecoverAfterFallback(t *testing.T) {
+	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	for _, mode := range []streamMode{modeWrite, modeSend} {
+		t.Run(mode.String(), func(t *testing.T) {
+			e := newEnvWith(t, 256, recoverOpts)
+			a, b := e.pairs(t, 1, cp)
+			runStream(t, e, a[0], b[0], stream{mode: mode, msgs: 200, size: 2048, failAt: 60, failHost: 1, seed: 41})
+			if !allFallback(a[0], b[0]) {
+				t.Fatalf("states after the failure: A %v/%v B %v/%v", a[0].SendState(), a[0].RecvState(), b[0].SendState(), b[0].RecvState())
+			}
+			e.linkUp(1)
+			waitFor(t, "both QPs back to Default", func() bool { return allDefault(a[0], b[0]) }, func() string { return e.describe(a[0], b[0]) })
+			bk0 := e.hosts[0].ctx.Stats()
+			runStream(t, e, a[0], b[0], stream{mode: mode, msgs: 200, size: 2048, failAt: -1, seed: 42})
+			if !allDefault(a[0], b[0]) {
+				t.Fatal("left Default without a failure")
+			}
+			sa, sb := e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats()
+			if sa.Recoveries != 1 || sb.Recoveries != 1 || sa.RecvRecoveries != 1 || sb.RecvRecoveries != 1 || sb.ShiftFences != 1 {
+				t.Fatalf("recovery counters A %+v B %+v", sa, sb)
+			}
+			if sa.Reposted != bk0.Reposted || a[0].SendTransitions(SendWaitDrained, SendDefault) != 1 {
+				t.Fatalf("second stream did not run on the default path: %+v", sa)
+			}
+			t.Logf("switch-back %v, stall %v; A %+v", a[0].SwitchBackLatency(), a[0].RecoveryStall(), sa)
+		})
+	}
+}
+
+// flapper takes host h's default link down once the QPs are all Default and up once they
+// all fell back, for cycles cycles, with seeded up and down periods.
+type flapper struct {
+	e      *testEnv
+	qs     []*QP
+	host   int
+	cycles int
+	rng    *rand.Rand
+	done   chan struct{}
+	err    error
+	count  int
+}
+
+func (f *flapper) run(stop <-chan struct{}) {
+	defer close(f.done)
+	wait := func(cond func() bool) bool {
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			select {
+			case <-stop:
+				return false
+			case <-time.After(500 * time.Microsecond):
+			}
+			if time.Now().After(deadline) {
+				f.err = fmt.Errorf("cycle %d: states did not converge", f.count)
+				return false
+			}
+		}
+		return true
+	}
+	sleep := func(lo, hi int) bool {
+		d := time.Duration(lo+f.rng.IntN(hi-lo+1)) * time.Millisecond
+		select {
+		case <-stop:
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	for f.count < f.cycles {
+		if !wait(func() bool { return allDefault(f.qs...) }) || !sleep(5, 60) {
+			return
+		}
+		f.e.linkDown(f.host)
+		if !wait(func() bool { return allFallback(f.qs...) }) || !sleep(50, 250) {
+			f.e.linkUp(f.host)
+			return
+		}
+		f.e.linkUp(f.host)
+		f.count++
+	}
+}
+
+// TestFlapping: the default link of one host goes down and up repeatedly under a stream;
+// every message arrives exactly once, in order, with its data (runStream's checks), and the
+// application sees no error. 2 switch-overs per cycle.
+func TestFlapping(t *testing.T) {
+	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	var switches []time.Duration
+	var mu sync.Mutex
+	total := 0
+	for _, mode := range []streamMode{modeWrite, modeSend} {
+		t.Run(mode.String(), func(t *testing.T) {
+			seed := uint64(time.Now().UnixNano())
+			t.Logf("seed %d", seed)
+			defer func() {
+				if t.Failed() {
+					t.Logf("failed with seed %d", seed)
+				}
+			}()
+			e := newEnvWith(t, 256, recoverOpts)
+			a, b := e.pairs(t, 1, cp)
+			f := &flapper{e: e, qs: []*QP{a[0], b[0]}, host: int(seed % 2), cycles: 16,
+				rng: rand.New(rand.NewPCG(seed, 1)), done: make(chan struct{})}
+			stop := make(chan struct{})
+			go f.run(stop)
+			defer func() {
+				close(stop)
+				<-f.done
+			}()
+			last := a[0].SwitchBackLatency()
+			for round := 0; ; round++ {
+				select {
+				case <-f.done:
+				default:
+					runStream(t, e, a[0], b[0], stream{mode: mode, msgs: 240, size: 1024, failAt: -1, seed: seed + uint64(round)})
+					if l := a[0].SwitchBackLatency(); l != last {
+						mu.Lock()
+						switches = append(switches, l)
+						mu.Unlock()
+						last = l
+					}
+					continue
+				}
+				break
+			}
+			if f.err != nil {
+				t.Fatal(f.err)
+			}
+			sa := e.hosts[0].ctx.Stats()
+			t.Logf("%d cycles; A %+v", f.count, sa)
+			total += 2 * f.count
+		})
+	}
+	t.Logf("%d switch-overs in total", total)
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
