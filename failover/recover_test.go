@@ -3,6 +3,8 @@ package failover
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"sort"
 	"sync"
 	"testing"
@@ -96,6 +98,8 @@ type flapper struct {
 	done   chan struct{}
 	err    error
 	count  int
+	// switch-back times and stalls of the sender's recoveries, one per cycle
+	switchBack, stall []time.Duration
 }
 
 func (f *flapper) run(stop <-chan struct{}) {
@@ -124,8 +128,15 @@ func (f *flapper) run(stop <-chan struct{}) {
 			return true
 		}
 	}
-	for f.count < f.cycles {
-		if !wait(func() bool { return allDefault(f.qs...) }) || !sleep(5, 60) {
+	for {
+		if !wait(func() bool { return allDefault(f.qs...) }) {
+			return
+		}
+		if f.count > 0 {
+			f.switchBack = append(f.switchBack, f.qs[0].SwitchBackLatency())
+			f.stall = append(f.stall, f.qs[0].RecoveryStall())
+		}
+		if f.count == f.cycles || !sleep(5, 60) {
 			return
 		}
 		f.e.linkDown(f.host)
@@ -143,13 +154,13 @@ func (f *flapper) run(stop <-chan struct{}) {
 // application sees no error. 2 switch-overs per cycle.
 func TestFlapping(t *testing.T) {
 	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	var switches []time.Duration
+	var switches, stalls []time.Duration
 	var mu sync.Mutex
 	total := 0
 	for _, mode := range []streamMode{modeWrite, modeSend} {
 		t.Run(mode.String(), func(t *testing.T) {
-			seed := uint64(time.Now().UnixNano())
-			t.Logf("seed %d", seed)
+			seed := testSeed()
+			t.Logf("seed %d (SHIFT_TEST_SEED reruns it)", seed)
 			defer func() {
 				if t.Failed() {
 					t.Logf("failed with seed %d", seed)
@@ -165,18 +176,11 @@ func TestFlapping(t *testing.T) {
 				close(stop)
 				<-f.done
 			}()
-			last := a[0].SwitchBackLatency()
 			for round := 0; ; round++ {
 				select {
 				case <-f.done:
 				default:
 					runStream(t, e, a[0], b[0], stream{mode: mode, msgs: 240, size: 1024, failAt: -1, seed: seed + uint64(round)})
-					if l := a[0].SwitchBackLatency(); l != last {
-						mu.Lock()
-						switches = append(switches, l)
-						mu.Unlock()
-						last = l
-					}
 					continue
 				}
 				break
@@ -185,11 +189,31 @@ func TestFlapping(t *testing.T) {
 				t.Fatal(f.err)
 			}
 			sa := e.hosts[0].ctx.Stats()
-			t.Logf("%d cycles; A %+v", f.count, sa)
-			total += 2 * f.count
+			if sa.Fallbacks != uint64(f.cycles) || sa.Recoveries != uint64(f.cycles) {
+				t.Fatalf("%d cycles but %d fallbacks and %d recoveries", f.cycles, sa.Fallbacks, sa.Recoveries)
+			}
+			t.Logf("%d cycles; switch-back median %v p99 %v; stall median %v p99 %v; A %+v", f.count,
+				percentile(f.switchBack, 0.5), percentile(f.switchBack, 0.99), percentile(f.stall, 0.5), percentile(f.stall, 0.99), sa)
+			mu.Lock()
+			switches = append(switches, f.switchBack...)
+			stalls = append(stalls, f.stall...)
+			total += int(sa.Fallbacks + sa.Recoveries)
+			mu.Unlock()
 		})
 	}
-	t.Logf("%d switch-overs in total", total)
+	t.Logf("%d switch-overs in total; switch-back median %v p99 %v; stall median %v p99 %v (%d recoveries)", total,
+		percentile(switches, 0.5), percentile(switches, 0.99), percentile(stalls, 0.5), percentile(stalls, 0.99), len(switches))
+	if total < 60 && !t.Failed() {
+		t.Fatalf("only %d switch-overs", total)
+	}
+}
+
+// testSeed is $SHIFT_TEST_SEED or a fresh seed.
+func testSeed() uint64 {
+	if v, err := strconv.ParseUint(os.Getenv("SHIFT_TEST_SEED"), 10, 64); err == nil {
+		return v
+	}
+	return uint64(time.Now().UnixNano())
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {
