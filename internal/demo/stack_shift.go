@@ -136,9 +136,20 @@ func (s *shiftStack) Summary() string {
 		t.Refused += st.Refused
 		t.Reposted += st.Reposted
 		t.Skipped += st.Skipped
+		t.Recoveries += st.Recoveries
+		t.RecvRecoveries += st.RecvRecoveries
+		t.Probes += st.Probes
+		t.SwitchBack += st.SwitchBack
+		t.Stall += st.Stall
 	}
-	return fmt.Sprintf("failover: %d QP fallbacks, %d refused, %d send WRs reposted on the backup, %d treated as already received",
+	out := fmt.Sprintf("failover: %d QP fallbacks, %d refused, %d send WRs reposted on the backup, %d treated as already received",
 		t.Fallbacks, t.Refused, t.Reposted, t.Skipped)
+	if t.Recoveries > 0 {
+		n := time.Duration(t.Recoveries)
+		out += fmt.Sprintf("; %d send and %d receive sides back on the default NIC after %d probes (mean switch-back %v, mean stall %v)",
+			t.Recoveries, t.RecvRecoveries, t.Probes, (t.SwitchBack / n).Round(time.Microsecond), (t.Stall / n).Round(time.Microsecond))
+	}
+	return out
 }
 
 // Close closes every Side still open (QPs of all Sides first), deallocates the PDs, closes
