@@ -127,6 +127,7 @@ type QP struct {
 	fn         *fence.Fence
 	probing    bool          // q.mu: a probe goroutine runs for this QP
 	destroyed  bool          // q.mu
+	pinned     bool          // q.mu: kept on the backup by SwitchToBackup (no probing)
 	tracked    bool          // q.mu: the default QP's WRs are classified by position (defTracked)
 	defGen     atomic.Uint64 // default QP resets
 	probeRes   atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe

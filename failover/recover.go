@@ -105,6 +105,11 @@ func (q *QP) probeStep() int {
 	}
 	switch q.mach.sendState() {
 	case SendFallback:
+		if q.pinned {
+			q.mu.Unlock()
+			q.pollAsideBoth()
+			return probeIdle
+		}
 	case SendWaitSignaled:
 		if time.Since(time.Unix(0, q.tProbeOK)) < q.c.opts.FenceAfter {
 			q.mu.Unlock()
