@@ -81,3 +81,11 @@ func parseWC(b []byte, tb [4]byte, w *FastWC) {
 		w.Status = WCGeneralErr
 	}
 }
+
+// Ready reports whether the next entry belongs to software, as PollWC's check does, without
+// consuming it. It is small enough to inline, so a caller polling an empty CQ makes no call.
+func (q *CQ) Ready() bool {
+	o := int(q.ci&(q.ncqe-1))*q.cqeSize + q.cqeSize - 4
+	opOwn := uint8(atomic.LoadUint32(at32(q.buf, o)) >> opOwnShift)
+	return opOwn>>4 != CQEInvalid && (opOwn&CQEOwnerMask != 0) == (q.ci&q.ncqe != 0)
+}

@@ -7,6 +7,9 @@ import "testing"
 // the other with PollWC over many passes of the ring, and requires the same ready/not-ready
 // answers, the same consumer index and the same values in every FastWC field.
 func TestPollWCMatchesCompletion(t *testing.T) {
+	if (opOwnShift == 24) != nativeLittle {
+		t.Fatalf("opOwnShift %d on a little-endian=%v machine", opOwnShift, nativeLittle)
+	}
 	r := fastSeeded(t)
 	for _, size := range []int{64, 128} {
 		const n = 8
@@ -48,6 +51,9 @@ func TestPollWCMatchesCompletion(t *testing.T) {
 					SyndromeTransportRetryExc, SyndromeRNRRetryExc}[r.IntN(5)]
 			}
 			copy(b.buf, a.buf)
+			if b.Ready() != a.ready(a.ci) {
+				t.Fatalf("size %d round %d: Ready %v, ready %v (op_own %#x)", size, round, b.Ready(), a.ready(a.ci), e[cqeOffOpOwn])
+			}
 			okA := a.Poll(&cqe)
 			okB := b.PollWC(&fw)
 			if okA != okB || a.ci != b.ci {
