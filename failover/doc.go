@@ -12,8 +12,34 @@
 // zero-length WRITE_WITH_IMM on the backup QPs, and the sends the peer has not received are
 // reposted on the backup QP with local and remote keys rewritten and their wr_ids kept. The
 // application sees no error; when the fallback is not safe it sees the original error, as
-// without SHIFT. Recovery to the default NIC is package work for later (issue 6); the states
-// for it exist.
+// without SHIFT.
+//
+// Recovery (issue 6, recover.go): while a QP's sends are on the backup, a goroutine per QP
+// reconnects the reset default QP with the PSNs and attributes queried at RTR and RTS and
+// probes it with a signaled zero-length WRITE every Options.ProbeInterval
+// (SHIFT_PROBE_INTERVAL, default 100 ms), doubling after each failed probe up to
+// Options.ProbeMaxInterval (2 s); a failed probe resets the default QP again. After a
+// successful probe (WaitSignaled) the application's next signaled WR is posted on the backup
+// as the fence WR (package fence); the recovery notification (WRITE_WITH_IMM) and every later
+// WR are written on the default QP with the doorbell withheld (WaitDrained) until the fence
+// WR completes; the notification is released alone, the rest once it completed (Default). If
+// no signaled WR comes within Options.FenceAfter or Options.FenceAfterWRs WRs
+// (SHIFT_FENCE_AFTER="<n>,<duration>", default 64 WRs or 10 ms), SHIFT posts its own
+// signaled zero-length WRITE as the fence. The receiver, on the notification, polls the
+// backup CQ (the fence guarantees everything the peer sent there has landed) and reposts its
+// outstanding receives on the default QP. Each direction recovers on its own; a later
+// failure falls back again (the RECVs left on the backup are consumed by the peer's
+// zero-length filler SENDs, their number carried in the fallback notification).
+// SwitchToBackup and SwitchToDefault move a healthy QP on demand (paper §4.4). Stats counts
+// probes, recoveries, SHIFT fences and fillers and sums switch-back times (probe success →
+// Default) and stalls (fence WR posted → Default).
+//
+// Known limitation: if the default path fails after the recovery notification was rung and
+// before its completion was polled (a window of a few milliseconds after a successful probe),
+// the sender cannot tell whether the receiver moved its receives; the fallback that follows
+// assumes it did. If it did not, the fallback notification consumes one of the receiver's
+// application RECVs on the backup and the handshake times out (HandshakeTimeout): the
+// application sees errors, and a receive completion it did not expect.
 package failover
 
 // Implementation notes (where this package departs from, or fixes, the letter of
@@ -42,5 +68,10 @@ package failover
 //     receive log, in order, behind the backup QP's control RECV.
 //   - READs before the last two-sided WR the peer received are read again (their response may
 //     have been lost), after that WR rather than before it.
+//   - Each fallback notification's immediate carries the receive counter modulo 2^24 (low
+//     bits) and the count of stale RECVs on the sender's backup RQ (high 8 bits).
+//   - After the first fallback, the default QP's completions are classified by position too
+//     (defTracked): probes, notifications and application WRs in posting order; the lock-free
+//     fast paths stay closed and every call takes the QP or CQ mutex.
 //   - The payload of a SendInline WR is copied into the log at PostSend (the verbs API lets
 //     the application reuse the buffer at once), and the repost sends that copy.
