@@ -1,58 +1,14 @@
 package provider_test
 
 import (
-	"fmt"
-	"os"
-	"runtime"
 	"testing"
-	"time"
 
+	"github.com/shift-rdma/shift/internal/leakcheck"
 	"github.com/shift-rdma/shift/provider"
 )
 
 // TestMain checks that the tests leave no descriptors, goroutines or mapped buffers behind:
 // every context, channel, CQ, QP and emulated cluster is closed by its test's cleanup.
 func TestMain(m *testing.M) {
-	// Warm up what the Go runtime opens once and keeps (the netpoller's epoll and eventfd),
-	// so only descriptors the tests open count.
-	if r, w, err := os.Pipe(); err == nil {
-		r.Close()
-		w.Close()
-	}
-	fds0, g0, b0 := countFDs(), runtime.NumGoroutine(), provider.LiveBuffers()
-	code := m.Run()
-	if code == 0 {
-		// Goroutines of closed emulated NICs exit asynchronously; give them a bounded time.
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) && (runtime.NumGoroutine() > g0 || countFDs() > fds0) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if fds := countFDs(); fds > fds0 {
-			fmt.Fprintf(os.Stderr, "leak: %d file descriptors open, %d before the tests\n", fds, fds0)
-			ents, _ := os.ReadDir("/proc/self/fd")
-			for _, e := range ents {
-				l, _ := os.Readlink("/proc/self/fd/" + e.Name())
-				fmt.Fprintf(os.Stderr, "  fd %s -> %s\n", e.Name(), l)
-			}
-			code = 1
-		}
-		if g := runtime.NumGoroutine(); g > g0 {
-			buf := make([]byte, 1<<20)
-			fmt.Fprintf(os.Stderr, "leak: %d goroutines, %d before the tests\n%s\n", g, g0, buf[:runtime.Stack(buf, true)])
-			code = 1
-		}
-		if b := provider.LiveBuffers(); b != b0 {
-			fmt.Fprintf(os.Stderr, "leak: %d buffers still mapped, %d before the tests\n", b, b0)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func countFDs() int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0
-	}
-	return len(ents)
+	leakcheck.Main(m, leakcheck.Counter("provider buffers still mapped", provider.LiveBuffers))
 }

@@ -151,10 +151,10 @@ func TestNoOptions(t *testing.T) {
 }
 
 func TestCheckAndCounter(t *testing.T) {
-	live := 3
+	live := int64(3)
 	var left error
 	s := leakcheck.Take(
-		leakcheck.Counter("buffers", func() int { return live }),
+		leakcheck.Counter("buffers", func() int64 { return live }),
 		leakcheck.Check("namespaces", func() error { return left }),
 	)
 	live, left = 4, errors.New("ns-1 still there")

@@ -32,7 +32,7 @@ type check struct {
 
 type counter struct {
 	name string
-	fn   func() int
+	fn   func() int64
 }
 
 // Option selects what a Snapshot checks.
@@ -76,7 +76,7 @@ func Check(name string, fn func() error) Option {
 
 // Counter adds a count that must come back to its value before the tests, such as a
 // package's live buffer count.
-func Counter(name string, fn func() int) Option {
+func Counter(name string, fn func() int64) Option {
 	return func(c *config) { c.counters = append(c.counters, counter{name, fn}) }
 }
 

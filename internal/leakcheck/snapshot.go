@@ -15,7 +15,7 @@ type Snapshot struct {
 	goroutines map[int64]string
 	fds        map[string]string
 	maps       map[string]bool
-	counts     []int
+	counts     []int64
 }
 
 // Take records the current goroutines, descriptors, shared mappings and counters.

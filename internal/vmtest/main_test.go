@@ -7,16 +7,19 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/shift-rdma/shift/internal/leakcheck"
 )
 
-// TestMain fails the package if any QEMU started by a test is still running afterwards.
+// TestMain fails a passing run if any QEMU started by a test is still running afterwards,
+// or if the tests leak goroutines, descriptors or mappings.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if left := qemuChildren(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "vmtest: QEMU processes left running after the tests: %v\n", left)
-		code = 1
-	}
-	os.Exit(code)
+	leakcheck.Main(m, leakcheck.Check("QEMU processes left running", func() error {
+		if left := qemuChildren(); len(left) > 0 {
+			return fmt.Errorf("%v", left)
+		}
+		return nil
+	}))
 }
 
 // qemuChildren lists the pids of this process's children whose command is QEMU.

@@ -3,49 +3,20 @@ package rc
 import (
 	"fmt"
 	"net/netip"
-	"os"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/shift-rdma/shift/internal/leakcheck"
 	"github.com/shift-rdma/shift/mlx5/emu/clock"
 	"github.com/shift-rdma/shift/mlx5/emu/rc/rctest"
 	"github.com/shift-rdma/shift/mlx5/emu/roce"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		// Close must leave no timer callback, delivery or fabric goroutine of this module
-		// behind (the testing and fuzzing machinery's own goroutines are not counted).
-		deadline := time.Now().Add(5 * time.Second)
-		stacks := ourGoroutines()
-		for stacks != "" && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-			stacks = ourGoroutines()
-		}
-		if stacks != "" {
-			fmt.Fprintf(os.Stderr, "goroutine leak:\n%s", stacks)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// ourGoroutines returns the stacks of goroutines running this module's code, other than the
-// one calling it.
-func ourGoroutines() string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "github.com/shift-rdma/shift/") && !strings.Contains(g, "ourGoroutines") {
-			out = append(out, g)
-		}
-	}
-	return strings.Join(out, "\n\n")
+	// Close must leave no timer callback, delivery or fabric goroutine of this module
+	// behind.
+	leakcheck.Main(m)
 }
 
 // region is a registered memory region of the test host.
