@@ -39,8 +39,29 @@ var wcStatusNames = [...]string{
 	"RESP_TIMEOUT_ERR", "GENERAL_ERR",
 }
 
-// String returns the IBV_WC_ name without the prefix.
+// Strings as ibv_wc_status_str (libibverbs) returns them.
+var wcStatusStr = [...]string{
+	"success", "local length error", "local QP operation error",
+	"local EE context operation error", "local protection error", "Work Request Flushed Error",
+	"memory management operation error", "bad response error", "local access error",
+	"remote invalid request error", "remote access error", "remote operation error",
+	"transport retry counter exceeded", "RNR retry counter exceeded", "local RDD violation error",
+	"remote invalid RD request", "aborted error", "invalid EE context number",
+	"invalid EE context state", "fatal error", "response timeout error", "general error",
+}
+
+// String returns what ibv_wc_status_str returns for the status, the text verbs
+// applications print; an unknown status gives WC_STATUS_ and its value.
 func (s WCStatus) String() string {
+	if int(s) < len(wcStatusStr) {
+		return wcStatusStr[s]
+	}
+	return "WC_STATUS_" + strconv.Itoa(int(s))
+}
+
+// Name returns the IBV_WC_ name without the prefix (WR_FLUSH_ERR); an unknown status gives
+// WC_STATUS_ and its value.
+func (s WCStatus) Name() string {
 	if int(s) < len(wcStatusNames) {
 		return wcStatusNames[s]
 	}
