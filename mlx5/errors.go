@@ -42,8 +42,15 @@ func (e *opError) Error() string {
 // Unwrap exposes both the sentinel and the errno to errors.Is.
 func (e *opError) Unwrap() []error { return []error{e.kind, e.errno} }
 
-func newErr(op string, kind error, errno unix.Errno, format string, args ...any) error {
+// NewOpError returns an error "op: kind: detail (errno)" that wraps both kind and errno,
+// so errors.Is matches either. It is this package's error shape, shared with the layers
+// above that report errors the same way (the emulated device), so there is one of it.
+func NewOpError(op string, kind error, errno unix.Errno, format string, args ...any) error {
 	return &opError{op: op, kind: kind, errno: errno, msg: fmt.Sprintf(format, args...)}
+}
+
+func newErr(op string, kind error, errno unix.Errno, format string, args ...any) error {
+	return NewOpError(op, kind, errno, format, args...)
 }
 
 func shortErr(op string, have, need int) error {

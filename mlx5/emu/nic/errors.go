@@ -2,9 +2,10 @@ package nic
 
 import (
 	"errors"
-	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shift-rdma/shift/mlx5"
 )
 
 // Sentinel errors. Every error the device returns wraps one of them and the errno the kernel
@@ -23,26 +24,10 @@ var (
 	ErrNoSpace = errors.New("nic: out of resources")
 )
 
-// opError names the operation and wraps a sentinel together with an errno.
-type opError struct {
-	op    string
-	kind  error
-	errno unix.Errno
-	msg   string
-}
-
-func (e *opError) Error() string {
-	if e.msg == "" {
-		return fmt.Sprintf("nic: %s: %v (%v)", e.op, e.kind, e.errno)
-	}
-	return fmt.Sprintf("nic: %s: %v: %s (%v)", e.op, e.kind, e.msg, e.errno)
-}
-
-// Unwrap exposes both the sentinel and the errno to errors.Is.
-func (e *opError) Unwrap() []error { return []error{e.kind, e.errno} }
-
+// newErr names the operation (prefixed with the package) and wraps a sentinel together
+// with an errno, in mlx5's error shape.
 func newErr(op string, kind error, errno unix.Errno, format string, args ...any) error {
-	return &opError{op: op, kind: kind, errno: errno, msg: fmt.Sprintf(format, args...)}
+	return mlx5.NewOpError("nic: "+op, kind, errno, format, args...)
 }
 
 // errnoOf returns the errno inside err, or def when there is none.
