@@ -334,6 +334,10 @@ func (cq *CQ) pollBackupLocked() error {
 			if q == nil {
 				continue
 			}
+			if ctl := q.ctl.Load(); ctl != nil && w.QPNum == ctl.QPN() {
+				cq.controlWCLocked(q, ctl, w)
+				continue
+			}
 			if w.Opcode&provider.WCRecv == 0 {
 				cq.fenceWCLocked(q, &w) // with the backup QP's number
 			}
@@ -353,15 +357,7 @@ func (cq *CQ) pollBackupLocked() error {
 			}
 			if w.Opcode&provider.WCRecv != 0 {
 				if q.popRecvKind() != kindApp {
-					// SHIFT's: the peer's notification (WRITE_WITH_IMM) or a filler
-					// (zero-length SEND) consuming a stale RECV.
-					if w.Opcode == provider.WCRecvRDMAWithImm {
-						q.fifoMu.Lock()
-						q.peerNotif = true
-						q.fifoMu.Unlock()
-						cq.ctrl = append(cq.ctrl, ctrlEvt{q, w.Imm})
-					}
-					continue
+					continue // a filler (zero-length SEND) consumed a stale RECV
 				}
 				q.recvDone++
 			} else if q.popSendKind() == kindCtrl {
@@ -374,6 +370,27 @@ func (cq *CQ) pollBackupLocked() error {
 			return err
 		}
 	}
+}
+
+// controlWCLocked handles a completion of q's control QP: the peer's notification (its
+// control RECV is reposted), our notification's completion (dropped), or an error (the
+// backup path failed).
+func (cq *CQ) controlWCLocked(q *QP, ctl *provider.QP, w WC) {
+	if w.Status != provider.WCSuccess {
+		q.fifoMu.Lock()
+		first := !q.bkFailQueued
+		q.bkFailQueued = true
+		q.fifoMu.Unlock()
+		if first {
+			cq.toFailBk = append(cq.toFailBk, bkFail{q, w.Status})
+		}
+		return
+	}
+	if w.Opcode&provider.WCRecv == 0 {
+		return
+	}
+	_ = ctl.PostRecv([]RecvWR{{WRID: ctrlWRID}})
+	cq.ctrl = append(cq.ctrl, ctrlEvt{q, w.Imm})
 }
 
 // runPending runs the fallbacks, failures and notifications the pollers found; it takes QP

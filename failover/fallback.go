@@ -138,8 +138,7 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 			return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
 		}
 	}
-	// The stale RECVs in front of where our receives go: the peer's fillers consume them,
-	// except the one its notification takes if that has not come yet.
+	// The stale RECVs in front of where our receives go: the peer's fillers consume them.
 	q.fifoMu.Lock()
 	stale := 0
 	for _, k := range q.recvKinds {
@@ -147,9 +146,6 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 			break
 		}
 		stale++
-	}
-	if !q.peerNotif && stale > 0 {
-		stale--
 	}
 	q.fifoMu.Unlock()
 	if recvPart {
@@ -237,20 +233,14 @@ func (q *QP) notifyLocked(stale int) error {
 	if stale > maxStale {
 		return fmt.Errorf("failover: QP %#x: %d stale receives on the backup QP: %w", q.qpn, stale, ErrNotSafe)
 	}
-	q.fifoMu.Lock()
-	q.sendKinds = append(q.sendKinds, kindCtrl)
-	q.fifoMu.Unlock()
 	q.rcq.mu.Lock()
 	imm := uint32(q.recvDone)&countMask | uint32(stale)<<countBits
 	q.rcq.mu.Unlock()
 	q.scq.mu.Lock()
-	err := q.bk.Load().PostSend([]SendWR{{WRID: ctrlWRID, Opcode: provider.WRRDMAWriteWithImm,
+	err := q.ctl.Load().PostSend([]SendWR{{WRID: ctrlWRID, Opcode: provider.WRRDMAWriteWithImm,
 		Flags: provider.SendSignaled, Imm: imm}})
 	q.scq.mu.Unlock()
 	if err != nil {
-		q.fifoMu.Lock()
-		q.sendKinds = q.sendKinds[:len(q.sendKinds)-1]
-		q.fifoMu.Unlock()
 		return fmt.Errorf("failover: QP %#x: post notification: %w", q.qpn, err)
 	}
 	return nil

@@ -70,6 +70,10 @@ type QP struct {
 	bk      atomic.Pointer[provider.QP]
 	bkReady atomic.Bool
 	bkPSN   uint32
+	// ctl is the control QP on the backup device: SHIFT's fallback notifications travel on it,
+	// so they never consume one of the data QP's receives, whatever the peer's receive state.
+	ctl    atomic.Pointer[provider.QP]
+	ctlPSN uint32
 
 	sendGate, recvGate atomic.Uint32
 	mach               machine
@@ -122,7 +126,6 @@ type QP struct {
 	// posting order since its last reset (fifoMu); the fence (q.mu, its own lock inside).
 	dSendKinds []uint8
 	dRecvKinds []uint8
-	peerNotif  bool // fifoMu: the peer's notification of this episode consumed a backup RECV
 	awaitReply bool // q.mu: our notification is out, the peer's has not come
 	fn         *fence.Fence
 	probing    bool          // q.mu: a probe goroutine runs for this QP
@@ -188,6 +191,7 @@ func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
 	q.injWRs = make([]SendWR, 0, q.cap.MaxSendWR)
 	q.injSGE = make([]SGE, q.maxSGE)
 	q.bkPSN = (q.qpn * 2654435761) & 0xffffff
+	q.ctlPSN = q.bkPSN ^ 0x5a5a5a
 	a.SendCQ.addQP(&a.SendCQ.qps, q.qpn, q)
 	if a.RecvCQ != a.SendCQ {
 		a.RecvCQ.addQP(&a.RecvCQ.qps, q.qpn, q)
@@ -218,24 +222,42 @@ func (q *QP) createBackup() error {
 			b.Destroy()
 			return err
 		}
-		q.fifoMu.Lock()
-		q.recvKinds = append(q.recvKinds, kindCtrl)
-		q.fifoMu.Unlock()
-		if err := b.PostRecv([]RecvWR{{WRID: ctrlWRID}}); err != nil {
+		ctl, err := bpd.CreateQP(provider.QPInitAttr{SendCQ: scq, RecvCQ: rcq,
+			Cap: QPCap{MaxSendWR: ctlDepth, MaxRecvWR: ctlDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
 			b.Destroy()
 			return err
 		}
-		q.scq.addQP(&q.scq.bqps, b.QPN(), q)
-		if q.rcq != q.scq {
-			q.rcq.addQP(&q.rcq.bqps, b.QPN(), q)
+		if err := ctl.ToInit(ca); err != nil {
+			ctl.Destroy()
+			b.Destroy()
+			return err
 		}
+		ctrl := make([]RecvWR, ctlDepth)
+		for i := range ctrl {
+			ctrl[i].WRID = ctrlWRID
+		}
+		if err := ctl.PostRecv(ctrl); err != nil {
+			ctl.Destroy()
+			b.Destroy()
+			return err
+		}
+		for _, n := range []uint32{b.QPN(), ctl.QPN()} {
+			q.scq.addQP(&q.scq.bqps, n, q)
+			if q.rcq != q.scq {
+				q.rcq.addQP(&q.rcq.bqps, n, q)
+			}
+		}
+		q.ctl.Store(ctl)
 		q.bk.Store(b)
 	}
-	b := q.bk.Load()
-	v := make([]byte, 24)
+	b, ctl := q.bk.Load(), q.ctl.Load()
+	v := make([]byte, 32)
 	copy(v, c.bk.gid[:])
 	binary.BigEndian.PutUint32(v[16:], b.QPN())
 	binary.BigEndian.PutUint32(v[20:], q.bkPSN)
+	binary.BigEndian.PutUint32(v[24:], ctl.QPN())
+	binary.BigEndian.PutUint32(v[28:], q.ctlPSN)
 	ctx, cancel := c.kvCtx()
 	defer cancel()
 	if err := c.opts.KV.Put(ctx, c.qpKey(c.gid, q.qpn), v); err != nil {
@@ -243,6 +265,10 @@ func (q *QP) createBackup() error {
 	}
 	return nil
 }
+
+// ctlDepth is the control QP's send and receive depth: each side sends one notification per
+// fallback; the receive side reposts each control RECV as it completes.
+const ctlDepth = 8
 
 // QPN is the default QP's number, the one the application exchanges with its peer.
 func (q *QP) QPN() uint32 { return q.qpn }
@@ -380,13 +406,16 @@ func (q *QP) connectBackup(a ConnectAttr, remote Endpoint) error {
 		}
 		return err
 	}
-	if len(v) != 24 {
+	if len(v) != 32 {
 		return fmt.Errorf("failover: backup QP entry of %#x: %d bytes", remote.QPN, len(v))
 	}
-	var peer Endpoint
+	var peer, peerCtl Endpoint
 	copy(peer.GID[:], v[:16])
 	peer.QPN = binary.BigEndian.Uint32(v[16:])
 	peer.PSN = binary.BigEndian.Uint32(v[20:])
+	peerCtl.GID = peer.GID
+	peerCtl.QPN = binary.BigEndian.Uint32(v[24:])
+	peerCtl.PSN = binary.BigEndian.Uint32(v[28:])
 	ba := a
 	ba.Port, ba.GIDIndex = c.opts.Port, uint8(c.opts.GIDIndex)
 	if err := b.ToRTR(ba, peer); err != nil {
@@ -394,6 +423,17 @@ func (q *QP) connectBackup(a ConnectAttr, remote Endpoint) error {
 	}
 	if err := b.ToRTS(ba, q.bkPSN); err != nil {
 		return err
+	}
+	ctl := q.ctl.Load()
+	if s := ctl.State(); s == provider.QPStateInit {
+		if err := ctl.ToRTR(ba, peerCtl); err != nil {
+			return err
+		}
+	}
+	if s := ctl.State(); s == provider.QPStateRTR {
+		if err := ctl.ToRTS(ba, q.ctlPSN); err != nil {
+			return err
+		}
 	}
 	q.bkReady.Store(true)
 	return nil
@@ -424,6 +464,11 @@ func (q *QP) Destroy() error {
 		q.bkReady.Store(false)
 		q.scq.addQP(&q.scq.bqps, b.QPN(), nil)
 		q.rcq.addQP(&q.rcq.bqps, b.QPN(), nil)
+		if ctl := q.ctl.Swap(nil); ctl != nil {
+			q.scq.addQP(&q.scq.bqps, ctl.QPN(), nil)
+			q.rcq.addQP(&q.rcq.bqps, ctl.QPN(), nil)
+			_ = ctl.Destroy()
+		}
 		ctx, cancel := c.kvCtx()
 		defer cancel()
 		_ = c.opts.KV.Delete(ctx, c.qpKey(c.gid, q.qpn))

@@ -405,8 +405,7 @@ func (q *QP) finishRecovery() {
 // notification (runPending): every message the peer sent on the backup completed before the
 // notification (the peer's fence), so after polling the backup CQ the receive counter is
 // exact; the receives not consumed are reposted on the default QP, in order. Those left on
-// the backup RQ are marked stale (the next fallback's peer consumes them with fillers) and a
-// control RECV goes behind them for the next fallback's notification.
+// the backup RQ are marked stale: the next fallback's peer consumes them with fillers.
 func (q *QP) recoverRecv() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -416,26 +415,13 @@ func (q *QP) recoverRecv() {
 	q.rcq.mu.Lock()
 	_ = q.rcq.pollBackupLocked()
 	q.rcq.mu.Unlock()
-	b := q.bk.Load()
 	q.fifoMu.Lock()
 	for i, k := range q.recvKinds {
 		if k == kindApp {
 			q.recvKinds[i] = kindStale
 		}
 	}
-	q.recvKinds = append(q.recvKinds, kindCtrl)
-	q.peerNotif = false
 	q.fifoMu.Unlock()
-	q.rcq.mu.Lock()
-	err := b.PostRecv([]RecvWR{{WRID: ctrlWRID}})
-	q.rcq.mu.Unlock()
-	if err != nil {
-		q.fifoMu.Lock()
-		q.recvKinds = q.recvKinds[:len(q.recvKinds)-1]
-		q.fifoMu.Unlock()
-		q.failLocked(provider.WCGeneralErr, fmt.Errorf("failover: QP %#x: control RECV on the backup: %w", q.qpn, err))
-		return
-	}
 	var recvs []RecvWR
 	for i := q.recvDone; i < q.rPosted.Load(); i++ {
 		r := &q.rlog[i&q.rmask]

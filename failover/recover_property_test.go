@@ -1,0 +1,209 @@
+package failover
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestRecoveryProperty: random interleavings of application posts (opcode mix, batch sizes,
+// signaled or not, long unsignaled runs that make SHIFT fence by count), probe outcomes
+// (probes racing a link that is still down) and link events, for seeded schedules: the
+// receiver sees every two-sided message exactly once and in order, each WRITE_WITH_IMM finds
+// every earlier WRITE's data in place, and the sender sees every signaled completion once,
+// in order, without error. The seed is printed; SHIFT_TEST_SEED reruns one.
+func TestRecoveryProperty(t *testing.T) {
+	base := testSeed()
+	for run := range 3 {
+		seed := base + uint64(run)
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					t.Logf("reproduce with SHIFT_TEST_SEED=%d", seed)
+				}
+			}()
+			propertyRun(t, seed)
+		})
+	}
+}
+
+const propSlot = 512
+
+type propMsg struct {
+	op     WROpcode
+	sig    bool
+	twoSeq int // index among two-sided messages (-1: one-sided)
+}
+
+func propertyRun(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	fenceWRs := 4 + rng.IntN(60)
+	e := newEnvWith(t, 256, func(h int, o *Options) {
+		recoverOpts(h, o)
+		o.FenceAfterWRs = fenceWRs
+	})
+	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	const n = 3000
+	// The schedule: both sides know it.
+	msgs := make([]propMsg, n)
+	two := 0
+	sigGap := 0
+	for i := range msgs {
+		m := &msgs[i]
+		switch r := rng.IntN(10); {
+		case r < 4:
+			m.op = WRRDMAWrite
+		case r < 7:
+			m.op = WRRDMAWriteWithImm
+		default:
+			m.op = WRSend
+		}
+		m.sig = rng.IntN(4) == 0 || sigGap >= 24 || i == n-1
+		if rng.IntN(8) == 0 && sigGap < 24 {
+			m.sig = false // runs without a signaled WR
+		}
+		if m.sig {
+			sigGap = 0
+		} else {
+			sigGap++
+		}
+		m.twoSeq = -1
+		if twoSided(m.op) {
+			m.twoSeq = two
+			two++
+		}
+		payload(ha.buf.Bytes()[i*propSlot:(i+1)*propSlot], seed, uint64(i))
+	}
+	f := &flapper{e: e, qs: []*QP{qa, qb}, host: rng.IntN(2), cycles: 1 << 30,
+		rng: rand.New(rand.NewPCG(seed, 7)), done: make(chan struct{})}
+	stop := make(chan struct{})
+	go f.run(stop)
+	defer func() {
+		close(stop)
+		<-f.done
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	// Receiver.
+	recvErr := make(chan error, 1)
+	go func() {
+		recvErr <- func() error {
+			depth := int(qb.Cap().MaxRecvWR)
+			sge := func(k int) []SGE { return []SGE{hb.mr.SGE(bufSize/2+(k%depth)*propSlot, propSlot)} }
+			posted := 0
+			for ; posted < min(depth, two); posted++ {
+				if err := qb.PostRecv([]RecvWR{{WRID: uint64(posted), SGL: sge(posted)}}); err != nil {
+					return err
+				}
+			}
+			p := &poller{t: t, cq: hb.cq}
+			got, lastMsg := 0, -1
+			want := make([]byte, propSlot)
+			for got < two {
+				ws := p.next(deadline)
+				if ws == nil {
+					return fmt.Errorf("receiver: timed out after %d of %d", got, two)
+				}
+				for _, w := range ws {
+					if w.Status != WCSuccess || w.WRID != uint64(got) {
+						return fmt.Errorf("receiver: completion %d: %+v", got, w)
+					}
+					// The message this receive must hold: the next two-sided one.
+					i := lastMsg + 1
+					for msgs[i].twoSeq != got {
+						i++
+					}
+					switch msgs[i].op {
+					case WRSend:
+						bb := hb.buf.Bytes()[bufSize/2+(got%depth)*propSlot:]
+						payload(want, seed, uint64(i))
+						if w.Opcode != WCRecv || w.ByteLen != propSlot || !bytes.Equal(bb[:propSlot], want) {
+							return fmt.Errorf("receiver: receive %d (message %d): opcode %v byte_len %d seq %d", got, i, w.Opcode, w.ByteLen, binary.LittleEndian.Uint64(bb))
+						}
+					default:
+						if w.Opcode != WCRecvRDMAWithImm || w.Imm != uint32(i) {
+							return fmt.Errorf("receiver: receive %d: want WRITE_WITH_IMM of message %d, got %v imm %d", got, i, w.Opcode, w.Imm)
+						}
+						for j := lastMsg + 1; j <= i; j++ {
+							if msgs[j].op == WRSend {
+								continue
+							}
+							payload(want, seed, uint64(j))
+							if !bytes.Equal(hb.buf.Bytes()[j*propSlot:(j+1)*propSlot], want) {
+								return fmt.Errorf("receiver: WRITE %d not in place at WRITE_WITH_IMM %d", j, i)
+							}
+						}
+					}
+					lastMsg = i
+					if next := got + depth; next < two {
+						if err := qb.PostRecv([]RecvWR{{WRID: uint64(next), SGL: sge(next)}}); err != nil {
+							return err
+						}
+					}
+					got++
+				}
+			}
+			return nil
+		}()
+	}()
+	// Sender.
+	var want []uint64
+	for i, m := range msgs {
+		if m.sig {
+			want = append(want, uint64(i))
+		}
+	}
+	p := &poller{t: t, cq: ha.cq}
+	next, done, lastDone := 0, 0, -1
+	window := int(qa.Cap().MaxSendWR) - 8
+	for done < len(want) {
+		for next < n && next-lastDone <= window-4 {
+			k := min(1+rng.IntN(4), n-next)
+			batch := make([]SendWR, k)
+			for j := range batch {
+				i := next + j
+				m := msgs[i]
+				w := SendWR{WRID: uint64(i), Opcode: m.op, SGL: []SGE{ha.mr.SGE(i*propSlot, propSlot)}}
+				if m.sig {
+					w.Flags = SendSignaled
+				}
+				if m.op != WRSend {
+					w.RemoteAddr, w.RKey = hb.mr.Addr+uint64(i*propSlot), hb.mr.RKey
+				}
+				if m.op == WRRDMAWriteWithImm {
+					w.Imm = uint32(i)
+				}
+				batch[j] = w
+			}
+			if err := qa.PostSend(batch); err != nil {
+				t.Fatalf("post_send at %d: %v", next, err)
+			}
+			next += k
+			// Pace the stream so that it spans several link cycles.
+			time.Sleep(time.Duration(rng.IntN(2500)) * time.Microsecond)
+		}
+		ws := p.next(deadline)
+		if ws == nil {
+			t.Fatalf("sender: timed out with %d of %d completions: %s", done, len(want), e.describe(qa, qb))
+		}
+		for _, w := range ws {
+			if w.Status != WCSuccess || w.WRID != want[done] {
+				t.Fatalf("sender: completion %d: %+v, want wr_id %d", done, w, want[done])
+			}
+			lastDone = int(w.WRID)
+			done++
+		}
+	}
+	if err := <-recvErr; err != nil {
+		t.Fatal(err)
+	}
+	if f.err != nil {
+		t.Fatal(f.err)
+	}
+	t.Logf("%d messages, %d link cycles, fence after %d WRs; A %+v", n, f.count, fenceWRs, e.hosts[0].ctx.Stats())
+}
