@@ -1,0 +1,61 @@
+package failover
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestDownDuringRecovery: the default link goes down for good after a recovery started,
+// while the sender waits for a signaled WR (WaitSignaled: the fence's notification then
+// fails) or right after the fence WR was posted (WaitDrained). The QP falls back again and
+// the stream completes on the backup with no error, loss, duplicate or reordering.
+func TestDownDuringRecovery(t *testing.T) {
+	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	for _, phase := range []SendState{SendWaitSignaled, SendWaitDrained} {
+		for _, mode := range []streamMode{modeWrite, modeSend} {
+			t.Run(fmt.Sprintf("%v/%v", phase, mode), func(t *testing.T) {
+				e := newEnvWith(t, 256, func(h int, o *Options) {
+					recoverOpts(h, o)
+					if h == 0 {
+						o.FenceAfter, o.FenceAfterWRs = time.Hour, 1<<30 // host 0 waits for the application
+					}
+				})
+				a, b := e.pairs(t, 1, cp)
+				qa, qb := a[0], b[0]
+				runStream(t, e, qa, qb, stream{mode: mode, msgs: 100, size: 512, failAt: 30, failHost: 1, seed: 1})
+				e.linkUp(1)
+				waitFor(t, "A in WaitSignaled", func() bool { return qa.SendState() == SendWaitSignaled && qb.SendState() == SendDefault },
+					func() string { return e.describe(qa, qb) })
+				if phase == SendWaitDrained {
+					// The application's signaled WR becomes the fence WR; the link goes
+					// down with the notification and the WRs behind it on the default QP.
+					h0, h1 := e.hosts[0], e.hosts[1]
+					w := SendWR{WRID: 1 << 40, Opcode: WRRDMAWrite, Flags: SendSignaled,
+						SGL: []SGE{h0.mr.SGE(bufSize-4096, 64)}, RemoteAddr: h1.mr.Addr + bufSize - 4096, RKey: h1.mr.RKey}
+					if err := qa.PostSend([]SendWR{w}); err != nil {
+						t.Fatal(err)
+					}
+					if qa.SendState() != SendWaitDrained {
+						t.Fatalf("state %v after the fence WR", qa.SendState())
+					}
+					e.linkDown(1)
+					p := &poller{t: t, cq: h0.cq}
+					ws := p.next(time.Now().Add(30 * time.Second))
+					if len(ws) != 1 || ws[0].WRID != w.WRID || ws[0].Status != WCSuccess {
+						t.Fatalf("fence WR completion %+v", ws)
+					}
+				} else {
+					e.linkDown(1)
+				}
+				before := e.hosts[0].ctx.Stats().Fallbacks
+				runStream(t, e, qa, qb, stream{mode: mode, msgs: 200, size: 512, failAt: -1, seed: 2})
+				waitFor(t, "both QPs back on the backup", func() bool { return allFallback(qa, qb) }, func() string { return e.describe(qa, qb) })
+				if st := e.hosts[0].ctx.Stats(); st.Fallbacks != before+1 {
+					t.Fatalf("fallbacks %d → %d: %s", before, st.Fallbacks, e.describe(qa, qb))
+				}
+				runStream(t, e, qa, qb, stream{mode: mode, msgs: 100, size: 512, failAt: -1, seed: 3})
+			})
+		}
+	}
+}
