@@ -27,9 +27,11 @@ func NewUARPage(mem []byte) (UARPage, error) {
 // Len is the size of the mapping.
 func (u UARPage) Len() int { return len(u.mem) }
 
-// Store64 writes the 8 bytes v, in that order, at the 8-byte aligned offset off.
+// Store64 writes the 8 bytes v, in that order, at the 8-byte aligned offset off, with one plain
+// aligned 8-byte store (mmio_write64_be). Not an atomic store: on amd64 that is XCHG, a locked
+// read-modify-write, which a write-combining UAR mapping must never see (see RingFast).
 func (u UARPage) Store64(off int, v [8]byte) {
-	atomic.StoreUint64(at64(u.mem[:off+8], off), ne.Uint64(v[:]))
+	uarStore(u.mem, off, ne.Uint64(v[:]))
 }
 
 // Load64 reads the 8 bytes at off as a device would.

@@ -1,7 +1,6 @@
 package mlx5
 
 import (
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -164,13 +163,14 @@ func (w *WQEBuilder) Finish(ctrl CtrlSeg) (Posted, error) {
 }
 
 // copyTo copies n bytes of WQE starting at ring offset from into the UAR at off, 8 bytes at
-// a time with atomic stores, wrapping the source at the end of the ring (mlx5_bf_copy).
+// a time with plain aligned stores (never locked ones on a UAR; see RingFast), wrapping the
+// source at the end of the ring (mlx5_bf_copy).
 func (q *SQ) copyTo(u UARPage, off, from, n int) {
 	for i := 0; i < n; i += 8 {
 		if from == len(q.buf) {
 			from = 0
 		}
-		atomic.StoreUint64(at64(u.mem, off+i), ne.Uint64(q.buf[from:from+8]))
+		uarStore(u.mem, off+i, ne.Uint64(q.buf[from:from+8]))
 		from += 8
 	}
 }
