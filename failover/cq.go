@@ -58,11 +58,11 @@ type CQ struct {
 	buf      []WC // WC buffer, oldest first from head
 	head     int
 	scratch  []WC
-	toFail   []*QP     // default QPs that reported an error: fall back
-	toFailBk []bkFail  // backup QPs that reported an error: fail
-	ctrl     []ctrlEvt // peers' notifications received
-	recov    []*QP     // peers' recovery notifications received on default QPs
-	drained  []*QP     // fences done: their QPs go back to Default
+	toFail   []*QP      // default QPs that reported an error: fall back
+	toFailBk []bkFail   // backup QPs that reported an error: fail
+	ctrl     []ctrlEvt  // peers' notifications received
+	recov    []recovEvt // peers' recovery notifications received on default QPs
+	drained  []*QP      // fences done: their QPs go back to Default
 	ev       eventState
 	tableMu  sync.Mutex // serialises map updates
 }
@@ -70,6 +70,12 @@ type CQ struct {
 type ctrlEvt struct {
 	q   *QP
 	imm uint32
+}
+
+// recovEvt is a peer's recovery notification and the default QP incarnation it arrived on.
+type recovEvt struct {
+	q   *QP
+	gen uint64
 }
 
 type bkFail struct {
@@ -299,7 +305,7 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w WC) {
 	}
 	if recv {
 		if q.popDefRecvKind() != kindApp {
-			cq.recov = append(cq.recov, q) // the peer's recovery notification
+			cq.recov = append(cq.recov, recovEvt{q, q.defGen.Load()}) // the peer's recovery notification
 			return
 		}
 		q.recvDone++
@@ -404,8 +410,8 @@ func (cq *CQ) runPending() {
 	for _, q := range drained {
 		q.finishRecovery()
 	}
-	for _, q := range recov {
-		q.recoverRecv()
+	for _, r := range recov {
+		r.q.recoverRecv(r.gen)
 	}
 	for _, q := range toFail {
 		q.fallback(0, false)

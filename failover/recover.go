@@ -406,10 +406,14 @@ func (q *QP) finishRecovery() {
 // notification (the peer's fence), so after polling the backup CQ the receive counter is
 // exact; the receives not consumed are reposted on the default QP, in order. Those left on
 // the backup RQ are marked stale: the next fallback's peer consumes them with fillers.
-func (q *QP) recoverRecv() {
+//
+// A notification found while a new fallback drains the default QP (gen is no longer the
+// default QP's incarnation, or the QP left RTS) is ignored: the receives stay on the backup
+// and the peer reposts from our receive counter.
+func (q *QP) recoverRecv(gen uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.mach.recvState() != RecvFallback {
+	if q.mach.recvState() != RecvFallback || gen != q.defGen.Load() || q.def.State() != provider.QPStateRTS {
 		return
 	}
 	q.rcq.mu.Lock()

@@ -17,16 +17,44 @@ import (
 // in order, without error. The seed is printed; SHIFT_TEST_SEED reruns one.
 func TestRecoveryProperty(t *testing.T) {
 	base := testSeed()
-	for run := range 3 {
+	for run := range 4 {
 		seed := base + uint64(run)
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+		chaos := run%2 == 1
+		t.Run(fmt.Sprintf("%d/chaos=%v", seed, chaos), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
-					t.Logf("reproduce with SHIFT_TEST_SEED=%d", seed)
+					t.Logf("reproduce with SHIFT_TEST_SEED=%d", base)
 				}
 			}()
-			propertyRun(t, seed)
+			propertyRun(t, seed, chaos)
 		})
+	}
+}
+
+// chaos toggles the link at random times whatever the states (during probes, WaitSignaled,
+// WaitDrained, handshakes), then leaves it up.
+func chaos(e *testEnv, host int, rng *rand.Rand, stop <-chan struct{}, done chan<- struct{}, count *int) {
+	defer close(done)
+	up := true
+	defer func() {
+		if !up {
+			e.linkUp(host)
+		}
+	}()
+	for {
+		d := time.Duration(5+rng.IntN(120)) * time.Millisecond
+		select {
+		case <-stop:
+			return
+		case <-time.After(d):
+		}
+		if up {
+			e.linkDown(host)
+		} else {
+			e.linkUp(host)
+			*count++
+		}
+		up = !up
 	}
 }
 
@@ -38,7 +66,7 @@ type propMsg struct {
 	twoSeq int // index among two-sided messages (-1: one-sided)
 }
 
-func propertyRun(t *testing.T, seed uint64) {
+func propertyRun(t *testing.T, seed uint64, chaotic bool) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	fenceWRs := 4 + rng.IntN(60)
 	e := newEnvWith(t, 256, func(h int, o *Options) {
@@ -83,7 +111,11 @@ func propertyRun(t *testing.T, seed uint64) {
 	f := &flapper{e: e, qs: []*QP{qa, qb}, host: rng.IntN(2), cycles: 1 << 30,
 		rng: rand.New(rand.NewPCG(seed, 7)), done: make(chan struct{})}
 	stop := make(chan struct{})
-	go f.run(stop)
+	if chaotic {
+		go chaos(e, f.host, f.rng, stop, f.done, &f.count)
+	} else {
+		go f.run(stop)
+	}
 	defer func() {
 		close(stop)
 		<-f.done
@@ -202,6 +234,11 @@ func propertyRun(t *testing.T, seed uint64) {
 	if err := <-recvErr; err != nil {
 		t.Fatal(err)
 	}
+	close(stop)
+	<-f.done
+	stop = make(chan struct{}) // for the deferred close
+	f.done = make(chan struct{})
+	close(f.done)
 	if f.err != nil {
 		t.Fatal(f.err)
 	}
