@@ -34,12 +34,10 @@
 // probes, recoveries, SHIFT fences and fillers and sums switch-back times (probe success →
 // Default) and stalls (fence WR posted → Default).
 //
-// Known limitation: if the default path fails after the recovery notification was rung and
-// before its completion was polled (a window of a few milliseconds after a successful probe),
-// the sender cannot tell whether the receiver moved its receives; the fallback that follows
-// assumes it did. If it did not, the fallback notification consumes one of the receiver's
-// application RECVs on the backup and the handshake times out (HandshakeTimeout): the
-// application sees errors, and a receive completion it did not expect.
+// SHIFT's fallback notifications travel on a control QP pair of their own on the backup
+// NICs, so they never consume an application RECV, whatever the peer's receive state: a
+// failure while the recovery notification is in doubt (rung, its completion not seen) falls
+// back safely, the peer's reply telling which receives it holds where.
 package failover
 
 // Implementation notes (where this package departs from, or fixes, the letter of
@@ -57,9 +55,9 @@ package failover
 //     the kinds (application or control) of its posted receives and of its signaled sends in
 //     posting order, which is completion order on an RC QP. Only after a backup error, when a
 //     CQE may stand for an unsignaled WQE, is the control wr_id used to drop SHIFT's flushes.
-//   - Each side sends exactly one control WRITE_WITH_IMM per fallback and each backup QP has
-//     exactly one control RECV at its head; no fresh control RECV is posted in front of the
-//     reposted application receives (it would swallow the peer's first SEND).
+//   - Each side sends exactly one control WRITE_WITH_IMM per fallback, on the control QP
+//     (published with the backup QP in the KV entry: GID, QPN, PSN, control QPN, control
+//     PSN); the control QP reposts each control RECV as it completes.
 //   - A failure is found when the application polls the error completion (as SHIFT intercepts
 //     poll_cq), when a post fails, or when the peer's notification arrives on the backup CQ's
 //     event goroutine; an application that never polls its send CQ does not fail over until
