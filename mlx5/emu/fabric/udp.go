@@ -28,6 +28,7 @@ import (
 // Linux sender emits (identification 0 with DF; see roce.ICRC).
 type UDPLink struct {
 	conn *net.UDPConn
+	raw  syscall.RawConn
 	addr netip.Addr
 	port uint16
 	ctr  counters
@@ -39,6 +40,7 @@ type UDPLink struct {
 	done       chan struct{}
 	bufs       sync.Pool
 	netdev     *netdevState
+	sockDrops  atomic.Uint64 // latest socket drop count read, kept for Stats after Close
 }
 
 var _ roce.Link = (*UDPLink)(nil)
@@ -57,16 +59,7 @@ func ListenUDP(addr netip.Addr) (*UDPLink, error) {
 	}
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
-		err := c.Control(func(fd uintptr) {
-			// DF on every datagram: RoCE never fragments, and a DF datagram from an
-			// unconnected socket gets IP identification 0, which the ICRC covers.
-			if addr.Is4() {
-				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
-			} else {
-				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO)
-			}
-		})
-		if err != nil {
+		if err := c.Control(func(fd uintptr) { serr = tuneSocket(int(fd), addr.Is4()) }); err != nil {
 			return err
 		}
 		return serr
@@ -80,7 +73,14 @@ func ListenUDP(addr netip.Addr) (*UDPLink, error) {
 		pc.Close()
 		return nil, fmt.Errorf("fabric: listen udp %v: %w", addr, err)
 	}
-	l := &UDPLink{conn: pc.(*net.UDPConn), addr: addr, port: roce.UDPPort, done: make(chan struct{}), netdev: nd}
+	conn := pc.(*net.UDPConn)
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		pc.Close()
+		nd.close()
+		return nil, fmt.Errorf("fabric: listen udp %v: %w", addr, err)
+	}
+	l := &UDPLink{conn: conn, raw: raw, addr: addr, port: roce.UDPPort, done: make(chan struct{}), netdev: nd}
 	l.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	go l.readLoop()
 	return l, nil
@@ -99,8 +99,40 @@ func (l *UDPLink) OnLinkState(fn func(up bool)) { l.Watch(func(e LinkEvent) { fn
 // Addr is the bound address.
 func (l *UDPLink) Addr() netip.Addr { return l.addr }
 
-// Stats returns the link's counters. Bad ICRCs and undecodable datagrams count as RX drops.
-func (l *UDPLink) Stats() Stats { return l.ctr.snapshot() }
+// Stats returns the link's counters. Bad ICRCs, undecodable or truncated datagrams, and the
+// datagrams the kernel dropped before the link could read them (SocketDrops) count as RX
+// drops.
+func (l *UDPLink) Stats() Stats {
+	s := l.ctr.snapshot()
+	s.RxDropped += l.SocketDrops()
+	return s
+}
+
+// SocketDrops counts the datagrams addressed to the link that the kernel discarded on its
+// socket, above all because the receive buffer was full when the link's receive goroutine
+// fell behind: the emulated port's receive-overflow drops. After Close it keeps the last
+// count read.
+func (l *UDPLink) SocketDrops() uint64 {
+	if !l.closed.Load() {
+		l.readSocketDrops()
+	}
+	return l.sockDrops.Load()
+}
+
+// readSocketDrops refreshes sockDrops from the socket, if it is still open.
+func (l *UDPLink) readSocketDrops() {
+	var n uint32
+	var serr error
+	if err := l.raw.Control(func(fd uintptr) { n, serr = socketDrops(int(fd)) }); err != nil || serr != nil {
+		return
+	}
+	for { // the kernel's count only grows; never step back past a concurrent reader's value
+		old := l.sockDrops.Load()
+		if uint64(n) <= old || l.sockDrops.CompareAndSwap(old, uint64(n)) {
+			return
+		}
+	}
+}
 
 // ICRCErrors counts received datagrams whose ICRC did not match.
 func (l *UDPLink) ICRCErrors() uint64 { return l.icrcErrors.Load() }
@@ -155,11 +187,24 @@ func (l *UDPLink) Send(p *roce.Packet) {
 // variable stays on the stack.
 func (l *UDPLink) setSendError(err error) { l.lastErr.Store(&err) }
 
+// Receive batch: datagrams per recvmmsg call, and the buffer for each, which holds any
+// RoCEv2 packet of the largest IB MTU (4096 payload bytes plus headers and ICRC) with room
+// to spare; a longer datagram is truncated and dropped.
+const (
+	rxBatch   = 64
+	rxBufSize = 9216
+)
+
 func (l *UDPLink) readLoop() {
 	defer close(l.done)
-	buf := make([]byte, 1<<16)
+	batch := newMmsgBatch(rxBatch, rxBufSize)
 	for {
-		n, from, err := l.conn.ReadFromUDPAddrPort(buf)
+		var n int
+		var rerr error
+		err := l.raw.Read(func(fd uintptr) bool {
+			n, rerr = batch.recv(int(fd))
+			return rerr != unix.EAGAIN // EAGAIN: wait in the poller until the socket is readable
+		})
 		if err != nil {
 			if l.closed.Load() || errors.Is(err, net.ErrClosed) {
 				return
@@ -167,26 +212,43 @@ func (l *UDPLink) readLoop() {
 			l.ctr.rxDropped.Add(1)
 			continue
 		}
-		p := new(roce.Packet)
-		if err := roce.Unmarshal(buf[:n], from.Addr().Unmap(), l.addr, from.Port(), p); err != nil {
-			if errors.Is(err, roce.ErrICRC) {
-				l.icrcErrors.Add(1)
+		if rerr != nil {
+			if rerr != unix.EINTR {
+				l.ctr.rxDropped.Add(1)
 			}
-			l.ctr.rxDropped.Add(1)
 			continue
 		}
-		if len(p.Payload) > 0 {
-			p.Payload = append([]byte(nil), p.Payload...) // the receiver owns it; buf is reused
+		for i := range n {
+			l.deliver(batch.msg(i))
 		}
-		fn := l.recv.Load()
-		if fn == nil {
-			l.ctr.rxDropped.Add(1)
-			continue
-		}
-		l.ctr.rxPackets.Add(1)
-		l.ctr.rxBytes.Add(uint64(len(p.Payload)))
-		(*fn)(p)
 	}
+}
+
+// deliver decodes one received datagram and hands it to the receiver.
+func (l *UDPLink) deliver(b []byte, from netip.AddrPort, truncated bool) {
+	if truncated {
+		l.ctr.rxDropped.Add(1)
+		return
+	}
+	p := new(roce.Packet)
+	if err := roce.Unmarshal(b, from.Addr().Unmap(), l.addr, from.Port(), p); err != nil {
+		if errors.Is(err, roce.ErrICRC) {
+			l.icrcErrors.Add(1)
+		}
+		l.ctr.rxDropped.Add(1)
+		return
+	}
+	if len(p.Payload) > 0 {
+		p.Payload = append([]byte(nil), p.Payload...) // the receiver owns it; the buffer is reused
+	}
+	fn := l.recv.Load()
+	if fn == nil {
+		l.ctr.rxDropped.Add(1)
+		return
+	}
+	l.ctr.rxPackets.Add(1)
+	l.ctr.rxBytes.Add(uint64(len(p.Payload)))
+	(*fn)(p)
 }
 
 // Close releases the socket and waits for the receive goroutine; the receiver is not called
@@ -196,6 +258,7 @@ func (l *UDPLink) Close() error {
 		<-l.done
 		return nil
 	}
+	l.readSocketDrops() // the last count, before the socket goes
 	err := l.conn.Close()
 	<-l.done
 	l.netdev.close()
