@@ -24,6 +24,10 @@ import (
 // whatever links the kernel routes through, and a link that goes down loses packets as a
 // NIC's does.
 //
+// The socket's buffers are enlarged (see tuneSocket) and the receive goroutine drains it in
+// batches, so that a burst is lost only where the receiver truly cannot keep up, as a NIC's
+// receive pipeline overflows; what the kernel drops is counted (SocketDrops, Stats).
+//
 // Datagrams carry DF, and the ICRC of received packets is checked against the IP header a
 // Linux sender emits (identification 0 with DF; see roce.ICRC).
 type UDPLink struct {
