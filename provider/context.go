@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -44,6 +46,20 @@ func Devices() ([]uverbs.DeviceInfo, error) {
 
 // Open opens the device called name and creates its context as mlx5_init_context does:
 // alloc_ucontext with the libmlx5 request, then the UAR system pages mapped one by one.
+//
+// The request sizes the context's blue-flame registers (bfregs) as libmlx5 does, from two
+// environment variables read at every Open:
+//
+//   - MLX5_TOTAL_UUARS: total bfregs (default 16), at least one system page's worth, rounded
+//     up to an even number; below 1 or unparsable fails with EINVAL, above 512
+//     (MLX5_MAX_BFREGS) with ENOMEM.
+//   - MLX5_NUM_LOW_LAT_UUARS: low-latency bfregs (default 4), raised to total-12 so at most
+//     12 are shared (MLX5_MED_BFREGS_TSHOLD); negative fails with EINVAL, more than total-1
+//     with ENOMEM.
+//
+// The kernel gives each of the first QPs a low-latency bfreg of its own and then shares the
+// medium-latency ones between QPs (rung under the register's lock), so the number of QPs per
+// context is not limited by these values; they only decide how many QPs ring without a lock.
 func Open(name string) (*Context, error) {
 	f, info, err := uverbs.Open(name)
 	if err != nil {
@@ -67,8 +83,12 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 		bfs: map[uint32]*mlx5.BFReg{}, cqByID: map[uint64]*CQ{}, qpByID: map[uint64]*QP{}}
 	// CQE version 0: completions name their QP by QPN (version 1 would carry a user index
 	// the provider assigns; libmlx5 asks for it, the kernel honours either).
-	req := mlx5.AllocUcontextReqV2{TotalNumBfregs: mlx5.DefTotalBfregs,
-		NumLowLatencyBfregs: mlx5.DefLowLatencyBfregs, MaxCQEVersion: 0, LibCaps: mlx5.LibCap4KUAR}
+	tot, lowLat, err := bfregRequest(os.Getenv, unix.Getpagesize())
+	if err != nil {
+		return nil, opError("get context", err)
+	}
+	req := mlx5.AllocUcontextReqV2{TotalNumBfregs: tot,
+		NumLowLatencyBfregs: lowLat, MaxCQEVersion: 0, LibCaps: mlx5.LibCap4KUAR}
 	var in [mlx5.AllocUcontextReqV2Size]byte
 	var out [mlx5.AllocUcontextRespSize]byte
 	req.Put(in[:])
@@ -112,6 +132,59 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 		c.uars = append(c.uars, p)
 	}
 	return c, nil
+}
+
+// bfregRequest is libmlx5's get_total_uuars and get_num_low_lat_uuars with the check
+// mlx5_init_context makes between them: the total_num_bfregs and num_low_latency_bfregs of
+// the alloc_ucontext request. getenv reads the environment; pageSize is the system page size.
+func bfregRequest(getenv func(string) string, pageSize int) (tot, lowLat uint32, err error) {
+	total := mlx5.DefTotalBfregs
+	if v := getenv("MLX5_TOTAL_UUARS"); v != "" {
+		total = atoi(v)
+	}
+	if total < 1 {
+		return 0, 0, fmt.Errorf("MLX5_TOTAL_UUARS=%q: %w (%w)", getenv("MLX5_TOTAL_UUARS"), ErrInvalidArgument, unix.EINVAL)
+	}
+	perPage := pageSize / mlx5.AdapterPageSize * mlx5.NonFPBfregsPerUAR
+	total = max(total, perPage)
+	total = (total + mlx5.NonFPBfregsPerUAR - 1) / mlx5.NonFPBfregsPerUAR * mlx5.NonFPBfregsPerUAR
+	if total > mlx5.MaxBfregs {
+		return 0, 0, fmt.Errorf("MLX5_TOTAL_UUARS: %d bfregs above %d: %w (%w)", total, mlx5.MaxBfregs, ErrInvalidArgument, unix.ENOMEM)
+	}
+	low := mlx5.DefLowLatencyBfregs
+	if v := getenv("MLX5_NUM_LOW_LAT_UUARS"); v != "" {
+		low = atoi(v)
+	}
+	if low < 0 {
+		return 0, 0, fmt.Errorf("MLX5_NUM_LOW_LAT_UUARS=%q: %w (%w)", getenv("MLX5_NUM_LOW_LAT_UUARS"), ErrInvalidArgument, unix.EINVAL)
+	}
+	low = max(low, total-mlx5.MedBfregsThreshold)
+	if low > total-1 {
+		return 0, 0, fmt.Errorf("%d low-latency of %d bfregs: %w (%w)", low, total, ErrInvalidArgument, unix.ENOMEM)
+	}
+	return uint32(total), uint32(low), nil
+}
+
+// atoi is C's atoi, as libmlx5 reads its variables: optional blanks and sign, then the
+// leading digits; anything else ends the number, and no digits read as 0.
+func atoi(s string) int {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	n := 0
+	for i := 0; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		n = n*10 + int(s[i]-'0')
+		if n > 1<<31 {
+			n = 1 << 31 // atoi overflow is undefined; saturating keeps the checks meaningful
+		}
+	}
+	if neg {
+		return -n
+	}
+	return n
 }
 
 func (c *Context) release() {

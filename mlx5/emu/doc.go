@@ -28,8 +28,10 @@
 // RoCEv2 GID ::ffff:10.n.(p-1).(h+1). Package emutest holds the fixtures the tests use.
 //
 // Known differences from a ConnectX under mlx5_ib: one GID per port (index 0, RoCEv2 over
-// IPv4); a QP needs a bfreg of its own (a context has total_num_bfregs QPs at most, ENOMEM
-// after); MRs must be registered at iova == address; no SRQ, UD/UC/XRC, SQD, CQE compression,
+// IPv4); bfregs go to QPs as mlx5_ib's alloc_bfreg gives them (low-latency ones dedicated,
+// then medium-latency ones shared, else bfreg 0), but on a shared register a WQE advertised in
+// the doorbell record and not yet rung may run early (package nic explains why); MRs must be
+// registered at iova == address; no SRQ, UD/UC/XRC, SQD, CQE compression,
 // 128-byte CQEs, dynamic UARs, ODP or memory windows; out-of-range timeout/retry/RNR values are
 // refused with EINVAL where mlx5 would truncate them.
 package emu

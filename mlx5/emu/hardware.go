@@ -56,6 +56,7 @@ type qpSpec struct {
 	sqSigAll         bool
 	uar              uarPage // the UAR page holding the QP's blue-flame register
 	bfreg            int     // register 0..3 within that page
+	sharedBfreg      bool    // the register is shared with other QPs (medium latency, bfreg 0)
 	maxSendSGE       uint32
 	maxRecvSGE       uint32
 	maxInline        uint32

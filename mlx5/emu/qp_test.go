@@ -2,6 +2,8 @@ package emu_test
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -223,45 +225,173 @@ func TestQPLifecycleAndRules(t *testing.T) {
 	wantErrno(t, "CQ handle as PD (ioctl)", err, unix.EINVAL)
 }
 
-// Two QPs of one context never share a blue-flame register, and the context refuses a QP
-// once every register serves one.
+// Bfregs go to QPs as mlx5_ib's alloc_bfreg hands them out: the low-latency ones (the last
+// LowLatencyBfregs) one QP each, then the medium-latency ones shared, least used first, so a
+// context takes any number of QPs; QPs sharing a register carry traffic together.
 func TestBfregsPerQP(t *testing.T) {
 	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
 	x := emutest.Open(t, c.Hosts[0].Devices[0])
-	cq := x.CreateCQ(64, -1)
-	seen := map[uint32]*emutest.QP{}
-	for range emutest.TotalBfregs {
-		q := x.CreateQP(cq, cq, emutest.QPSize{SQWQEBBs: 4, RQWQEs: 4, RecvSGE: 1})
-		if seen[q.BF.Index()] != nil {
-			t.Fatalf("bfreg %d given twice", q.BF.Index())
-		}
-		seen[q.BF.Index()] = q
+	cq := x.CreateCQ(256, -1)
+	const tot, low = emutest.TotalBfregs, emutest.LowLatencyBfregs
+	const med = tot - low - 1
+	var want []uint32
+	for i := uint32(med + 1); i < tot; i++ {
+		want = append(want, i)
 	}
-	// Bfreg 0 has no BlueFlame buffer (8-byte doorbells only, at one offset): its QP works,
-	// here against the QP of the highest bfreg over the port's own GID.
-	q0, qn := seen[0], seen[mlx5.GrossBfregIndex(emutest.TotalBfregs-1)]
-	if q0 == nil || qn == nil {
-		t.Fatalf("bfregs handed out: %d", len(seen))
-	}
-	emutest.Connect(t, q0, qn, emutest.DefaultConn)
-	m := x.RegMR(8192, emutest.AllAccess)
-	fill(14, m.Buf[:4096])
-	for i := range 3 { // several doorbells through the same register
-		q0.PostRing(t, emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(m, m.Buf[i*1000:i*1000+1000])}, RemoteAddr: m.Addr() + 4096 + uint64(i*1000), RKey: m.RKey})
-		if wc := cq.Wait(t, wait); wc.Status != mlx5.WCSuccess || wc.QPN != q0.QPN {
-			t.Fatalf("WRITE %d through bfreg 0: %+v", i, wc)
+	for round := 0; round < 2; round++ {
+		for i := uint32(1); i <= med; i++ {
+			want = append(want, i)
 		}
 	}
-	if !bytes.Equal(m.Buf[4096:7096], m.Buf[:3000]) {
+	want = append(want, 1, 2, 3)
+	qps := make([]*emutest.QP, len(want))
+	for i, net := range want {
+		qps[i] = x.CreateQP(cq, cq, emutest.QPSize{SQWQEBBs: 4, RQWQEs: 4, RecvSGE: 1})
+		if g := qps[i].BF.Index(); g != mlx5.GrossBfregIndex(net) {
+			t.Fatalf("QP %d on gross bfreg %d, want net %d (gross %d)", i, g, net, mlx5.GrossBfregIndex(net))
+		}
+	}
+	// A freed low-latency bfreg goes to the next QP again.
+	if _, err := uverbs.DestroyQP(x.File, uverbs.DriverIDMLX5, qps[1].Handle); err != nil {
+		t.Fatal(err)
+	}
+	if q := x.CreateQP(cq, cq, emutest.QPSize{SQWQEBBs: 4, RQWQEs: 4, RecvSGE: 1}); q.BF.Index() != qps[1].BF.Index() {
+		t.Fatalf("after freeing bfreg %d the next QP got %d", qps[1].BF.Index(), q.BF.Index())
+	}
+	// QPs 4 and 4+med share net bfreg 1: connected to each other, both ring it.
+	sharedTraffic(t, x, cq, qps[low], qps[low+med])
+}
+
+// sharedTraffic connects a and b (two QPs of x on one register) and runs WRITEs both ways.
+func sharedTraffic(t *testing.T, x *emutest.Ctx, cq *emutest.CQ, a, b *emutest.QP) {
+	t.Helper()
+	if a.BF.Index() != b.BF.Index() {
+		t.Fatalf("QPs on bfregs %d and %d, want one shared", a.BF.Index(), b.BF.Index())
+	}
+	emutest.Connect(t, a, b, emutest.DefaultConn)
+	m := x.RegMR(16384, emutest.AllAccess)
+	fill(14, m.Buf[:8192])
+	for i := range 3 {
+		for k, q := range []*emutest.QP{a, b} {
+			off := k*4096 + i*1000
+			q.PostRing(t, emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(m, m.Buf[off:off+1000])}, RemoteAddr: m.Addr() + 8192 + uint64(off), RKey: m.RKey})
+			if wc := cq.Wait(t, wait); wc.Status != mlx5.WCSuccess || wc.QPN != q.QPN {
+				t.Fatalf("WRITE %d of QP %#x through bfreg %d: %+v", i, q.QPN, q.BF.Index(), wc)
+			}
+		}
+	}
+	if !bytes.Equal(m.Buf[8192:8192+3000], m.Buf[:3000]) || !bytes.Equal(m.Buf[12288:12288+3000], m.Buf[4096:7096]) {
 		t.Error("data differs")
 	}
-	buf := emutest.Mem(t, 4096)
-	ud := mlx5.CreateQP{BufAddr: uverbs.Addr(buf), DBAddr: uverbs.Addr(buf) + 2048, SQWQECount: 4, RQWQECount: 4, RQWQEShift: 4}
-	in := make([]byte, mlx5.CreateQPSize)
-	ud.Put(in)
-	_, err := uverbs.CreateQP(x.File, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{Type: uverbs.QPTypeRC, PD: x.PD, SendCQ: cq.Handle, RecvCQ: cq.Handle, AsyncFD: -1,
-		Cap: uverbs.QPCap{Send_wr: 4, Recv_wr: 4, Send_sge: 1, Recv_sge: 1}}, in, make([]byte, mlx5.CreateQPRespSize))
-	wantErrno(t, "QP beyond the context's bfregs", err, unix.ENOMEM)
+}
+
+// openCtx gets a context with the given bfreg request: v2, or the 8-byte v1 request (which
+// makes mlx5_ib put every QP on bfreg 0).
+func openCtx(t *testing.T, dev *emu.Device, tot, low uint32, v2 bool) *emutest.Ctx {
+	t.Helper()
+	f, err := dev.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &emutest.Ctx{T: t, Dev: dev, File: f, AsyncFD: -1}
+	t.Cleanup(x.Close)
+	req := mlx5.AllocUcontextReqV2{TotalNumBfregs: tot, NumLowLatencyBfregs: low, LibCaps: mlx5.LibCap4KUAR}
+	in := make([]byte, mlx5.AllocUcontextReqV2Size)
+	req.Put(in)
+	if !v2 {
+		in = in[:mlx5.AllocUcontextReqMinSize]
+		req.LibCaps = 0
+	}
+	out := make([]byte, mlx5.AllocUcontextRespSize)
+	uc, err := uverbs.GetContext(f, uverbs.DriverIDMLX5, in, out)
+	if err != nil {
+		t.Fatalf("get context: %v", err)
+	}
+	x.AsyncFD = uc.AsyncFD
+	if x.Resp, err = mlx5.DecodeAllocUcontextResp(out); err != nil {
+		t.Fatal(err)
+	}
+	if x.Layout, err = mlx5.LayoutFromResp(&x.Resp, &req, os.Getpagesize()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range x.Layout.NumSysPages() {
+		m, err := f.Mmap(mlx5.MmapOffset(mlx5.MmapRegularPage, i, os.Getpagesize()), os.Getpagesize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.UARs = append(x.UARs, m)
+	}
+	if x.PD, err = uverbs.AllocPD(f, nil, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// Without a medium-latency class (every BlueFlame bfreg low latency), or for a v1 request,
+// mlx5_ib puts the QPs beyond the dedicated ones on bfreg 0, which has no BlueFlame buffer
+// and is rung with 8-byte doorbells at one offset; they share it and carry traffic.
+func TestBfregZeroShared(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
+	dev := c.Hosts[0].Devices[0]
+	for _, v2 := range []bool{true, false} {
+		x := openCtx(t, dev, 4, 3, v2)
+		cq := x.CreateCQ(64, -1)
+		var want []uint32
+		if v2 {
+			want = []uint32{1, 2, 3}
+		}
+		want = append(want, 0, 0, 0)
+		qps := make([]*emutest.QP, len(want))
+		for i, net := range want {
+			qps[i] = x.CreateQP(cq, cq, emutest.QPSize{SQWQEBBs: 4, RQWQEs: 4, RecvSGE: 1})
+			if g := qps[i].BF.Index(); g != mlx5.GrossBfregIndex(net) {
+				t.Fatalf("v2 %v: QP %d on gross bfreg %d, want %d", v2, i, g, mlx5.GrossBfregIndex(net))
+			}
+		}
+		sharedTraffic(t, x, cq, qps[len(qps)-2], qps[len(qps)-1])
+	}
+}
+
+// alloc_ucontext refuses bfreg requests as mlx5_ib does: no bfreg, or every one low latency,
+// is EINVAL; more than MLX5_MAX_BFREGS once rounded to whole UARs is ENOMEM.
+func TestAllocUcontextBfregLimits(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
+	dev := c.Hosts[0].Devices[0]
+	for _, k := range []struct {
+		tot, low uint32
+		errno    unix.Errno
+		gotTot   uint32
+	}{
+		{0, 0, unix.EINVAL, 0},
+		{4, 4, unix.EINVAL, 0},
+		{3, 4, unix.EINVAL, 0}, // rounded to 4 first
+		{3, 3, 0, 4},
+		{mlx5.MaxBfregs, mlx5.MaxBfregs - 1, 0, mlx5.MaxBfregs},
+		{mlx5.MaxBfregs + 1, 0, unix.ENOMEM, 0},
+		{1 << 20, 0, unix.ENOMEM, 0},
+	} {
+		f, err := dev.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := mlx5.AllocUcontextReqV2{TotalNumBfregs: k.tot, NumLowLatencyBfregs: k.low, LibCaps: mlx5.LibCap4KUAR}
+		in := make([]byte, mlx5.AllocUcontextReqV2Size)
+		req.Put(in)
+		out := make([]byte, mlx5.AllocUcontextRespSize)
+		uc, err := uverbs.GetContext(f, uverbs.DriverIDMLX5, in, out)
+		what := fmt.Sprintf("total %d low %d", k.tot, k.low)
+		if k.errno != 0 {
+			wantErrno(t, what, err, k.errno)
+		} else if err != nil {
+			t.Errorf("%s: %v", what, err)
+		} else {
+			unix.Close(uc.AsyncFD)
+			if r, err := mlx5.DecodeAllocUcontextResp(out); err != nil || r.TotBfregs != k.gotTot {
+				t.Errorf("%s: tot_bfregs %d (%v), want %d", what, r.TotBfregs, err, k.gotTot)
+			}
+		}
+		f.Close()
+	}
 }
 
 func readAsync(t *testing.T, fd int) uverbs.AsyncEventDesc {

@@ -15,6 +15,7 @@ type ucontext struct {
 	lowLat     uint32    // the last lowLat bfregs are given to one QP each
 	uars       []uarPage // static system pages, mmap index order
 	bfregUse   []int     // QPs per net bfreg
+	ver        int       // 2 for a v2 request (bfregs by latency class), else 0: all on bfreg 0
 	cqeVersion uint8
 }
 
@@ -28,12 +29,19 @@ func (f *File) allocUcontext(req mlx5.AllocUcontextReqV2, v2 bool) (mlx5.AllocUc
 	if req.CompMask != 0 {
 		return resp, fmt.Errorf("alloc_ucontext: comp_mask %#x: %w", req.CompMask, unix.EOPNOTSUPP)
 	}
+	// mlx5_ib_alloc_ucontext aligns the total to whole UAR pages and checks the low-latency
+	// count against it (u32 arithmetic: a total of 0 passes here), then calc_total_bfregs
+	// refuses a zero total (EINVAL) and one above MLX5_MAX_BFREGS (ENOMEM) and aligns to
+	// the bfregs of a system page (one UAR page with 4 KiB UARs and pages).
 	tot := (req.TotalNumBfregs + mlx5.NonFPBfregsPerUAR - 1) &^ (mlx5.NonFPBfregsPerUAR - 1)
-	if tot > mlx5.MaxBfregs {
-		return resp, fmt.Errorf("alloc_ucontext: %d bfregs: %w", tot, unix.ENOMEM)
-	}
-	if tot == 0 || req.NumLowLatencyBfregs > tot-1 {
+	if req.NumLowLatencyBfregs > tot-1 && tot != 0 {
 		return resp, fmt.Errorf("alloc_ucontext: %d low-latency of %d bfregs: %w", req.NumLowLatencyBfregs, tot, unix.EINVAL)
+	}
+	if tot == 0 {
+		return resp, fmt.Errorf("alloc_ucontext: no bfregs: %w", unix.EINVAL)
+	}
+	if tot > mlx5.MaxBfregs {
+		return resp, fmt.Errorf("alloc_ucontext: %d bfregs above %d: %w", tot, mlx5.MaxBfregs, unix.ENOMEM)
 	}
 	pages := tot / mlx5.NonFPBfregsPerUAR
 	uars := make([]uarPage, 0, pages)
@@ -48,6 +56,9 @@ func (f *File) allocUcontext(req mlx5.AllocUcontextReqV2, v2 bool) (mlx5.AllocUc
 		uars = append(uars, u)
 	}
 	f.ctx = ucontext{totBfregs: tot, lowLat: req.NumLowLatencyBfregs, uars: uars, bfregUse: make([]int, tot)}
+	if v2 {
+		f.ctx.ver = 2
+	}
 	if v2 && req.MaxCQEVersion >= 1 {
 		f.ctx.cqeVersion = 1
 	}
@@ -73,27 +84,39 @@ func (f *File) allocUcontext(req mlx5.AllocUcontextReqV2, v2 bool) (mlx5.AllocUc
 	return resp, nil
 }
 
-// allocBfreg gives the QP a blue-flame register of its own: a low-latency one if free (the
-// last lowLat bfregs, as mlx5_ib's alloc_bfreg prefers), else any free one. mlx5_ib would
-// share medium-latency bfregs between QPs once the dedicated ones run out; the device model
-// cannot tell two QPs' doorbells apart in one register (nic.CreateQP explains why), so here
-// a context has at most totBfregs QPs and the next create_qp fails with ENOMEM. Libraries
-// ask for more with a larger total_num_bfregs.
-func (c *ucontext) allocBfreg() (uint32, bool) {
-	first := c.totBfregs - c.lowLat
-	for i := first; i < c.totBfregs; i++ {
-		if c.bfregUse[i] == 0 {
-			c.bfregUse[i]++
-			return i, true
+// allocBfreg is mlx5_ib's alloc_bfreg for a QP. Net bfreg 0 has no BlueFlame buffer; bfregs
+// 1..med are the medium-latency class, shared between QPs; the last lowLat are the
+// low-latency class, one QP each. A v2 context gets a free low-latency bfreg first, else the
+// least-used medium one (the first unused, else the lowest count: round robin as QPs come),
+// and when there is no medium class, or for a v1 context, bfreg 0, which any number of QPs
+// share. It never fails: mlx5_ib limits QPs by the device's QP table, not by bfregs. shared
+// says whether the bfreg may carry other QPs.
+func (c *ucontext) allocBfreg() (net uint32, shared bool) {
+	tot := int(c.totBfregs)
+	med := max(tot-int(c.lowLat)-1, 0)
+	if c.ver >= 2 {
+		for i := med + 1; i < tot; i++ {
+			if c.bfregUse[i] == 0 {
+				c.bfregUse[i]++
+				return uint32(i), false
+			}
+		}
+		if med > 0 {
+			mini := 1
+			for i := 1; i < med+1; i++ {
+				if c.bfregUse[i] < c.bfregUse[mini] {
+					mini = i
+				}
+				if c.bfregUse[mini] == 0 {
+					break
+				}
+			}
+			c.bfregUse[mini]++
+			return uint32(mini), true
 		}
 	}
-	for i := uint32(0); i < first; i++ {
-		if c.bfregUse[i] == 0 {
-			c.bfregUse[i]++
-			return i, true
-		}
-	}
-	return 0, false
+	c.bfregUse[0]++
+	return 0, true
 }
 
 func (c *ucontext) freeBfreg(net uint32) {

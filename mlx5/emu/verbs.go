@@ -317,15 +317,12 @@ func (f *File) createQP(r createQPReq) (*qpObj, mlx5.CreateQPResp, error) {
 	if err := checkMapped(ud.DBAddr, 8); err != nil {
 		return nil, resp, fmt.Errorf("%s: doorbell record: %w", op, err)
 	}
-	net, ok := f.ctx.allocBfreg()
-	if !ok {
-		return nil, resp, fmt.Errorf("%s: all %d bfregs of the context serve a QP: %w", op, f.ctx.totBfregs, unix.ENOMEM)
-	}
+	net, shared := f.ctx.allocBfreg()
 	uar, reg := f.ctx.bfregPage(net)
 	qpn, err := f.dev.hw.createQP(qpSpec{
 		pdn: pd.pdn, bufAddr: ud.BufAddr, dbAddr: ud.DBAddr,
 		sqWQECnt: ud.SQWQECount, rqWQECnt: ud.RQWQECount, rqWQEShift: ud.RQWQEShift,
-		sendCQN: scq.cqn, recvCQN: rcq.cqn, sqSigAll: r.sqSigAll, uar: uar, bfreg: reg,
+		sendCQN: scq.cqn, recvCQN: rcq.cqn, sqSigAll: r.sqSigAll, uar: uar, bfreg: reg, sharedBfreg: shared,
 		maxSendSGE: c.maxSendSGE, maxRecvSGE: c.maxRecvSGE, maxInline: c.maxInline,
 	})
 	if err != nil {

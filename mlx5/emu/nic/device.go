@@ -75,6 +75,8 @@ type Device struct {
 	watchDone chan struct{}
 	closed    atomic.Bool
 	stats     counters
+	// rechecks lists the shared registers the watcher re-checks on every pass (watcher only).
+	rechecks []regRef
 }
 
 // counters are the device's activity counters.
@@ -83,7 +85,7 @@ type counters struct {
 	sqDoorbells, cqDoorbells     atomic.Uint64
 	strayDoorbells, wqesExecuted atomic.Uint64
 	cqesWritten, rxPackets       atomic.Uint64
-	rxNoQP                       atomic.Uint64
+	rxNoQP, sharedRechecks       atomic.Uint64
 }
 
 // Stats is a snapshot of the device's counters.
@@ -97,6 +99,9 @@ type Stats struct {
 	CQEsWritten    uint64
 	RxPackets      uint64 // packets received on all ports
 	RxNoQP         uint64 // received packets for an unknown QPN (dropped)
+	// SharedRechecks counts the times the watcher re-checked every QP of a shared register
+	// against its doorbell record (after a doorbell there, and while one had work).
+	SharedRechecks uint64
 }
 
 // New creates a device and starts its doorbell watcher. Close releases it.
@@ -172,6 +177,7 @@ func (d *Device) Stats() Stats {
 		SQDoorbells: s.sqDoorbells.Load(), CQDoorbells: s.cqDoorbells.Load(),
 		StrayDoorbells: s.strayDoorbells.Load(), WQEsExecuted: s.wqesExecuted.Load(),
 		CQEsWritten: s.cqesWritten.Load(), RxPackets: s.rxPackets.Load(), RxNoQP: s.rxNoQP.Load(),
+		SharedRechecks: s.sharedRechecks.Load(),
 	}
 }
 

@@ -20,14 +20,25 @@
 //   - Doorbells. Hardware receives every MMIO write as its own transaction; the model sees a
 //     register only as memory. It consumes each register write by swapping it with zero, and
 //     executes a send queue from its consumer index up to the send counter of the doorbell
-//     record, so a QP's own doorbells may overwrite one another harmlessly. Two QPs sharing a
-//     blue-flame register could hide each other's doorbells, so each QP must own its register
-//     (CreateQP refuses a shared one with EBUSY); mlx5_ib shares medium-latency bfregs between
-//     QPs, the emulated kernel gives each QP its own. The CQ arm doorbell is shared by all CQs
-//     of a page, as on hardware; a hidden arm is recovered from the CQ's arm doorbell record,
-//     which the device marks "never armed" at creation (its only write to a doorbell record).
+//     record, so a QP's own doorbells may overwrite one another harmlessly. A register is
+//     either dedicated to one QP (mlx5_ib's low-latency bfregs) or shared by any number
+//     (the medium-latency bfregs and bfreg 0, CreateQP with SharedBfreg). On a shared register
+//     two QPs can overwrite each other's doorbell between two polls, so the device picks the
+//     QP by the QPN the doorbell carries (the control segment's qpn_ds) and, on every doorbell
+//     it sees there and on every pass while a QP of the register still has work, re-checks
+//     every QP bound to the register against its doorbell record, the producer counter the
+//     hardware reads after a doorbell. No doorbell is lost; the price is that on a shared
+//     register a WQE whose doorbell record was updated but whose UAR write has not happened
+//     yet may execute early (a ConnectX would wait for that write). The provider never
+//     updates the record without ringing right after (RingFast: record, then the register
+//     write under the register's lock), and the
+//     WQEs SHIFT withholds are written to the ring without touching the record, so
+//     withholding stays exact on shared registers as on dedicated ones. The CQ arm doorbell is
+//     shared by all CQs of a page, as on hardware; a hidden arm is recovered from the CQ's arm
+//     doorbell record, which the device marks "never armed" at creation (its only write to a doorbell record).
 //   - Execution follows the doorbell record only after a doorbell: a WQE written and advertised
-//     in the record but not rung never runs. Receives need no doorbell (mlx5 posts them with
+//     in the record but not rung never runs on a dedicated register (on a shared one see
+//     above); a WQE written but not advertised in the record never runs on any register. Receives need no doorbell (mlx5 posts them with
 //     the record alone). A QP in INIT or RTR keeps rung WQEs until RTS; RESET zeroes the
 //     device's ring indexes.
 //   - Completions keep send-queue order: a WQE the device completes itself (NOP, validation

@@ -225,6 +225,18 @@ const (
 )
 
 func (h *testHost) newQP(scq, rcq *cqEnd) *qpEnd {
+	h.env.t.Helper()
+	if h.next >= BfregsPerUAR {
+		h.newUAR()
+	}
+	bfreg := h.next
+	h.next++
+	return h.newQPOn(scq, rcq, h.uar, bfreg, nil)
+}
+
+// newQPOn creates a QP ringing register bfreg of u. With a non-nil bf the register is
+// shared (SharedBfreg) and rung through bf, the handle every QP on it shares.
+func (h *testHost) newQPOn(scq, rcq *cqEnd, u *UAR, bfreg int, bf *mlx5.BFReg) *qpEnd {
 	t := h.env.t
 	t.Helper()
 	rqBytes := rqWQEs << rqShift
@@ -242,18 +254,20 @@ func (h *testHost) newQP(scq, rcq *cqEnd) *qpEnd {
 	if q.db, err = mlx5.NewDBRec(dbm[:8]); err != nil {
 		t.Fatal(err)
 	}
-	if h.next >= BfregsPerUAR {
-		h.newUAR()
-	}
-	bfreg := h.next
-	h.next++
-	first, _ := SQDoorbellOffsets(bfreg)
-	if q.bf, err = mlx5.NewBFReg(h.page, mlx5.Bfreg{Index: uint32(bfreg), Offset: first, BufSize: bfregSize / 2}); err != nil {
-		t.Fatal(err)
+	q.bf = bf
+	if bf == nil {
+		page, err := mlx5.NewUARPage(u.Mem())
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _ := SQDoorbellOffsets(bfreg)
+		if q.bf, err = mlx5.NewBFReg(page, mlx5.Bfreg{Index: uint32(bfreg), Offset: first, BufSize: bfregSize / 2}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	q.qp, err = h.dev.CreateQP(QPConfig{PD: h.pd, SendCQ: scq.cq, RecvCQ: rcq.cq, Buf: addrOf(buf),
 		RQWQEs: rqWQEs, RQWQEShift: rqShift, SQWQEBBs: sqBBs, SQOffset: uint64(rqBytes), DBRec: addrOf(dbm),
-		UAR: h.uar, Bfreg: bfreg, OnError: func(s mlx5.WCStatus) { q.errs <- s },
+		UAR: u, Bfreg: bfreg, SharedBfreg: bf != nil, OnError: func(s mlx5.WCStatus) { q.errs <- s },
 		OnAsyncEvent: func(ev QPEvent) { q.events <- ev }})
 	if err != nil {
 		t.Fatal(err)

@@ -66,9 +66,12 @@ type QPConfig struct {
 	// DBRec is the address of the 8-byte doorbell record (receive counter, send counter).
 	DBRec uint64
 	// UAR and Bfreg (0..BfregsPerUAR-1 within the page) name the register the QP rings.
-	// The register must not already serve another QP: see CreateQP.
+	// A register serves one QP unless every QP bound to it says SharedBfreg: see CreateQP.
 	UAR   *UAR
 	Bfreg int
+	// SharedBfreg binds the QP to a register other QPs may share (mlx5_ib's medium-latency
+	// bfregs and bfreg 0); without it the register must be free and stays the QP's own.
+	SharedBfreg bool
 	// MaxSendSGE, MaxRecvSGE and MaxInline are the QP's capabilities; 0 means no limit beyond
 	// the WQE size. A WQE exceeding them fails with a local QP operation error.
 	MaxSendSGE, MaxRecvSGE, MaxInline int
@@ -174,14 +177,13 @@ type QP struct {
 const maxRecvSegs = 256
 
 // CreateQP creates an RC QP in RESET. Its send doorbells are accepted only through the
-// register cfg names, and that register must not serve another QP: the device sees a register
-// only as memory, so if two QPs shared one, a doorbell written between two polls could be
-// overwritten by the other QP's before the device looked, and that QP would never run.
-// Real hardware receives every MMIO write as its own transaction and can share bfregs
-// between QPs (the kernel's medium-latency class); here the emulated kernel must give each QP
-// its own bfreg (e.g. a dedicated UAR per QP, as mlx5's dynamic UAR allocation does). A QP's
-// own successive doorbells may overwrite each other harmlessly: the device executes up to the
-// send counter of the doorbell record, which covers every earlier doorbell.
+// register cfg names. A dedicated register (SharedBfreg false) must be free; a shared one
+// may carry any number of QPs that all asked for sharing. The device sees a register only as
+// memory, so on a shared register one QP's doorbell can be overwritten by another's before
+// the watcher looks: the watcher then picks the QP by the doorbell's QPN and re-checks every
+// QP bound to the register against its doorbell record (doc.go explains what that means). A
+// QP's own successive doorbells may overwrite each other harmlessly: the device executes up
+// to the send counter of the doorbell record, which covers every earlier doorbell.
 func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	const op = "create qp"
 	if d.closed.Load() {
@@ -232,7 +234,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	// Everything the watcher reads from q is set before the register is bound to it.
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if cfg.UAR.bf[cfg.Bfreg].Load() != nil {
+	if r := cfg.UAR.bf[cfg.Bfreg].Load(); r != nil && len(r.qps) > 0 && (!cfg.SharedBfreg || !r.shared) {
 		return nil, newErr(op, ErrBusy, unix.EBUSY, "uar %d bfreg %d already serves a qp", cfg.UAR.Index, cfg.Bfreg)
 	}
 	d.objMu.Lock()
@@ -249,7 +251,13 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	q.tr = d.newTr(&q.host)
 	d.qps[q.qpn] = q
 	d.objMu.Unlock()
-	cfg.UAR.bf[cfg.Bfreg].Store(q)
+	if err := cfg.UAR.bind(cfg.Bfreg, q, cfg.SharedBfreg); err != nil {
+		d.objMu.Lock()
+		delete(d.qps, q.qpn)
+		d.objMu.Unlock()
+		_ = q.tr.Close()
+		return nil, err
+	}
 	q.scq.users.Add(1)
 	q.rcq.users.Add(1)
 	return q, nil
@@ -396,7 +404,7 @@ func (q *QP) Destroy() error {
 	d.objMu.Lock()
 	delete(d.qps, q.qpn)
 	d.objMu.Unlock()
-	q.uar.bf[q.bfrg].CompareAndSwap(q, nil)
+	q.uar.unbind(q.bfrg, q)
 	// The watcher no longer processes the send queue (destroyed is set under q.mu, which
 	// process holds). Stop the engine, then wait for the callbacks it is still delivering
 	// and for a receive flush in progress; later ones are dropped. Only then stop flushing

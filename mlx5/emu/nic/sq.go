@@ -25,21 +25,26 @@ func (q *QP) rung() { q.process() }
 // process executes the send queue from the device's consumer index up to the send counter of
 // the doorbell record. It runs on the watcher goroutine only (doorbells and kicks), so WQEs
 // reach the engine in doorbell order. A QP in INIT or RTR keeps its rung WQEs until it moves
-// to RTS, as the IBA requires; a QP in RESET ignores doorbells.
-func (q *QP) process() {
+// to RTS, as the IBA requires; a QP in RESET ignores doorbells. It reports whether the QP
+// could run more right away: WQEs advertised in the record after it looked, with nothing
+// (a stall on earlier WRs, the state) holding them back.
+func (q *QP) process() (more bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.destroyed {
-		return
+		return false
 	}
 	q.recvErrorLocked()
 	switch q.State() {
 	case QPSReset:
-		return
+		return false
 	case QPSInit, QPSRTR:
 		q.dbPending = true
-		return
+		return false
 	}
+	defer func() {
+		more = !q.stalled.Load() && q.dbrec.SendCounter() != q.sqCI
+	}()
 	pi := q.dbrec.SendCounter()
 	for q.sqCI != pi {
 		pending := pi - q.sqCI
@@ -80,6 +85,7 @@ func (q *QP) process() {
 			q.enterErrorLocked(lc.status)
 		}
 	}
+	return false
 }
 
 // parse reads the WQE at the consumer index. It fills wr and returns local=false for a WQE

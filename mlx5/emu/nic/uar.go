@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/shift-rdma/shift/mlx5"
@@ -30,9 +31,69 @@ type UAR struct {
 
 	mem []byte
 	dev *Device
-	// bf holds, for each blue-flame register, the QP whose doorbells it carries.
-	bf     [BfregsPerUAR]atomic.Pointer[QP]
+	// bf holds, for each blue-flame register, the QPs whose doorbells it carries: an
+	// immutable snapshot replaced under bfMu, read by the watcher without locks.
+	bf     [BfregsPerUAR]atomic.Pointer[regQPs]
+	bfMu   sync.Mutex
 	closed atomic.Bool
+	// recheck marks, for the watcher alone, the shared registers on its recheck list.
+	recheck [BfregsPerUAR]bool
+}
+
+// regQPs is the set of QPs bound to one blue-flame register. A dedicated register carries
+// one QP; a shared one (mlx5_ib's medium-latency class, or bfreg 0) carries any number.
+type regQPs struct {
+	qps    []*QP
+	shared bool
+}
+
+// find returns the QP numbered qpn among those bound to the register.
+func (r *regQPs) find(qpn uint32) *QP {
+	for _, q := range r.qps {
+		if q.qpn == qpn {
+			return q
+		}
+	}
+	return nil
+}
+
+// bind adds q to register reg. A dedicated binding needs a free register; a shared one
+// needs a free register or one whose QPs are all shared.
+func (u *UAR) bind(reg int, q *QP, shared bool) error {
+	u.bfMu.Lock()
+	defer u.bfMu.Unlock()
+	cur := u.bf[reg].Load()
+	if cur != nil && len(cur.qps) > 0 && (!shared || !cur.shared) {
+		return newErr("create qp", ErrBusy, unix.EBUSY, "uar %d bfreg %d already serves qp %#x", u.Index, reg, cur.qps[0].qpn)
+	}
+	next := &regQPs{shared: shared}
+	if cur != nil {
+		next.qps = append(make([]*QP, 0, len(cur.qps)+1), cur.qps...)
+	}
+	next.qps = append(next.qps, q)
+	u.bf[reg].Store(next)
+	return nil
+}
+
+// unbind removes q from register reg.
+func (u *UAR) unbind(reg int, q *QP) {
+	u.bfMu.Lock()
+	defer u.bfMu.Unlock()
+	cur := u.bf[reg].Load()
+	if cur == nil {
+		return
+	}
+	next := &regQPs{shared: cur.shared, qps: make([]*QP, 0, len(cur.qps))}
+	for _, o := range cur.qps {
+		if o != q {
+			next.qps = append(next.qps, o)
+		}
+	}
+	if len(next.qps) == 0 {
+		u.bf[reg].Store(nil)
+		return
+	}
+	u.bf[reg].Store(next)
 }
 
 // Mem is the page itself (UARPageSize bytes, page-aligned, shared read-write). The emulated
@@ -83,8 +144,8 @@ func (d *Device) FreeUAR(u *UAR) error {
 		return newErr(op, ErrNotFound, unix.EINVAL, "uar %d", u.Index)
 	}
 	for i := range u.bf {
-		if q := u.bf[i].Load(); q != nil {
-			return newErr(op, ErrBusy, unix.EBUSY, "uar %d bfreg %d drives qp %#x", u.Index, i, q.qpn)
+		if r := u.bf[i].Load(); r != nil && len(r.qps) > 0 {
+			return newErr(op, ErrBusy, unix.EBUSY, "uar %d bfreg %d drives qp %#x", u.Index, i, r.qps[0].qpn)
 		}
 	}
 	delete(d.uars, u.Index)

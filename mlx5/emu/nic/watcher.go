@@ -57,6 +57,9 @@ func (d *Device) watch() {
 		if d.runKicks() {
 			active = true
 		}
+		if len(d.rechecks) > 0 && d.runRechecks() {
+			active = true
+		}
 		if d.flushErrRecvs() {
 			active = true
 		}
@@ -140,14 +143,66 @@ func (d *Device) dispatch(db *doorbell) {
 	// the head of a blue-flame copy.
 	d.stats.sqDoorbells.Add(1)
 	qpn := mlx5.ParseSQDoorbell(db.val).QPN
-	q := db.uar.bf[db.bfreg].Load()
-	if q == nil || q.qpn != qpn {
-		// A doorbell for a QP that does not own this register: the hardware drops it (a
-		// process cannot ring another QP's queue through its own page).
+	r := db.uar.bf[db.bfreg].Load()
+	if r == nil {
 		d.stats.strayDoorbells.Add(1)
 		return
 	}
-	q.rung()
+	if q := r.find(qpn); q != nil {
+		q.rung()
+	} else {
+		// A doorbell for a QP that is not bound to this register: the hardware drops it (a
+		// process cannot ring another QP's queue through its own page).
+		d.stats.strayDoorbells.Add(1)
+	}
+	if len(r.qps) > 1 {
+		// Shared register: this write may have overwritten another QP's doorbell before
+		// the watcher looked. Re-check every QP on it now and keep re-checking while any
+		// of them has rung-able work (doc.go: shared registers).
+		d.recheckRegister(r)
+		if !db.uar.recheck[db.bfreg] {
+			db.uar.recheck[db.bfreg] = true
+			d.rechecks = append(d.rechecks, regRef{db.uar, db.bfreg})
+		}
+	}
+}
+
+// regRef names one blue-flame register.
+type regRef struct {
+	uar *UAR
+	reg int
+}
+
+// recheckRegister runs every QP bound to a shared register up to its doorbell record, the
+// producer counter the hardware reads after a doorbell; it reports whether any of them still
+// has work it could run (new WQEs advertised since).
+func (d *Device) recheckRegister(r *regQPs) bool {
+	d.stats.sharedRechecks.Add(1)
+	more := false
+	for _, q := range r.qps {
+		if q.process() {
+			more = true
+		}
+	}
+	return more
+}
+
+// runRechecks re-checks the shared registers on the recheck list and drops those whose QPs
+// have caught up with their doorbell records; it reports whether any register stays listed.
+// Only the watcher goroutine touches the list.
+func (d *Device) runRechecks() bool {
+	keep := d.rechecks[:0]
+	for _, ref := range d.rechecks {
+		r := ref.uar.bf[ref.reg].Load()
+		if r != nil && len(r.qps) > 1 && !ref.uar.closed.Load() && d.recheckRegister(r) {
+			keep = append(keep, ref)
+			continue
+		}
+		ref.uar.recheck[ref.reg] = false
+	}
+	clear(d.rechecks[len(keep):])
+	d.rechecks = keep
+	return len(keep) > 0
 }
 
 // kick asks the watcher to run q's deferred work soon.

@@ -1,0 +1,100 @@
+package provider_test
+
+import (
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shift-rdma/shift/provider"
+)
+
+// The alloc_ucontext request follows libmlx5's get_total_uuars / get_num_low_lat_uuars and
+// mlx5_init_context's check, with their errnos.
+func TestBfregRequestEnv(t *testing.T) {
+	cases := []struct {
+		total, low string
+		page       int
+		wantTot    uint32
+		wantLow    uint32
+		errno      unix.Errno
+	}{
+		{"", "", 4096, 16, 4, 0},              // libmlx5's defaults
+		{"300", "", 4096, 300, 288, 0},        // at most 12 medium-latency bfregs
+		{"7", "", 4096, 8, 4, 0},              // rounded up to whole UARs
+		{"1", "0", 4096, 2, 0, 0},             // at least one page's worth
+		{"1", "", 4096, 2, 0, unix.ENOMEM},    // 4 low-latency of 2
+		{"3", "", 65536, 32, 20, 0},           // a 64 KiB page holds 16 UARs
+		{"512", "", 4096, 512, 500, 0},        // MLX5_MAX_BFREGS
+		{"513", "", 4096, 0, 0, unix.ENOMEM},  // above it once rounded
+		{"0", "", 4096, 0, 0, unix.EINVAL},    // atoi: no bfregs
+		{"abc", "", 4096, 0, 0, unix.EINVAL},  // atoi reads 0
+		{"16", "-1", 4096, 0, 0, unix.EINVAL}, // negative low latency
+		{"16", "x", 4096, 16, 4, 0},           // atoi reads 0, raised to total-12
+		{"16", "16", 4096, 0, 0, unix.ENOMEM}, // no bfreg left for bfreg 0
+		{"16", "15", 4096, 16, 15, 0},         // every BlueFlame bfreg low latency
+		{" 24junk", "2", 4096, 24, 12, 0},     // atoi stops at the junk
+	}
+	for _, c := range cases {
+		env := map[string]string{"MLX5_TOTAL_UUARS": c.total, "MLX5_NUM_LOW_LAT_UUARS": c.low}
+		tot, low, err := provider.BfregRequest(func(k string) string { return env[k] }, c.page)
+		if c.errno != 0 {
+			if !errors.Is(err, c.errno) || !errors.Is(err, provider.ErrInvalidArgument) {
+				t.Errorf("total %q low %q page %d: err %v, want %v", c.total, c.low, c.page, err, c.errno)
+			}
+			continue
+		}
+		if err != nil || tot != c.wantTot || low != c.wantLow {
+			t.Errorf("total %q low %q page %d: %d/%d %v, want %d/%d", c.total, c.low, c.page, tot, low, err, c.wantTot, c.wantLow)
+		}
+	}
+}
+
+// Open honours the variables and fails as libmlx5 does when they are out of range.
+func TestOpenBfregEnv(t *testing.T) {
+	tb := newTestbed(t)
+	t.Setenv("MLX5_TOTAL_UUARS", "1000")
+	if _, err := provider.Open(tb.names[0]); !errors.Is(err, unix.ENOMEM) {
+		t.Fatalf("open with MLX5_TOTAL_UUARS=1000: %v, want ENOMEM", err)
+	}
+	t.Setenv("MLX5_TOTAL_UUARS", "4")
+	t.Setenv("MLX5_NUM_LOW_LAT_UUARS", "1")
+	ctx, err := provider.Open(tb.names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	cq, err := ctx.CreateCQ(16, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Destroy()
+	// 4 bfregs: 0 (no BlueFlame), 1 and 2 medium latency, 3 low latency. The first QP gets
+	// bfreg 3 (gross 5) without a lock, the next ones 1 (gross 1) and 2 (gross 4) with it,
+	// then the least used of those again.
+	want := []struct {
+		gross uint32
+		lock  bool
+	}{{5, false}, {1, true}, {4, true}, {1, true}, {4, true}}
+	var qps []*provider.QP
+	defer func() {
+		for _, q := range qps {
+			q.Destroy()
+		}
+	}()
+	for i, w := range want {
+		q, err := pd.CreateQP(provider.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatalf("QP %d: %v", i, err)
+		}
+		qps = append(qps, q)
+		if g, l := provider.QPBfreg(q); g != w.gross || l != w.lock {
+			t.Errorf("QP %d on bfreg %d (lock %v), want %d (lock %v)", i, g, l, w.gross, w.lock)
+		}
+	}
+}
