@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -306,19 +307,35 @@ func (q *QP) repostSendsLocked(peerImm uint32) {
 	all := append(resend, q.pending...)
 	q.pending = nil
 	q.twoSided -= recount
-	// Post in chunks the backup SQ can take.
+	// One WR at a time, waiting for room in the backup SQ when it is full (a full SQ refuses
+	// a list part-way).
 	for len(all) > 0 {
-		n := min(len(all), int(q.cap.MaxSendWR))
-		if err := q.postBackupLocked(all[:n]); err != nil {
+		if err := q.withRoomLocked(func() error { return q.postBackupLocked(all[:1]) }); err != nil {
 			q.failLocked(provider.WCGeneralErr, err)
 			q.synthErrorsLocked(all, provider.WCWRFlushErr)
 			return
 		}
-		q.c.reposted.Add(uint64(n))
-		all = all[n:]
+		q.c.reposted.Add(1)
+		all = all[1:]
 	}
 	q.c.fallbacks.Add(1)
 	q.resetDefaultLocked()
+}
+
+// withRoomLocked runs post (one WR on the backup QP) again while the backup SQ is full,
+// polling the send CQ so that completed WQEs free their slots, for at most DrainTimeout.
+func (q *QP) withRoomLocked(post func() error) error {
+	deadline := time.Now().Add(q.c.opts.DrainTimeout)
+	for {
+		err := post()
+		if err == nil || !errors.Is(err, provider.ErrSQFull) || time.Now().After(deadline) {
+			return err
+		}
+		q.scq.mu.Lock()
+		_ = q.scq.pollBackupLocked()
+		q.scq.mu.Unlock()
+		time.Sleep(50 * time.Microsecond)
+	}
 }
 
 // resetDefaultLocked resets the default QP (its last completions polled first, so they are

@@ -208,10 +208,10 @@ func (q *QP) createBackup() error {
 			return fmt.Errorf("%w: backup PD or CQ missing", ErrBackupNotReady)
 		}
 		cp := q.cap
-		// One more send slot for the notification, fillers in chunks; receives: the control
-		// RECV, and the stale application RECVs a recovery leaves until the next fallback's
-		// fillers consume them.
-		cp.MaxSendWR++
+		// Send slots for the reposted WRs plus the fillers (at most one per receive) and
+		// SHIFT's fence WR; receives: the stale application RECVs a recovery leaves until
+		// the next fallback's fillers consume them, plus the reposted ones.
+		cp.MaxSendWR = cp.MaxSendWR + cp.MaxRecvWR + 2
 		cp.MaxRecvWR = 2*cp.MaxRecvWR + 2
 		b, err := bpd.CreateQP(provider.QPInitAttr{SendCQ: scq, RecvCQ: rcq, Cap: cp, SigAll: q.sigAll})
 		if err != nil {

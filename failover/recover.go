@@ -459,28 +459,23 @@ func (q *QP) recoverRecv(gen uint64) {
 // peer's backup RQ holds in front of its reposted receives (n from its notification).
 func (q *QP) postFillersLocked(n int) error {
 	b := q.bk.Load()
-	for n > 0 {
-		k := min(n, int(q.cap.MaxSendWR))
-		ws := make([]SendWR, k)
-		for i := range ws {
-			ws[i] = SendWR{WRID: ctrlWRID, Opcode: provider.WRSend, Flags: provider.SendSignaled}
-		}
+	one := []SendWR{{WRID: ctrlWRID, Opcode: provider.WRSend, Flags: provider.SendSignaled}}
+	for range n {
 		q.fifoMu.Lock()
-		for range k {
-			q.sendKinds = append(q.sendKinds, kindCtrl)
-		}
+		q.sendKinds = append(q.sendKinds, kindCtrl)
 		q.fifoMu.Unlock()
-		q.scq.mu.Lock()
-		err := b.PostSend(ws)
-		q.scq.mu.Unlock()
+		err := q.withRoomLocked(func() error {
+			q.scq.mu.Lock()
+			defer q.scq.mu.Unlock()
+			return b.PostSend(one)
+		})
 		if err != nil {
 			q.fifoMu.Lock()
-			q.sendKinds = q.sendKinds[:len(q.sendKinds)-k]
+			q.sendKinds = q.sendKinds[:len(q.sendKinds)-1]
 			q.fifoMu.Unlock()
 			return fmt.Errorf("failover: QP %#x: fillers: %w", q.qpn, err)
 		}
-		q.c.fillers.Add(uint64(k))
-		n -= k
+		q.c.fillers.Add(1)
 	}
 	return nil
 }

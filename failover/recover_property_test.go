@@ -213,7 +213,7 @@ func propertyRun(t *testing.T, seed uint64, chaotic bool) {
 				batch[j] = w
 			}
 			if err := qa.PostSend(batch); err != nil {
-				t.Fatalf("post_send at %d: %v", next, err)
+				t.Fatalf("post_send at %d: %v (A: %v; B: %v)", next, err, qa.Err(), qb.Err())
 			}
 			next += k
 			// Pace the stream so that it spans several link cycles.
