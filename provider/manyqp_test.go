@@ -89,8 +89,10 @@ func TestManyQPsOneContext(t *testing.T) {
 		return e
 	}
 	a, b := open(tb.names[0]), open(tb.names[1])
-	var attr provider.ConnectAttr
-	attr.GIDIndex = tb.gid
+	// The ACK timer runs on the real clock and nothing is lost on this fabric: a timeout is
+	// the machine stalling under 600 busy QPs (race detector, loaded cores), so allow ~1 s per
+	// try (4.096 us * 2^18) instead of the default 67 ms.
+	attr := provider.ConnectAttr{GIDIndex: tb.gid, Timeout: 18}
 	gid := func(e *end) [16]byte {
 		g, err := e.ctx.GIDByIndex(attr.Defaults().Port, int(attr.GIDIndex))
 		if err != nil {
