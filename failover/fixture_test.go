@@ -32,6 +32,7 @@ type testEnv struct {
 	prefix, job string
 	hook        func(h int, o *Options)
 	down        func(h int) // overrides linkDown (real veth in namespaces)
+	up          func(h int) // overrides linkUp
 	cl          *emu.Cluster
 	kv          *kv.Mem
 	hosts       [2]*testHost

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"testing"
@@ -16,7 +17,10 @@ import (
 // pairs): NIC 0 of both hosts on the first, NIC 1 on the second. The NICs exchange real
 // RoCEv2 datagrams (UDP 4791) through the kernel, and the default NIC fails with a real
 // `ip link set down` of its veth. It skips where namespaces cannot be created.
-func newNetnsEnv(t *testing.T) *testEnv {
+func newNetnsEnv(t *testing.T) *testEnv { return newNetnsEnvWith(t, nil) }
+
+// newNetnsEnvWith is newNetnsEnv with a hook that adjusts each host's Options.
+func newNetnsEnvWith(t *testing.T, hook func(h int, o *Options)) *testEnv {
 	t.Helper()
 	nsA, nsB := netnstest.New(t), netnstest.New(t)
 	seq := envSeq.Add(1)
@@ -64,8 +68,9 @@ func newNetnsEnv(t *testing.T) *testEnv {
 			})
 		}
 	}
-	e := &testEnv{kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("nsjob%d", seq)}
+	e := &testEnv{kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("nsjob%d", seq), hook: hook}
 	e.down = func(h int) { rails[0][h].SetUp(t, false) }
+	e.up = func(h int) { rails[0][h].SetUp(t, true) }
 	for h := range 2 {
 		e.hosts[h] = e.openHost(t, h, 256, bufSize)
 	}
@@ -85,5 +90,43 @@ func TestNetnsRoCEv2Fallback(t *testing.T) {
 				t.Logf("fallback latency %v", a[0].FallbackLatency())
 			})
 		}
+	}
+}
+
+// TestNetnsRoCEv2Flapping: the default rail's veth of one host goes down and up (ip link set)
+// repeatedly under a stream over real RoCEv2; every message arrives once, in order, and the
+// QPs come back to the default NICs after each cycle.
+func TestNetnsRoCEv2Flapping(t *testing.T) {
+	for _, mode := range []streamMode{modeWrite, modeSend} {
+		t.Run(mode.String(), func(t *testing.T) {
+			seed := testSeed()
+			t.Logf("seed %d (SHIFT_TEST_SEED reruns it)", seed)
+			e := newNetnsEnvWith(t, recoverOpts)
+			a, b := e.pairs(t, 1, smallCap)
+			f := &flapper{e: e, qs: []*QP{a[0], b[0]}, host: int(seed % 2), cycles: 4,
+				rng: rand.New(rand.NewPCG(seed, 1)), done: make(chan struct{})}
+			stop := make(chan struct{})
+			go f.run(stop)
+			defer func() {
+				close(stop)
+				<-f.done
+			}()
+			for round := 0; ; round++ {
+				select {
+				case <-f.done:
+				default:
+					runStream(t, e, a[0], b[0], stream{mode: mode, msgs: 200, size: 1024, failAt: -1, seed: seed + uint64(round)})
+					continue
+				}
+				break
+			}
+			if f.err != nil {
+				t.Fatal(f.err)
+			}
+			if sa := e.hosts[0].ctx.Stats(); sa.Fallbacks < uint64(f.cycles) || sa.Recoveries < uint64(f.cycles) {
+				t.Fatalf("%d cycles: %+v", f.cycles, sa)
+			}
+			t.Logf("%d cycles; switch-back median %v, stall median %v", f.count, percentile(f.switchBack, 0.5), percentile(f.stall, 0.5))
+		})
 	}
 }

@@ -18,7 +18,13 @@ func recoverOpts(h int, o *Options) {
 }
 
 // linkUp puts host h's default NIC back on the fabric.
-func (e *testEnv) linkUp(h int) { e.cl.Endpoint(h, 0, 1).SetLinkUp(true) }
+func (e *testEnv) linkUp(h int) {
+	if e.up != nil {
+		e.up(h)
+		return
+	}
+	e.cl.Endpoint(h, 0, 1).SetLinkUp(true)
+}
 
 func (e *testEnv) describe(a, b *QP) string {
 	return fmt.Sprintf("A %v/%v def %v B %v/%v def %v; stats A %+v B %+v", a.SendState(), a.RecvState(), a.Default().State(),
