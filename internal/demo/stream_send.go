@@ -76,47 +76,30 @@ func (s *sendStream) receiver(ctx context.Context) {
 			return
 		}
 	}
-	var wcs [16]provider.WC
 	var expect uint64
-	var id idler
-	for ctx.Err() == nil {
-		n, err := s.rcv.Poll(wcs[:])
-		if err != nil {
-			s.st.fail("receiver", "poll: "+err.Error(), provider.WCSuccess)
-			return
+	receiveLoop(ctx, s.st, s.rcv, func(wc *provider.WC) bool {
+		slot := int(wc.WRID)
+		if wc.Opcode != provider.WCRecv || slot >= s.slots || slot != int(expect%uint64(s.slots)) || wc.ByteLen != uint32(s.size) {
+			s.st.fail("receiver", fmt.Sprintf("receive completion opcode %v wr_id %d byte_len %d, expected RECV in slot %d of %d bytes",
+				wc.Opcode, wc.WRID, wc.ByteLen, expect%uint64(s.slots), s.size), wc.Status)
+			return false
 		}
-		if n == 0 {
-			id.idle()
-			continue
+		b := s.rcv.Buf()[slot*s.size : (slot+1)*s.size]
+		if got := binary.LittleEndian.Uint64(b); got != expect {
+			s.st.fail("receiver", fmt.Sprintf("message %d arrived, expected %d (not exactly once, in order)", got, expect), wc.Status)
+			return false
 		}
-		id.busy()
-		for _, wc := range wcs[:n] {
-			if wc.Status != provider.WCSuccess {
-				s.st.fail("receiver", fmt.Sprintf("receive completion %v", wc.Status), wc.Status)
-				return
-			}
-			slot := int(wc.WRID)
-			if wc.Opcode != provider.WCRecv || slot >= s.slots || slot != int(expect%uint64(s.slots)) || wc.ByteLen != uint32(s.size) {
-				s.st.fail("receiver", fmt.Sprintf("receive completion opcode %v wr_id %d byte_len %d, expected RECV in slot %d of %d bytes",
-					wc.Opcode, wc.WRID, wc.ByteLen, expect%uint64(s.slots), s.size), wc.Status)
-				return
-			}
-			b := s.rcv.Buf()[slot*s.size : (slot+1)*s.size]
-			if got := binary.LittleEndian.Uint64(b); got != expect {
-				s.st.fail("receiver", fmt.Sprintf("message %d arrived, expected %d (not exactly once, in order)", got, expect), wc.Status)
-				return
-			}
-			if bad := checkPattern(b[8:], sendTag, expect); bad >= 0 {
-				s.st.fail("receiver", fmt.Sprintf("message %d: data wrong at byte %d", expect, bad+8), wc.Status)
-				return
-			}
-			s.st.verified(s.size)
-			expect++
-			if err := post(slot); err != nil {
-				s.st.fail("receiver", "post_recv: "+err.Error(), provider.WCSuccess)
-				return
-			}
-			s.reposted.Add(1)
+		if bad := checkPattern(b[8:], sendTag, expect); bad >= 0 {
+			s.st.fail("receiver", fmt.Sprintf("message %d: data wrong at byte %d", expect, bad+8), wc.Status)
+			return false
 		}
-	}
+		s.st.verified(s.size)
+		expect++
+		if err := post(slot); err != nil {
+			s.st.fail("receiver", "post_recv: "+err.Error(), provider.WCSuccess)
+			return false
+		}
+		s.reposted.Add(1)
+		return true
+	})
 }

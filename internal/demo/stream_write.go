@@ -84,45 +84,28 @@ func (w *writeStream) receiver(ctx context.Context) {
 			return
 		}
 	}
-	var wcs [16]provider.WC
 	var expect uint64
-	var id idler
-	for ctx.Err() == nil {
-		n, err := w.rcv.Poll(wcs[:])
-		if err != nil {
-			w.st.fail("receiver", "poll: "+err.Error(), provider.WCSuccess)
-			return
+	receiveLoop(ctx, w.st, w.rcv, func(wc *provider.WC) bool {
+		if wc.Opcode != provider.WCRecvRDMAWithImm || wc.Flags&provider.WCWithImm == 0 {
+			w.st.fail("receiver", fmt.Sprintf("flag completion with opcode %v, flags %#x", wc.Opcode, wc.Flags), wc.Status)
+			return false
 		}
-		if n == 0 {
-			id.idle()
-			continue
+		if wc.Imm != uint32(expect) {
+			w.st.fail("receiver", fmt.Sprintf("flag for message %d, expected %d (lost or duplicated flag)", wc.Imm, uint32(expect)), wc.Status)
+			return false
 		}
-		id.busy()
-		for _, wc := range wcs[:n] {
-			if wc.Status != provider.WCSuccess {
-				w.st.fail("receiver", fmt.Sprintf("receive completion %v", wc.Status), wc.Status)
-				return
-			}
-			if wc.Opcode != provider.WCRecvRDMAWithImm || wc.Flags&provider.WCWithImm == 0 {
-				w.st.fail("receiver", fmt.Sprintf("flag completion with opcode %v, flags %#x", wc.Opcode, wc.Flags), wc.Status)
-				return
-			}
-			if wc.Imm != uint32(expect) {
-				w.st.fail("receiver", fmt.Sprintf("flag for message %d, expected %d (lost or duplicated flag)", wc.Imm, uint32(expect)), wc.Status)
-				return
-			}
-			off := int(expect%uint64(w.slots)) * w.slotSize()
-			if bad := checkPattern(w.rcv.Buf()[off:off+w.slotSize()], writeTag, expect); bad >= 0 {
-				w.st.fail("receiver", fmt.Sprintf("message %d: data wrong at byte %d of its slot when its flag arrived", expect, bad), wc.Status)
-				return
-			}
-			w.st.verified(w.slotSize())
-			expect++
-			w.verified.Store(expect)
-			if err := w.rcv.PostRecv(recv); err != nil {
-				w.st.fail("receiver", "post_recv: "+err.Error(), provider.WCSuccess)
-				return
-			}
+		off := int(expect%uint64(w.slots)) * w.slotSize()
+		if bad := checkPattern(w.rcv.Buf()[off:off+w.slotSize()], writeTag, expect); bad >= 0 {
+			w.st.fail("receiver", fmt.Sprintf("message %d: data wrong at byte %d of its slot when its flag arrived", expect, bad), wc.Status)
+			return false
 		}
-	}
+		w.st.verified(w.slotSize())
+		expect++
+		w.verified.Store(expect)
+		if err := w.rcv.PostRecv(recv); err != nil {
+			w.st.fail("receiver", "post_recv: "+err.Error(), provider.WCSuccess)
+			return false
+		}
+		return true
+	})
 }
