@@ -63,6 +63,7 @@ type Stats struct {
 	RecvRecoveries uint64 // receive sides back to Default on the peer's notification
 	ShiftFences    uint64 // fences SHIFT posted itself (no signaled application WR in time)
 	Fillers        uint64 // zero-length SENDs posted to consume the peer's stale backup receives
+	FastReopens    uint64 // QPs put back on the lock-free data path after a recovery
 	// SwitchBack and Stall sum, over Recoveries, the time from probe success to Default and
 	// the time application WRs were withheld (fence WR posted → Default).
 	SwitchBack, Stall time.Duration
@@ -90,6 +91,7 @@ type Context struct {
 	fallbacks, refused, transitions, reposted, skipped atomic.Uint64
 
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
+	fastReopens                                                          atomic.Uint64
 	switchBackNS, stallNS                                                atomic.Int64
 	quit                                                                 chan struct{}
 	probeWG                                                              sync.WaitGroup
@@ -187,7 +189,8 @@ func (c *Context) Stats() Stats {
 		Reposted: c.reposted.Load(), Skipped: c.skipped.Load(),
 		Probes: c.probes.Load(), ProbeFailures: c.probeFails.Load(), Recoveries: c.recoveries.Load(),
 		RecvRecoveries: c.recvRecoveries.Load(), ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
-		SwitchBack: time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
+		FastReopens: c.fastReopens.Load(),
+		SwitchBack:  time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
 }
 
 // WaitShadow waits until every recorded control verb has been replayed on the backup device.

@@ -3,7 +3,6 @@ package failover
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,29 +14,6 @@ import (
 // position (each backup QP keeps the order of its posted WQEs); the wr_id is used only for
 // error completions, whose WQE position the WC does not carry.
 const ctrlWRID = 0x5348_4946_545f_4354 // "SHIFT_CT"
-
-// Gate values: a lock-free fast path holds the gate at gateBusy; once any QP of the object
-// leaves Default the gate is closed for good (until recovery) and every call takes the mutex.
-const (
-	gateOpen   = 0
-	gateBusy   = 1
-	gateClosed = 2
-)
-
-// closeGate waits until no fast-path call is inside and closes the gate.
-func closeGate(g *atomic.Uint32) {
-	for {
-		switch g.Load() {
-		case gateClosed:
-			return
-		case gateOpen:
-			if g.CompareAndSwap(gateOpen, gateClosed) {
-				return
-			}
-		}
-		runtime.Gosched()
-	}
-}
 
 // CQ is a completion queue: the default CQ and its shadow on the backup device, plus the WC
 // buffer that keeps, in order, the completions SHIFT took out of the CQs for the application.
@@ -63,8 +39,16 @@ type CQ struct {
 	ctrl     []ctrlEvt  // peers' notifications received
 	recov    []recovEvt // peers' recovery notifications received on default QPs
 	drained  []*QP      // fences done: their QPs go back to Default
-	ev       eventState
-	tableMu  sync.Mutex // serialises map updates
+	// slow counts the QPs using this CQ that are off the fast path (q.slow): while it is not
+	// zero, SHIFT's completions or the backup's may reach this CQ and the gate stays closed.
+	slow int
+	ev   eventState
+	// reopens counts the gate's reopenings (tests).
+	reopens atomic.Uint64
+	// running counts runPending calls under way: the fallbacks they run count their QPs
+	// slow only once they hold the QP's mutex, so the gate stays closed until they did.
+	running int
+	tableMu sync.Mutex // serialises map updates
 }
 
 type ctrlEvt struct {
@@ -205,6 +189,9 @@ func (cq *CQ) pollSlow(wcs []WC) (int, error) {
 	}
 	work := len(cq.toFail)+len(cq.toFailBk)+len(cq.ctrl)+len(cq.recov)+len(cq.drained) > 0
 	n := cq.takeLocked(wcs)
+	if !work && err == nil {
+		cq.reopenCQLocked()
+	}
 	cq.mu.Unlock()
 	if work {
 		cq.runPending()
@@ -215,6 +202,25 @@ func (cq *CQ) pollSlow(wcs []WC) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// reopenCQLocked opens the CQ's gate again once every QP using the CQ is back on the fast
+// path (slow is zero: no QP has SHIFT's WQEs, a fence or application WQEs on the backup left)
+// and the WC buffer is empty: from here on the default CQ alone holds the application's
+// completions, in order, and the fast path polls it. The caller holds cq.mu, the same lock
+// under which a fallback counts its QP slow before it closes the gate, so a reopen can never
+// undo that close. A completion the backup CQ still reports later (its QP failed: flushes)
+// closes the gate again (onBackupEvent).
+func (cq *CQ) reopenCQLocked() {
+	if cq.slow != 0 || cq.running != 0 || cq.head != len(cq.buf) || cq.gate.Load() != gateClosed {
+		return
+	}
+	if len(cq.toFail)+len(cq.toFailBk)+len(cq.ctrl)+len(cq.recov)+len(cq.drained) > 0 {
+		return
+	}
+	if reopenGate(&cq.gate) {
+		cq.reopens.Add(1)
+	}
 }
 
 func (cq *CQ) takeLocked(wcs []WC) int {
@@ -228,8 +234,13 @@ func (cq *CQ) takeLocked(wcs []WC) int {
 
 func (cq *CQ) pushLocked(w WC) { cq.buf = append(cq.buf, w) }
 
-// pollDefaultLocked moves the default CQ's completions through the classifier.
+// pollDefaultLocked moves the default CQ's completions through the classifier. It polls only
+// while the gate is closed: with the gate open (or busy) the fast path owns the default CQ,
+// and a reopen (which also holds cq.mu) cannot happen while this runs.
 func (cq *CQ) pollDefaultLocked() error {
+	if cq.gate.Load() != gateClosed {
+		return nil
+	}
 	for {
 		n, err := cq.def.Poll(cq.scratch)
 		cq.classifyLocked(cq.scratch[:n])
@@ -406,7 +417,13 @@ func (cq *CQ) runPending() {
 	toFail, toFailBk, ctrl := cq.toFail, cq.toFailBk, cq.ctrl
 	recov, drained := cq.recov, cq.drained
 	cq.toFail, cq.toFailBk, cq.ctrl, cq.recov, cq.drained = nil, nil, nil, nil, nil
+	cq.running++
 	cq.mu.Unlock()
+	defer func() {
+		cq.mu.Lock()
+		cq.running--
+		cq.mu.Unlock()
+	}()
 	for _, q := range drained {
 		q.finishRecovery()
 	}
@@ -436,6 +453,13 @@ func (cq *CQ) onBackupEvent() {
 	before := len(cq.buf) - cq.head
 	_ = cq.pollBackupLocked()
 	more := len(cq.buf)-cq.head > before
+	if more {
+		// Completions for the application from the backup (a failed backup's flushes):
+		// the fast path would never return them, so the CQ is polled under the mutex until
+		// the buffer is empty again. Closing with cq.mu held is safe: a fast call inside
+		// never waits for cq.mu before it leaves the gate.
+		closeGate(&cq.gate)
+	}
 	cq.mu.Unlock()
 	cq.runPending()
 	if more {

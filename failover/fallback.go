@@ -45,10 +45,7 @@ func (q *QP) fallback(peerImm uint32, fromPeer bool) {
 		}
 		return
 	}
-	closeGate(&q.sendGate)
-	closeGate(&q.recvGate)
-	closeGate(&q.scq.gate)
-	closeGate(&q.rcq.gate)
+	q.markSlowLocked()
 	if err := q.prepareLocked(sendPart, recvPart); err != nil {
 		q.refuseLocked(err)
 		return
@@ -414,6 +411,8 @@ func wcOpcode(op WROpcode) WCOpcode {
 // refuseLocked ends a fallback that must not happen: the application gets the default QP's
 // completions as they are (the original error first), as without SHIFT.
 func (q *QP) refuseLocked(err error) {
+	// A failed QP stays on the slow path for good (pass-through of its completions).
+	q.markSlowLocked()
 	q.c.refused.Add(1)
 	q.failErr = err
 	if q.mach.sendState() != SendFailed {

@@ -132,6 +132,7 @@ type QP struct {
 	destroyed  bool          // q.mu
 	pinned     bool          // q.mu: kept on the backup by SwitchToBackup (no probing)
 	tracked    bool          // q.mu: the default QP's WRs are classified by position (defTracked)
+	slow       bool          // q.mu: off the fast path, counted in the CQs' slow (gate.go)
 	defGen     atomic.Uint64 // default QP resets
 	probeRes   atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
 	wsCount    int           // WRs posted in WaitSignaled
@@ -446,6 +447,8 @@ func (q *QP) Destroy() error {
 		q.hsTimer.Stop()
 	}
 	q.destroyed = true
+	// A destroyed QP no longer keeps its CQs off the fast path (its gates stay closed).
+	q.unmarkSlowLocked()
 	q.mu.Unlock()
 	if err := q.def.Destroy(); err != nil {
 		return fmt.Errorf("failover: destroy_qp: %w", err)

@@ -399,6 +399,7 @@ func (q *QP) finishRecovery() {
 	q.c.switchBackNS.Add(sw)
 	q.c.stallNS.Add(st)
 	q.c.recoveries.Add(1)
+	q.reopenLocked() // if the receive side is back too
 }
 
 // recoverRecv moves the receive side back to the default QP on the peer's recovery
@@ -452,6 +453,7 @@ func (q *QP) recoverRecv(gen uint64) {
 		return
 	}
 	q.c.recvRecoveries.Add(1)
+	q.reopenLocked() // if the send side is back too
 	q.rcq.raise()
 }
 

@@ -1,0 +1,172 @@
+package failover
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// onFastPath reports whether q is back on the lock-free path: not counted slow, its send gate
+// not closed (the receive gate stays closed after a first fallback: reopenLocked).
+func onFastPath(q *QP) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.slow && q.sendGate.Load() != gateClosed
+}
+
+// cqOpen polls cq once (the slow Poll that empties the buffer reopens the gate) and reports
+// whether its gate is open again.
+func cqOpen(t testing.TB, cq *CQ) bool {
+	var w [8]WC
+	if n, err := cq.Poll(w[:]); err != nil || n != 0 {
+		t.Fatalf("stray completions or error on an idle CQ: n %d err %v %+v", n, err, w[:n])
+	}
+	return cq.gate.Load() == gateOpen
+}
+
+// sendRoundLocksHeld posts a receive on b, then a signaled SEND on a and polls both CQs to the
+// two completions, on another goroutine, while this goroutine holds every mutex the slow
+// path would take (both QPs', both CQs', the QPs' FIFO locks). It returns once the round
+// completed; if the data path took a lock it never completes and the guard fails the test.
+func sendRoundLocksHeld(t *testing.T, e *testEnv, a, b *QP, seq uint64) {
+	t.Helper()
+	ha, hb := e.hosts[0], e.hosts[1]
+	// PostRecv takes b.mu after a first fallback (reopenLocked): posted before the locks.
+	if err := b.PostRecv([]RecvWR{{WRID: seq, SGL: []SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	locks := []interface {
+		Lock()
+		Unlock()
+	}{&a.mu, &b.mu, &ha.cq.mu, &hb.cq.mu, &a.fifoMu, &b.fifoMu}
+	for _, l := range locks {
+		l.Lock()
+	}
+	done := make(chan error, 1)
+	go func() {
+		if err := a.PostSend([]SendWR{{WRID: seq, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+			done <- err
+			return
+		}
+		for _, cq := range []*CQ{ha.cq, hb.cq} {
+			var w [4]WC
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				n, err := cq.Poll(w[:])
+				if err != nil {
+					done <- err
+					return
+				}
+				if n == 1 && w[0].WRID == seq && w[0].Status == WCSuccess {
+					break
+				}
+				if n != 0 {
+					done <- fmt.Errorf("unexpected completions %+v", w[:n])
+					return
+				}
+				if time.Now().After(deadline) {
+					done <- errors.New("no completion")
+					return
+				}
+				runtime.Gosched()
+			}
+		}
+		done <- nil
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		err = errors.New("the data path blocked on a mutex held by the test")
+	}
+	for _, l := range locks {
+		l.Unlock()
+	}
+	if err != nil {
+		t.Fatalf("round %d with the slow path's mutexes held: %v", seq, err)
+	}
+}
+
+// TestFastPathAfterRecovery: after a fallback and the recovery back to Default (by a link
+// failure and by SwitchToBackup/SwitchToDefault), both QPs and both CQs are on the lock-free
+// data path again, for every cycle: PostSend and Poll complete while the test holds every mutex
+// of the slow path, and the data path (PostRecv included) allocates nothing. A stream in between
+// checks that no completion was lost or reordered by the reopening.
+func TestFastPathAfterRecovery(t *testing.T) {
+	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	for _, how := range []string{"failure", "switch"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnvWith(t, 256, recoverOpts)
+			as, bs := e.pairs(t, 1, cp)
+			a, b := as[0], bs[0]
+			sendRoundLocksHeld(t, e, a, b, 1) // never failed: the fast path from the start
+			for cycle := range 2 {
+				seed := uint64(100 + 10*cycle)
+				switch how {
+				case "failure":
+					runStream(t, e, a, b, stream{mode: modeSend, msgs: 150, size: 1024, failAt: 50, failHost: 1, seed: seed})
+					if !allFallback(a, b) {
+						t.Fatalf("cycle %d: not on the backup: %s", cycle, e.describe(a, b))
+					}
+					if onFastPath(a) || onFastPath(b) {
+						t.Fatalf("cycle %d: on the fast path while on the backup", cycle)
+					}
+					e.linkUp(1)
+				case "switch":
+					if err := a.SwitchToBackup(); err != nil {
+						t.Fatal(err)
+					}
+					waitFor(t, "both QPs on the backup", func() bool { return allFallback(a, b) }, func() string { return e.describe(a, b) })
+					runStream(t, e, a, b, stream{mode: modeSend, msgs: 100, size: 512, failAt: -1, seed: seed})
+					if onFastPath(a) || onFastPath(b) {
+						t.Fatalf("cycle %d: on the fast path while on the backup", cycle)
+					}
+					a.SwitchToDefault()
+				}
+				waitFor(t, "both QPs back to Default", func() bool { return allDefault(a, b) }, func() string { return e.describe(a, b) })
+				waitFor(t, "both QPs back on the fast path", func() bool { return onFastPath(a) && onFastPath(b) },
+					func() string { return e.describe(a, b) })
+				// A stream on the recovered path, then the CQs' gates reopen once SHIFT's
+				// buffer is empty.
+				runStream(t, e, a, b, stream{mode: modeWrite, msgs: 150, size: 1024, failAt: -1, seed: seed + 1})
+				waitFor(t, "both CQs back on the fast path", func() bool { return cqOpen(t, e.hosts[0].cq) && cqOpen(t, e.hosts[1].cq) },
+					func() string { return e.describe(a, b) })
+				sendRoundLocksHeld(t, e, a, b, uint64(1000+cycle))
+				if d := recoveredAllocs(t, e, a, b); d != 0 {
+					t.Errorf("cycle %d: the recovered data path allocated %d objects in 200 rounds, want 0", cycle, d)
+				}
+				sa, sb := e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats()
+				if sa.FastReopens != uint64(cycle+1) || sb.FastReopens != uint64(cycle+1) || sa.Recoveries != uint64(cycle+1) {
+					t.Fatalf("cycle %d: counters A %+v B %+v", cycle, sa, sb)
+				}
+				if !allDefault(a, b) {
+					t.Fatalf("cycle %d: left Default: %s", cycle, e.describe(a, b))
+				}
+			}
+		})
+	}
+}
+
+// recoveredAllocs counts the data path's allocations over 200 SEND/RECV rounds.
+func recoveredAllocs(t *testing.T, e *testEnv, a, b *QP) int64 {
+	ha, hb := e.hosts[0], e.hosts[1]
+	wr := []SendWR{{Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}}}
+	rwr := []RecvWR{{SGL: []SGE{hb.mr.SGE(4096, 64)}}}
+	old := runtime.MemProfileRate
+	runtime.MemProfileRate = 1
+	defer func() { runtime.MemProfileRate = old }()
+	before := dataPathAllocs()
+	for range 200 {
+		if err := b.PostRecv(rwr); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.PostSend(wr); err != nil {
+			t.Fatal(err)
+		}
+		waitN(t, ha.cq, 1)
+		waitN(t, hb.cq, 1)
+	}
+	return dataPathAllocs() - before
+}

@@ -1,0 +1,161 @@
+package failover
+
+import (
+	"runtime"
+	"sync/atomic"
+
+	"github.com/shift-rdma/shift/fence"
+	"github.com/shift-rdma/shift/provider"
+)
+
+// Gate values. A lock-free fast path holds its gate at gateBusy for the length of one call
+// (CompareAndSwap open→busy on entry, Store open on exit). A fallback closes the gates
+// (closeGate waits out a call inside) and every call then takes the mutexes; a recovery reopens
+// them once nothing of SHIFT's is left that only the slow path handles (reopenLocked,
+// reopenCQLocked).
+//
+// Memory ordering: every write the slow path made under the mutexes before a reopen's Store
+// of gateOpen happens before the next fast call's successful CompareAndSwap (the atomics are
+// sequentially consistent), and every write of a fast call before its Store of gateOpen
+// happens before the CompareAndSwap that closes the gate. The fast path and the slow path
+// therefore never touch the poller- and poster-owned fields (logs, cursors, counters, the
+// provider's rings) at the same time, and each sees the other's last writes.
+const (
+	gateOpen   = 0
+	gateBusy   = 1
+	gateClosed = 2
+)
+
+// closeGate waits until no fast-path call is inside and closes the gate.
+func closeGate(g *atomic.Uint32) {
+	for {
+		switch g.Load() {
+		case gateClosed:
+			return
+		case gateOpen:
+			if g.CompareAndSwap(gateOpen, gateClosed) {
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+// reopenGate opens a closed gate (no fast call can be inside a closed gate).
+func reopenGate(g *atomic.Uint32) bool { return g.CompareAndSwap(gateClosed, gateOpen) }
+
+// markSlowLocked takes q off the fast path (q.mu held): it is counted in its CQs' slow
+// (under their mutexes, so no reopenCQLocked can run between the count and the close), then
+// every gate it uses is closed. From here until reopenLocked, PostSend, PostRecv and Poll of
+// q take the mutexes.
+func (q *QP) markSlowLocked() {
+	if !q.slow {
+		q.slow = true
+		for _, cq := range q.cqs() {
+			cq.mu.Lock()
+			cq.slow++
+			cq.mu.Unlock()
+		}
+	}
+	closeGate(&q.sendGate)
+	closeGate(&q.recvGate)
+	closeGate(&q.scq.gate)
+	closeGate(&q.rcq.gate)
+}
+
+// unmarkSlowLocked ends q's count in its CQs' slow (q.mu held).
+func (q *QP) unmarkSlowLocked() {
+	if !q.slow {
+		return
+	}
+	q.slow = false
+	for _, cq := range q.cqs() {
+		cq.mu.Lock()
+		cq.slow--
+		cq.mu.Unlock()
+	}
+}
+
+// cqs is q's CQs, each once.
+func (q *QP) cqs() []*CQ {
+	if q.rcq == q.scq {
+		return []*CQ{q.scq}
+	}
+	return []*CQ{q.scq, q.rcq}
+}
+
+// reopenLocked puts q's send side back on the fast path after a recovery (q.mu held), if nothing is left
+// that only the slow path handles:
+//   - both sides are Default, no handshake reply is awaited, no switch pins the QP to the
+//     backup, no failure is queued, nothing waits in pending;
+//   - the fence is finished (Done: the fence WR, the recovery notification and every withheld
+//     WR were rung, the notification's completion was classified) or was never used;
+//   - the default QP is in RTS and every WQE it holds is the application's: the probe's and
+//     the notification's completions were consumed, and so was the control RECV (the peer's
+//     recovery notification, which moved the receive side back). The position-tracking FIFOs
+//     then hold only kindApp entries, which the fast path accounts exactly as the classifier
+//     of a never-failed QP does (defLive): they are dropped with the mode change;
+//   - the backup QP has no application WQE left without a consumed completion: its sends all
+//     completed before the fence WR did (one SQ, in order), its receives were moved back and
+//     those left on its RQ are stale (consumed by the peer's fillers at the next fallback,
+//     which first takes q off the fast path again).
+//
+// The QP's own gates open here; the CQs' gates open at the next slow Poll that empties the WC
+// buffer with no QP of the CQ left slow (reopenCQLocked): completions SHIFT buffered must be
+// returned before the fast path returns newer ones.
+func (q *QP) reopenLocked() bool {
+	if !q.slow || q.destroyed || q.pinned || q.awaitReply || len(q.pending) > 0 {
+		return false
+	}
+	if q.mach.sendState() != SendDefault || q.mach.recvState() != RecvDefault {
+		return false
+	}
+	if q.fn != nil && q.fn.State() != fence.Done && q.fn.State() != fence.Idle {
+		return false
+	}
+	if q.def.State() != provider.QPStateRTS {
+		return false
+	}
+	q.scq.mu.Lock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Lock()
+	}
+	ok := false
+	q.fifoMu.Lock()
+	if !q.failQueued && !q.bkFailQueued && allApp(q.dSendKinds) && allApp(q.dRecvKinds) && len(q.sendKinds) == 0 {
+		ok = true
+		q.dSendKinds = q.dSendKinds[:0]
+		q.dRecvKinds = q.dRecvKinds[:0]
+		q.defMode = defLive
+	}
+	q.fifoMu.Unlock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Unlock()
+	}
+	q.scq.mu.Unlock()
+	if !ok {
+		return false
+	}
+	q.tracked = false
+	q.unmarkSlowLocked()
+	// The gates were closed by markSlowLocked and only this function opens them, under q.mu.
+	//
+	// The receive gate stays closed: PostRecv keeps taking q.mu after the first fallback
+	// (postRecvSlow in RecvDefault with tracked false: the same log-and-post, no allocation,
+	// serialised with SHIFT's transitions). With it reopened as well, TestRecoveryProperty
+	// (SHIFT_TEST_SEED=1795329369528901566) lost receives: the receiver's QP reported a receive
+	// counter one or two above what it got and the sender skipped those messages. The cause was
+	// not found; until it is, the receive side is kept where it is proven.
+	reopenGate(&q.sendGate)
+	q.c.fastReopens.Add(1)
+	return true
+}
+
+func allApp(ks []uint8) bool {
+	for _, k := range ks {
+		if k != kindApp {
+			return false
+		}
+	}
+	return true
+}
