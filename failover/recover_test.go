@@ -216,12 +216,23 @@ func TestFlapping(t *testing.T) {
 }
 
 // testSeed is $SHIFT_TEST_SEED or a fresh seed.
+// testSeed is the base seed of the randomised recovery tests: SHIFT_TEST_SEED=<n> reruns one,
+// SHIFT_TEST_SEED=random draws a new one (for soak runs), and the default is a fixed seed so
+// that `make test` runs the same schedules every time. Seeds that exposed open bugs are
+// listed in docs/STATUS.md.
 func testSeed() uint64 {
-	if v, err := strconv.ParseUint(os.Getenv("SHIFT_TEST_SEED"), 10, 64); err == nil {
+	s := os.Getenv("SHIFT_TEST_SEED")
+	if v, err := strconv.ParseUint(s, 10, 64); err == nil {
 		return v
 	}
-	return uint64(time.Now().UnixNano())
+	if s == "random" {
+		return uint64(time.Now().UnixNano())
+	}
+	return defaultTestSeed
 }
+
+// defaultTestSeed is the fixed base seed of `make test`.
+const defaultTestSeed = 20261122
 
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
