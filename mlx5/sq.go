@@ -1,7 +1,6 @@
 package mlx5
 
 import (
-
 	"golang.org/x/sys/unix"
 )
 
