@@ -315,7 +315,7 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w WC) {
 		return
 	}
 	if recv {
-		if q.popDefRecvKind() != kindApp {
+		if q.popKind(&q.dRecvKinds) != kindApp {
 			cq.recov = append(cq.recov, recovEvt{q, q.defGen.Load()}) // the peer's recovery notification
 			return
 		}
@@ -323,7 +323,7 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w WC) {
 		cq.pushLocked(w)
 		return
 	}
-	switch q.popDefSendKind() {
+	switch q.popKind(&q.dSendKinds) {
 	case kindProbe:
 		q.probeRes.CompareAndSwap(0, 1)
 	case kindNotify:
@@ -373,11 +373,11 @@ func (cq *CQ) pollBackupLocked() error {
 				continue
 			}
 			if w.Opcode&provider.WCRecv != 0 {
-				if q.popRecvKind() != kindApp {
+				if q.popKind(&q.recvKinds) != kindApp {
 					continue // a filler (zero-length SEND) consumed a stale RECV
 				}
 				q.recvDone++
-			} else if q.popSendKind() == kindCtrl {
+			} else if q.popKind(&q.sendKinds) == kindCtrl {
 				continue
 			}
 			q.tOK.CompareAndSwap(0, time.Now().UnixNano())

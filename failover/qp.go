@@ -480,47 +480,16 @@ func (q *QP) Destroy() error {
 	return nil
 }
 
-func (q *QP) popRecvKind() uint8 {
+// popKind takes the kind of the oldest WR still recorded in fifo (one of the QP's four
+// posting-order records: backup/default × send/recv); an empty record means the application's.
+func (q *QP) popKind(fifo *[]uint8) uint8 {
 	q.fifoMu.Lock()
 	defer q.fifoMu.Unlock()
-	if len(q.recvKinds) == 0 {
+	if len(*fifo) == 0 {
 		return kindApp
 	}
-	k := q.recvKinds[0]
-	q.recvKinds = q.recvKinds[1:]
-	return k
-}
-
-func (q *QP) popSendKind() uint8 {
-	q.fifoMu.Lock()
-	defer q.fifoMu.Unlock()
-	if len(q.sendKinds) == 0 {
-		return kindApp
-	}
-	k := q.sendKinds[0]
-	q.sendKinds = q.sendKinds[1:]
-	return k
-}
-
-func (q *QP) popDefRecvKind() uint8 {
-	q.fifoMu.Lock()
-	defer q.fifoMu.Unlock()
-	if len(q.dRecvKinds) == 0 {
-		return kindApp
-	}
-	k := q.dRecvKinds[0]
-	q.dRecvKinds = q.dRecvKinds[1:]
-	return k
-}
-
-func (q *QP) popDefSendKind() uint8 {
-	q.fifoMu.Lock()
-	defer q.fifoMu.Unlock()
-	if len(q.dSendKinds) == 0 {
-		return kindApp
-	}
-	k := q.dSendKinds[0]
-	q.dSendKinds = q.dSendKinds[1:]
+	k := (*fifo)[0]
+	*fifo = (*fifo)[1:]
 	return k
 }
 
