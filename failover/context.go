@@ -64,6 +64,9 @@ type Stats struct {
 	ShiftFences    uint64 // fences SHIFT posted itself (no signaled application WR in time)
 	Fillers        uint64 // zero-length SENDs posted to consume the peer's stale backup receives
 	FastReopens    uint64 // QPs put back on the lock-free data path after a recovery
+	// ResetRounds counts rounds in which only the default QPs were reset and nothing was
+	// reposted (a failed probe or fence while our traffic ran on the backup).
+	ResetRounds uint64
 	// SwitchBack and Stall sum, over Recoveries, the time from probe success to Default and
 	// the time application WRs were withheld (fence WR posted → Default).
 	SwitchBack, Stall time.Duration
@@ -91,7 +94,7 @@ type Context struct {
 	fallbacks, refused, transitions, reposted, skipped atomic.Uint64
 
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
-	fastReopens                                                          atomic.Uint64
+	fastReopens, resetRounds                                             atomic.Uint64
 	switchBackNS, stallNS                                                atomic.Int64
 	quit                                                                 chan struct{}
 	probeWG                                                              sync.WaitGroup
@@ -190,6 +193,7 @@ func (c *Context) Stats() Stats {
 		Probes: c.probes.Load(), ProbeFailures: c.probeFails.Load(), Recoveries: c.recoveries.Load(),
 		RecvRecoveries: c.recvRecoveries.Load(), ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
 		FastReopens: c.fastReopens.Load(),
+		ResetRounds: c.resetRounds.Load(),
 		SwitchBack:  time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
 }
 

@@ -16,3 +16,7 @@ var (
 	// ErrBadConfig: an option or environment variable could not be parsed.
 	ErrBadConfig = errors.New("failover: bad configuration")
 )
+
+// errNeedsReset: the default QP is in a state (ERR, SQE, RESET) from which only a reset
+// round reconnects it.
+var errNeedsReset = errors.New("default QP needs a reset round")

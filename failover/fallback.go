@@ -19,14 +19,33 @@ import (
 func (q *QP) fallback(peerImm uint32, fromPeer bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.fallbackLocked(peerImm, fromPeer)
+}
+
+// fallbackLocked is fallback with q.mu held; the probe goroutine calls it when the default
+// path failed under a probe or a fence while nothing of ours ran on it.
+//
+// Every fallback is a round in which both sides reset their default QP exactly once (docs/
+// FAILOVER.md "Reset rounds"): the default QPs reconnect with the PSNs of the original
+// connection, so a requester may only start again once the peer's responder was reset too,
+// or a responder that has passed those PSNs takes the new packets for duplicates, ACKs them
+// and drops them. A side moves its default QP to ERR before it notifies (its packets are
+// dropped from then on) and resets it only once the peer's notification came: the replier
+// after receiving ours, the initiator on the reply. A probe therefore only ever reaches a
+// responder of its own incarnation or one in ERR or INIT, which drops it.
+func (q *QP) fallbackLocked(peerImm uint32, fromPeer bool) {
 	st, rs := q.mach.sendState(), q.mach.recvState()
 	if st == SendFailed || rs == RecvFailed {
 		return
 	}
 	if fromPeer && q.awaitReply {
 		q.awaitReply = false
-		if st == SendHandshake {
+		switch {
+		case st == SendHandshake:
 			q.repostSendsLocked(peerImm)
+		case q.resetOnReply:
+			q.resetOnReply = false
+			q.resetDefaultLocked()
 		}
 		return
 	}
@@ -35,20 +54,15 @@ func (q *QP) fallback(peerImm uint32, fromPeer bool) {
 	}
 	sendPart := st == SendDefault || st == SendWaitDrained
 	recvPart := rs == RecvDefault
-	if !sendPart && !recvPart && !fromPeer {
-		// Only the probed path broke (nothing of ours runs on it): back to probing. In
-		// Fallback the probe goroutine handles its own failures.
-		if st == SendWaitSignaled {
-			_, _ = q.mach.sendEvent(EvFailure)
-			q.stopDefaultLocked()
-			q.resetDefaultLocked()
-		}
-		return
-	}
+	// A probe in flight ends now: its QP goes to ERR below.
+	q.probeRes.CompareAndSwap(0, 2)
 	q.markSlowLocked()
 	if err := q.prepareLocked(sendPart, recvPart); err != nil {
 		q.refuseLocked(err)
 		return
+	}
+	if !sendPart && !recvPart {
+		q.c.resetRounds.Add(1)
 	}
 	if fromPeer {
 		if sendPart {
@@ -60,7 +74,8 @@ func (q *QP) fallback(peerImm uint32, fromPeer bool) {
 	}
 	q.awaitReply = true
 	if !sendPart {
-		q.resetDefaultLocked()
+		// Nothing of ours to repost: the reply only says the peer's default QP was reset.
+		q.resetOnReply = true
 		return
 	}
 	if q.hsTimer != nil {
@@ -73,15 +88,6 @@ func (q *QP) fallback(peerImm uint32, fromPeer bool) {
 			q.failLocked(provider.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
 		}
 	})
-}
-
-// stopDefaultLocked aborts a pending fence and moves the default QP to ERR: nothing more
-// executes on it.
-func (q *QP) stopDefaultLocked() {
-	if q.fn != nil {
-		_ = q.fn.Abort(fmt.Errorf("failover: QP %#x: default path failed", q.qpn))
-	}
-	_ = q.def.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
 }
 
 // setDefMode sets what the classifiers do with the default QP's completions.
@@ -389,6 +395,12 @@ func (q *QP) resetDefaultLocked() {
 			q.dRecvKinds = q.dRecvKinds[:0]
 			q.fifoMu.Unlock()
 		}
+		// The responder comes up at once: the peer, reset in the same round, may probe
+		// before our probe goroutine reconnects the requester, and a probe that meets a
+		// QP in INIT is dropped and fails after its retries (one more round each time).
+		// The peer's requester of the previous incarnation is in ERR (it notified us after
+		// stopping it), so only packets of the new incarnation can arrive.
+		_ = q.toRTRLocked()
 	}
 	q.startProbeLocked()
 }

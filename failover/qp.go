@@ -127,19 +127,22 @@ type QP struct {
 	dSendKinds []uint8
 	dRecvKinds []uint8
 	awaitReply bool // q.mu: our notification is out, the peer's has not come
-	fn         *fence.Fence
-	probing    bool          // q.mu: a probe goroutine runs for this QP
-	destroyed  bool          // q.mu
-	pinned     bool          // q.mu: kept on the backup by SwitchToBackup (no probing)
-	tracked    bool          // q.mu: the default QP's WRs are classified by position (defTracked)
-	slow       bool          // q.mu: off the fast path, counted in the CQs' slow (gate.go)
-	defGen     atomic.Uint64 // default QP resets
-	probeRes   atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
-	wsCount    int           // WRs posted in WaitSignaled
-	tProbeOK   int64
-	tFence     int64
-	lastSwitch atomic.Int64 // last switch-back (probe success → Default), ns
-	lastStall  atomic.Int64 // last stall (fence WR posted → Default), ns
+	// q.mu: reset the default QP when the peer's notification comes (a round in which
+	// nothing of ours is reposted).
+	resetOnReply bool
+	fn           *fence.Fence
+	probing      bool          // q.mu: a probe goroutine runs for this QP
+	destroyed    bool          // q.mu
+	pinned       bool          // q.mu: kept on the backup by SwitchToBackup (no probing)
+	tracked      bool          // q.mu: the default QP's WRs are classified by position (defTracked)
+	slow         bool          // q.mu: off the fast path, counted in the CQs' slow (gate.go)
+	defGen       atomic.Uint64 // default QP resets
+	probeRes     atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
+	wsCount      int           // WRs posted in WaitSignaled
+	tProbeOK     int64
+	tFence       int64
+	lastSwitch   atomic.Int64 // last switch-back (probe success → Default), ns
+	lastStall    atomic.Int64 // last stall (fence WR posted → Default), ns
 
 	injWRs []SendWR
 	injSGE []SGE

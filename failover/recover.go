@@ -10,8 +10,8 @@ import (
 
 // Recovery (paper §4.3.3, docs/FAILOVER.md "Recovery"): while a QP's send side is in
 // Fallback, one goroutine per QP reconnects the reset default QP with the attributes queried
-// at RTR and RTS (both sides reset theirs at every fallback, so both restart from the same
-// PSNs) and probes it with a signaled zero-length WRITE, every ProbeInterval, doubling after
+// at RTR and RTS (both sides reset theirs once in every fallback round, so both count the
+// same incarnation and derive the same PSNs from it, incarnationPSN) and probes it with a signaled zero-length WRITE, every ProbeInterval, doubling after
 // a failure up to ProbeMaxInterval. On a successful probe the send side waits for the
 // application's next signaled WR (WaitSignaled), which becomes the fence WR on the backup QP;
 // the recovery notification and every later WR are written on the default QP with the
@@ -105,7 +105,9 @@ func (q *QP) probeStep() int {
 	}
 	switch q.mach.sendState() {
 	case SendFallback:
-		if q.pinned {
+		if q.pinned || q.awaitReply {
+			// Pinned to the backup, or a reset round waits for the peer's reply (until it
+			// comes the peer's responder may still hold PSNs a new probe would reuse).
 			q.mu.Unlock()
 			q.pollAsideBoth()
 			return probeIdle
@@ -145,9 +147,9 @@ func (q *QP) probeStep() int {
 	}
 	gen := q.defGen.Load()
 	if err := q.connectDefaultLocked(); err != nil {
-		q.resetDefaultLocked()
-		q.mu.Unlock()
 		q.c.probeFails.Add(1)
+		q.fallbackLocked(0, false) // a reset round: the peer resets its default QP too
+		q.mu.Unlock()
 		return probeFailed
 	}
 	q.probeRes.Store(0)
@@ -161,9 +163,9 @@ func (q *QP) probeStep() int {
 		q.fifoMu.Lock()
 		q.dSendKinds = q.dSendKinds[:len(q.dSendKinds)-1]
 		q.fifoMu.Unlock()
-		q.resetDefaultLocked()
-		q.mu.Unlock()
 		q.c.probeFails.Add(1)
+		q.fallbackLocked(0, false)
+		q.mu.Unlock()
 		return probeFailed
 	}
 	q.c.probes.Add(1)
@@ -191,7 +193,7 @@ func (q *QP) probeStep() int {
 		q.probing = false
 		return probeDone
 	}
-	if res == 1 && q.defGen.Load() == gen {
+	if res == 1 && q.defGen.Load() == gen && !q.awaitReply && q.def.State() == provider.QPStateRTS {
 		if _, err := q.mach.sendEvent(EvProbeOK); err != nil {
 			q.probing = false
 			return probeDone
@@ -201,8 +203,10 @@ func (q *QP) probeStep() int {
 		return probeOK
 	}
 	q.c.probeFails.Add(1)
-	if q.defGen.Load() == gen {
-		q.resetDefaultLocked()
+	if q.defGen.Load() == gen && !q.awaitReply {
+		// The default QP is (or is about to be) in ERR: reconnecting it means a reset, and
+		// only a round resets it (fallbackLocked): the peer's responder is reset with it.
+		q.fallbackLocked(0, false)
 	}
 	return probeFailed
 }
@@ -232,24 +236,49 @@ func (cq *CQ) pollAside() {
 }
 
 // connectDefaultLocked brings the default QP to RTS towards the peer's default QP with the
-// PSNs and attributes queried when the application connected it.
+// attributes queried when the application connected it and this incarnation's PSNs. It
+// never resets the QP:
+// a QP in any other state than INIT, RTR or RTS needs a reset round (fallbackLocked).
 func (q *QP) connectDefaultLocked() error {
 	switch q.def.State() {
 	case provider.QPStateRTS:
 		return nil
 	case provider.QPStateInit:
-	default:
-		q.resetDefaultLocked()
-		if q.def.State() != provider.QPStateInit {
-			return fmt.Errorf("failover: QP %#x: default QP not in INIT after reset", q.qpn)
+		if err := q.toRTRLocked(); err != nil {
+			return err
 		}
+	case provider.QPStateRTR:
+	default:
+		return fmt.Errorf("failover: QP %#x: reconnect default QP in state %v: %w", q.qpn, q.def.State(), errNeedsReset)
 	}
-	remote := q.remote
-	remote.PSN = q.rtrAttr.RQPSN
-	if err := q.def.ToRTR(q.attr, remote); err != nil {
+	if err := q.def.ToRTS(q.attr, incarnationPSN(q.rtsAttr.SQPSN, q.defGen.Load())); err != nil {
 		return fmt.Errorf("failover: QP %#x: reconnect default QP: %w", q.qpn, err)
 	}
-	if err := q.def.ToRTS(q.attr, q.rtsAttr.SQPSN); err != nil {
+	return nil
+}
+
+// psnStride separates the PSN ranges of successive incarnations of a default QP pair. Both
+// sides count their resets (defGen) and every reset is part of a round that resets both
+// (fallbackLocked), so the two counts agree whenever a requester and the peer's responder
+// are connected, and each incarnation starts both directions at the connection's PSNs
+// plus gen×psnStride. A packet of an earlier incarnation still in flight (sent before its QP
+// was stopped, delivered after the peer's reset) then lands far from the expected PSN: the
+// responder NAKs or re-ACKs it without executing it, instead of taking a stale recovery
+// notification or message for the first packet of the new incarnation. The stride is odd
+// and near 2^24/φ so that consecutive incarnations stay far apart modulo 2^24.
+const psnStride = 0x9e3779
+
+// incarnationPSN is the first PSN of incarnation gen for a direction that started at psn.
+func incarnationPSN(psn uint32, gen uint64) uint32 {
+	return (psn + uint32(gen)*psnStride) & 0xffffff
+}
+
+// toRTRLocked moves the default QP from INIT to RTR, expecting the peer's first PSN of this
+// incarnation.
+func (q *QP) toRTRLocked() error {
+	remote := q.remote
+	remote.PSN = incarnationPSN(q.rtrAttr.RQPSN, q.defGen.Load())
+	if err := q.def.ToRTR(q.attr, remote); err != nil {
 		return fmt.Errorf("failover: QP %#x: reconnect default QP: %w", q.qpn, err)
 	}
 	return nil
@@ -414,7 +443,8 @@ func (q *QP) finishRecovery() {
 func (q *QP) recoverRecv(gen uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.mach.recvState() != RecvFallback || gen != q.defGen.Load() || q.def.State() != provider.QPStateRTS {
+	if s := q.def.State(); q.mach.recvState() != RecvFallback || gen != q.defGen.Load() ||
+		(s != provider.QPStateRTS && s != provider.QPStateRTR) {
 		return
 	}
 	q.rcq.mu.Lock()

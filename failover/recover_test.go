@@ -2,6 +2,7 @@ package failover
 
 import (
 	"fmt"
+	"github.com/shift-rdma/shift/mlx5/emu/rc"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -27,8 +28,27 @@ func (e *testEnv) linkUp(h int) {
 }
 
 func (e *testEnv) describe(a, b *QP) string {
-	return fmt.Sprintf("A %v/%v def %v B %v/%v def %v; stats A %+v B %+v", a.SendState(), a.RecvState(), a.Default().State(),
-		b.SendState(), b.RecvState(), b.Default().State(), e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats())
+	return fmt.Sprintf("A %v/%v def %v B %v/%v def %v; stats A %+v B %+v%s", a.SendState(), a.RecvState(), a.Default().State(),
+		b.SendState(), b.RecvState(), b.Default().State(), e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats(), e.wire(a, b))
+}
+
+// wire describes the transport counters of the default QPs of a (host 0) and b (host 1)
+// since their last reset, on the in-process emulator.
+func (e *testEnv) wire(a, b *QP) string {
+	if e.cl == nil {
+		return ""
+	}
+	s := ""
+	for h, q := range []*QP{a, b} {
+		nq := e.cl.Hosts[h].Devices[0].NIC().QP(q.QPN())
+		if nq == nil {
+			continue
+		}
+		if r, ok := nq.Transport().(*rc.QP); ok {
+			s += fmt.Sprintf("; wire %c %+v", 'A'+h, r.Stats())
+		}
+	}
+	return s
 }
 
 func allDefault(qs ...*QP) bool {

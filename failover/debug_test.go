@@ -1,0 +1,29 @@
+package failover
+
+import "fmt"
+
+// debugState describes q's internals for a failing test's message.
+func (q *QP) debugState() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.scq.mu.Lock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Lock()
+	}
+	q.fifoMu.Lock()
+	s := fmt.Sprintf("QP %#x: slow %v tracked %v defMode %d awaitReply %v resetOnReply %v gen %d sPosted %d sCursor %d rPosted %d recvDone %d "+
+		"recvKinds %v sendKinds %v dSendKinds %v dRecvKinds %v pending %d failQueued %v bkFailQueued %v gates s%d r%d cq%d/%d buf %d",
+		q.qpn, q.slow, q.tracked, q.defMode, q.awaitReply, q.resetOnReply, q.defGen.Load(), q.sPosted.Load(), q.sCursor,
+		q.rPosted.Load(), q.recvDone, q.recvKinds, q.sendKinds, q.dSendKinds, q.dRecvKinds, len(q.pending), q.failQueued, q.bkFailQueued,
+		q.sendGate.Load(), q.recvGate.Load(), q.scq.gate.Load(), q.rcq.gate.Load(), len(q.rcq.buf)-q.rcq.head)
+	q.fifoMu.Unlock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Unlock()
+	}
+	q.scq.mu.Unlock()
+	s += fmt.Sprintf(" def out sends %d recvs %d", len(q.def.OutstandingSends(nil)), len(q.def.OutstandingRecvs(nil)))
+	if b := q.bk.Load(); b != nil {
+		s += fmt.Sprintf(" bk out sends %d recvs %d", len(b.OutstandingSends(nil)), len(b.OutstandingRecvs(nil)))
+	}
+	return s
+}
