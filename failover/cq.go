@@ -10,6 +10,10 @@ import (
 	"github.com/shift-rdma/shift/provider"
 )
 
+// drainWRID is the wr_id of the drain marker (drainLocked); its flush completion is dropped
+// by the classifier.
+const drainWRID = 0x5348_4946_545f_4452 // "SHIFT_DR"
+
 // ctrlWRID is the wr_id of SHIFT's own control WRs. Healthy completions are recognised by
 // position (each backup QP keeps the order of its posted WQEs); the wr_id is used only for
 // error completions, whose WQE position the WC does not carry.
@@ -258,6 +262,9 @@ func (cq *CQ) classifyLocked(ws []WC) {
 		if q == nil {
 			cq.pushLocked(w)
 			continue
+		}
+		if w.WRID == drainWRID && w.Opcode&provider.WCRecv == 0 {
+			continue // the drain marker: it only retired the WQEs before it
 		}
 		switch q.defMode {
 		case defLive:

@@ -200,6 +200,18 @@ func delivered(count, seq uint32) bool { return int32((count-seq)<<(32-countBits
 // completion; the classifier accounts and buffers what it finds.
 func (q *QP) drainLocked() error {
 	deadline := time.Now().Add(q.c.opts.DrainTimeout)
+	// Unsignaled WQEs that succeeded have no completion of their own and, with nothing
+	// signaled behind them, would stay outstanding for ever: the drain marker (a signaled
+	// NOP, flushed after every WQE before it) retires them. With the SQ full it cannot be
+	// posted; then the drain waits for completions as before.
+	if q.def.State() == provider.QPStateErr {
+		q.outSends = q.def.OutstandingSends(q.outSends[:0])
+		if len(q.outSends) > 0 && q.outSends[len(q.outSends)-1].Rung {
+			q.scq.mu.Lock()
+			_ = q.def.PostDrainMarker(drainWRID)
+			q.scq.mu.Unlock()
+		}
+	}
 	for {
 		for _, cq := range []*CQ{q.scq, q.rcq} {
 			cq.mu.Lock()

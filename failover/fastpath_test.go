@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// onFastPath reports whether q is back on the lock-free path: not counted slow, its send gate
-// not closed (the receive gate stays closed after a first fallback: reopenLocked).
+// onFastPath reports whether q is back on the lock-free path: not counted slow, neither of its
+// gates closed.
 func onFastPath(q *QP) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return !q.slow && q.sendGate.Load() != gateClosed
+	return !q.slow && q.sendGate.Load() != gateClosed && q.recvGate.Load() != gateClosed
 }
 
 // cqOpen polls cq once (the slow Poll that empties the buffer reopens the gate) and reports
@@ -33,10 +33,6 @@ func cqOpen(t testing.TB, cq *CQ) bool {
 func sendRoundLocksHeld(t *testing.T, e *testEnv, a, b *QP, seq uint64) {
 	t.Helper()
 	ha, hb := e.hosts[0], e.hosts[1]
-	// PostRecv takes b.mu after a first fallback (reopenLocked): posted before the locks.
-	if err := b.PostRecv([]RecvWR{{WRID: seq, SGL: []SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
 	locks := []interface {
 		Lock()
 		Unlock()
@@ -46,6 +42,10 @@ func sendRoundLocksHeld(t *testing.T, e *testEnv, a, b *QP, seq uint64) {
 	}
 	done := make(chan error, 1)
 	go func() {
+		if err := b.PostRecv([]RecvWR{{WRID: seq, SGL: []SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+			done <- err
+			return
+		}
 		if err := a.PostSend([]SendWR{{WRID: seq, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}}}); err != nil {
 			done <- err
 			return
@@ -91,7 +91,7 @@ func sendRoundLocksHeld(t *testing.T, e *testEnv, a, b *QP, seq uint64) {
 
 // TestFastPathAfterRecovery: after a fallback and the recovery back to Default (by a link
 // failure and by SwitchToBackup/SwitchToDefault), both QPs and both CQs are on the lock-free
-// data path again, for every cycle: PostSend and Poll complete while the test holds every mutex
+// data path again, for every cycle: PostRecv, PostSend and Poll complete while the test holds every mutex
 // of the slow path, and the data path (PostRecv included) allocates nothing. A stream in between
 // checks that no completion was lost or reordered by the reopening.
 func TestFastPathAfterRecovery(t *testing.T) {

@@ -215,7 +215,7 @@ func propertyRun(t *testing.T, seed uint64, chaotic bool) {
 				batch[j] = w
 			}
 			if err := qa.PostSend(batch); err != nil {
-				t.Fatalf("post_send at %d: %v (A: %v; B: %v)", next, err, qa.Err(), qb.Err())
+				t.Fatalf("post_send at %d: %v (A: %v; B: %v): %s\n%s\n%s", next, err, qa.Err(), qb.Err(), e.describe(qa, qb), qa.debugState(), qb.debugState())
 			}
 			next += k
 			// Pace the stream so that it spans several link cycles.
@@ -236,8 +236,22 @@ func propertyRun(t *testing.T, seed uint64, chaotic bool) {
 			done++
 		}
 	}
-	if err := <-recvErr; err != nil {
-		t.Fatal(err)
+	// Keep polling, as an application does, until the receiver has everything: an error
+	// completion of a trailing unsignaled WR (its link failed after it was posted) is how
+	// SHIFT learns that it must be reposted.
+	for wait := true; wait; {
+		select {
+		case err := <-recvErr:
+			if err != nil {
+				t.Fatal(err)
+			}
+			wait = false
+		default:
+			if ws := p.next(time.Now()); len(ws) > 0 {
+				t.Fatalf("sender: completion after the last signaled one: %+v", ws)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
 	}
 	close(stop)
 	<-f.done

@@ -45,7 +45,7 @@ func (e *testEnv) wire(a, b *QP) string {
 			continue
 		}
 		if r, ok := nq.Transport().(*rc.QP); ok {
-			s += fmt.Sprintf("; wire %c %+v", 'A'+h, r.Stats())
+			s += fmt.Sprintf("; wire %c %+v %s", 'A'+h, r.Stats(), nq.Describe())
 		}
 	}
 	return s

@@ -278,3 +278,28 @@ func (c *cqRing) clean(qpn uint32) {
 		c.ring.UpdateCI(c.db)
 	}
 }
+
+// PostDrainMarker writes a signaled NOP with wr_id wrid at the producer position and rings
+// the doorbell, on a QP in ERR (the marker WR of the kernel's ib_drain_sq). The device
+// flushes it after every WQE before it, so once its completion is polled no earlier WQE
+// will complete any more: an unsignaled WQE that succeeded produces no completion of its
+// own and would otherwise stay outstanding, and polling the marker retires it.
+func (q *QP) PostDrainMarker(wrid uint64) error {
+	if st := q.State(); st != QPStateErr {
+		return &WRError{Op: "post_drain_marker", Index: 0, Err: fmt.Errorf("%w: QP %#x in %v, not ERR", ErrQPState, q.qpn, st)}
+	}
+	sq := q.sq
+	if sq == nil || sq.wqeCnt == 0 {
+		return &WRError{Op: "post_drain_marker", Index: 0, Err: ErrSQFull}
+	}
+	if sq.head-sq.tail()+1 > sq.maxPost {
+		return &WRError{Op: "post_drain_marker", Index: 0, Limit: int(sq.maxPost), Got: int(sq.head-sq.tail()) + 1, Err: ErrSQFull}
+	}
+	cur := sq.ring.CurPost()
+	var b mlx5.FastWQE
+	b.Begin(sq.ring)
+	p := b.Finish(mlx5.OpcodeNOP, sq.qpn, mlx5.CtrlCQUpdate, 0)
+	sq.record(cur, uint32(p.BBs), wrid)
+	q.ringSQ(1, p, false)
+	return nil
+}

@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -424,4 +425,17 @@ func (q *QP) handlePacket(p *roce.Packet) {
 		return
 	}
 	q.tr.HandlePacket(p)
+}
+
+// Describe reports the device's view of the send queue and the engine's state, for a failing
+// test's message.
+func (q *QP) Describe() string {
+	q.mu.Lock()
+	s := fmt.Sprintf("nic state %v sqCI %d db %d dbPending %v outstanding %d stalled %v", q.State(), q.sqCI,
+		q.dbrec.SendCounter(), q.dbPending, q.outstanding.Load(), q.stalled.Load())
+	q.mu.Unlock()
+	if d, ok := q.tr.(interface{ Describe() string }); ok {
+		s += "; " + d.Describe()
+	}
+	return s
 }

@@ -481,3 +481,16 @@ func (q *QP) transmit(p *roce.Packet) {
 	q.stats.PacketsSent++
 	q.cfg.Link.Send(p)
 }
+
+// Describe reports the requester's and responder's sequence state, for a failing test's
+// message.
+func (q *QP) Describe() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	next := uint32(0)
+	if q.head < len(q.sq) {
+		next = q.sq[q.head].firstPSN
+	}
+	return fmt.Sprintf("state %v sq %d head %d cur %d (first psn %#x) nextPSN %#x una %#x sendHigh %#x rdOut %d retries %d rnrWait %v recovering %v timer %v ePSN %#x nakSent %v",
+		q.State(), len(q.sq), q.head, q.cur, next, q.nextPSN, q.una, q.sendHigh, q.rdOut, q.retries, q.rnrWait, q.recovering, q.ackTimer != nil, q.ePSN, q.nakSent)
+}
