@@ -90,6 +90,7 @@ type Context struct {
 		qpn   atomic.Uint32
 	}
 	injFile *injectShared
+	live    liveQPs // QPs by default QPN, for the switch requests of the injection file
 
 	fallbacks, refused, transitions, reposted, skipped atomic.Uint64
 
@@ -174,6 +175,7 @@ func Open(name string, opts Options) (*Context, error) {
 	if inj.n > 0 {
 		c.Inject(inj.qpn, inj.n)
 	}
+	c.joinControl() // fully open: switch requests may reach its QPs
 	return c, nil
 }
 
@@ -203,6 +205,7 @@ func (c *Context) WaitShadow(ctx context.Context) error { return c.bk.wait(ctx) 
 // Close stops the background goroutines and closes both devices; objects still alive are
 // destroyed by the kernel.
 func (c *Context) Close() error {
+	c.leaveControl() // first: no switch request may run while the QPs are torn down
 	c.stopProbes()
 	err := c.bk.close()
 	return errors.Join(err, c.def.Close(), c.releaseInject())
@@ -212,6 +215,7 @@ func (c *Context) releaseInject() error {
 	if c.injFile == nil {
 		return nil
 	}
+	c.leaveControl()
 	f := c.injFile
 	c.injFile = nil
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn

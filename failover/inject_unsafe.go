@@ -10,3 +10,33 @@ import (
 func (s *injectShared) words() (*atomic.Int64, *atomic.Uint32) {
 	return (*atomic.Int64)(unsafe.Pointer(&s.mem[0])), (*atomic.Uint32)(unsafe.Pointer(&s.mem[8]))
 }
+
+// Offsets of the switch words in the injection file (layout in inject.go).
+const (
+	offSwitchQPN  = 16
+	offSwitchOp   = 20
+	offSwitchReq  = 24
+	offSwitchDone = 32
+	offSwitchRes  = 40
+)
+
+// switchWords are the active-switching words of an injection file mapping.
+type switchWords struct {
+	qpn, op   *atomic.Uint32
+	req, done *atomic.Uint64
+	res       *atomic.Int32
+}
+
+// switchWordsOf returns the switch words of mem, a page-aligned mapping of at least
+// InjectFileSize bytes (so every word is naturally aligned; shorter panics by the bounds
+// check rather than reading past the mapping).
+func switchWordsOf(mem []byte) switchWords {
+	_ = mem[InjectFileSize-1]
+	return switchWords{
+		qpn:  (*atomic.Uint32)(unsafe.Pointer(&mem[offSwitchQPN])),
+		op:   (*atomic.Uint32)(unsafe.Pointer(&mem[offSwitchOp])),
+		req:  (*atomic.Uint64)(unsafe.Pointer(&mem[offSwitchReq])),
+		done: (*atomic.Uint64)(unsafe.Pointer(&mem[offSwitchDone])),
+		res:  (*atomic.Int32)(unsafe.Pointer(&mem[offSwitchRes])),
+	}
+}

@@ -201,6 +201,7 @@ func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
 		a.RecvCQ.addQP(&a.RecvCQ.qps, q.qpn, q)
 	}
 	c.bk.record("create_qp", func() error { return q.createBackup() })
+	c.live.add(q)
 	return q, nil
 }
 
@@ -445,6 +446,7 @@ func (q *QP) connectBackup(a ConnectAttr, remote Endpoint) error {
 
 // Destroy is ibv_destroy_qp on both devices.
 func (q *QP) Destroy() error {
+	q.c.live.remove(q) // first: a switch request no longer finds it
 	q.mu.Lock()
 	if q.hsTimer != nil {
 		q.hsTimer.Stop()

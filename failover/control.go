@@ -1,0 +1,304 @@
+package failover
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/shift-rdma/shift/provider"
+	"golang.org/x/sys/unix"
+)
+
+// Active switching from outside the process (issue 6): shiftctl switch writes a request into
+// the injection file (layout and protocol in inject.go), and the file's watcher goroutine
+// calls QP.SwitchToBackup or QP.SwitchToDefault on the QP with that default QPN and answers
+// with an errno. The watcher polls instead of waiting on a futex or a signal: the file is
+// plain shared memory that tools in any language can write, and a 10 ms reaction is
+// immaterial next to a switch.
+
+// Operations of a switch request (offset 20 of the injection file).
+const (
+	switchOpBackup  = 1
+	switchOpDefault = 2
+)
+
+// controlPoll is how often a watcher reads the request word.
+const controlPoll = 10 * time.Millisecond
+
+// ErrNoAnswer: RequestSwitch got no answer in time: no SHIFT context of the process maps the
+// file, or the process is stopped or gone.
+var ErrNoAnswer = errors.New("failover: no answer to the switch request")
+
+// liveQPs is a context's QPs by default QPN, for the switch requests. It is off the data
+// path (CreateQP, Destroy and the watcher), so a mutex-guarded map is enough.
+type liveQPs struct {
+	mu sync.Mutex
+	m  map[uint32]*QP
+}
+
+func (r *liveQPs) add(q *QP) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[uint32]*QP{}
+	}
+	r.m[q.qpn] = q
+}
+
+// remove forgets q, unless its QPN was already reused by a newer QP.
+func (r *liveQPs) remove(q *QP) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[q.qpn] == q {
+		delete(r.m, q.qpn)
+	}
+}
+
+func (r *liveQPs) lookup(qpn uint32) *QP {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[qpn]
+}
+
+// controlWatcher serves the switch requests written into one mapped injection file, for
+// every context of the process that shares the file.
+type controlWatcher struct {
+	w      switchWords
+	mu     sync.Mutex // held while a request is served: leave waits for it
+	ctxs   []*Context
+	stop   chan struct{}
+	exited chan struct{}
+}
+
+// startControl starts the watcher of mem, a mapped injection file. A request pending in the
+// file is dropped: it was meant for a process that mapped the file before (a file left by a
+// crashed process with the same pid), and its writer has given up waiting.
+func startControl(mem []byte) *controlWatcher {
+	w := &controlWatcher{w: switchWordsOf(mem), stop: make(chan struct{}), exited: make(chan struct{})}
+	w.w.done.Store(w.w.req.Load())
+	go w.run()
+	return w
+}
+
+// close stops the watcher and waits for it: the mapping may be unmapped afterwards.
+func (w *controlWatcher) close() {
+	close(w.stop)
+	<-w.exited
+}
+
+// join makes c's QPs reachable by the requests.
+func (w *controlWatcher) join(c *Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ctxs = append(w.ctxs, c)
+}
+
+// leave removes c, waiting for a request being served (it may be on one of c's QPs), so
+// that no switch runs on a context being closed. Leaving twice is harmless.
+func (w *controlWatcher) leave(c *Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, x := range w.ctxs {
+		if x == c {
+			w.ctxs = append(w.ctxs[:i], w.ctxs[i+1:]...)
+			return
+		}
+	}
+}
+
+func (w *controlWatcher) run() {
+	defer close(w.exited)
+	t := time.NewTicker(controlPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		w.poll()
+	}
+}
+
+// poll serves a pending request: the writer stored the QPN and the operation before the
+// request sequence, and writes nothing more until done catches up, so both are stable here.
+func (w *controlWatcher) poll() {
+	req := w.w.req.Load()
+	if req == w.w.done.Load() {
+		return
+	}
+	res := w.serve(w.w.qpn.Load(), w.w.op.Load())
+	w.w.res.Store(int32(res))
+	w.w.done.Store(req)
+}
+
+// serve carries out one request and returns its answer (0 or an errno; see RequestSwitch).
+func (w *controlWatcher) serve(qpn, op uint32) unix.Errno {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var q *QP
+	for _, c := range w.ctxs {
+		if p := c.live.lookup(qpn); p != nil {
+			if q != nil {
+				return unix.ENOTUNIQ // QPNs are per device: two contexts may both have it
+			}
+			q = p
+		}
+	}
+	if q == nil {
+		return unix.ENOENT
+	}
+	q.mu.Lock()
+	destroyed, pinned := q.destroyed, q.pinned
+	q.mu.Unlock()
+	if destroyed {
+		return unix.ENOENT // Destroy runs: it leaves the registry next
+	}
+	switch op {
+	case switchOpBackup:
+		// A fallback without a connected backup QP is refused and fails the QP: an operator's
+		// request must not break a healthy QP, so it is turned down before.
+		if !q.BackupReady() {
+			return unix.EAGAIN
+		}
+		return switchErrno(q.SwitchToBackup())
+	case switchOpDefault:
+		if !pinned {
+			return unix.EINVAL // SwitchToDefault only ends a SwitchToBackup
+		}
+		q.SwitchToDefault()
+		return 0
+	}
+	return unix.EINVAL
+}
+
+// switchErrno is the answer for SwitchToBackup's error.
+func switchErrno(err error) unix.Errno {
+	var errno unix.Errno
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, provider.ErrQPState):
+		return unix.EBUSY
+	case errors.Is(err, ErrBackupNotReady):
+		return unix.EAGAIN
+	case errors.As(err, &errno):
+		return errno
+	}
+	return unix.EIO
+}
+
+// joinControl registers c with the watcher of its injection file (Open).
+func (c *Context) joinControl() {
+	if c.injFile != nil {
+		c.injFile.ctl.join(c)
+	}
+}
+
+// leaveControl unregisters c (Close, releaseInject).
+func (c *Context) leaveControl() {
+	if c.injFile != nil {
+		c.injFile.ctl.leave(c)
+	}
+}
+
+// RequestSwitch asks the process that maps the injection file path (a SHIFT context opened
+// with SHIFT_INJECT_SHM=1 or Options.InjectFile = path) to call QP.SwitchToBackup (toBackup)
+// or QP.SwitchToDefault on its QP whose default QPN is qpn, and waits up to timeout for the
+// answer; it is what shiftctl switch runs. Writers of the same file take turns (flock).
+//
+// A nil error means the switch started (SendState and RecvState of the QP tell when it
+// completed). Otherwise the error names the operation and wraps the file's error, ErrNoAnswer,
+// or the process's answer as a unix.Errno: ENOENT (no QP with that number), EBUSY (its states
+// refuse the switch), EINVAL (to the default: it was not switched to the backup), EAGAIN (its
+// backup QP is not connected yet), ENOTUNIQ (several contexts have a QP with that number),
+// or what the fallback failed with.
+func RequestSwitch(path string, qpn uint32, toBackup bool, timeout time.Duration) error {
+	what, op := fmt.Sprintf("switch QP %#x to the default NIC", qpn), uint32(switchOpDefault)
+	if toBackup {
+		what, op = fmt.Sprintf("switch QP %#x to the backup", qpn), switchOpBackup
+	}
+	if qpn == 0 || qpn > 0xffffff || timeout <= 0 {
+		return fmt.Errorf("failover: %s: %w: want a QPN in [1, 0xffffff] and a timeout > 0", what, unix.EINVAL)
+	}
+	deadline := time.Now().Add(timeout)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("failover: %s: %w", what, err)
+	}
+	defer f.Close() // also releases the lock
+	fd := int(f.Fd())
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			return fmt.Errorf("failover: %s: flock %s: %w", what, path, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("failover: %s: %s stayed locked by another request for %v: %w", what, path, timeout, ErrNoAnswer)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("failover: %s: %w", what, err)
+	}
+	if st.Size() != InjectFileSize {
+		return fmt.Errorf("failover: %s: %s: size %d, want %d: not the injection file of a SHIFT library with active switching: %w",
+			what, path, st.Size(), InjectFileSize, unix.EINVAL)
+	}
+	mem, err := unix.Mmap(fd, 0, InjectFileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("failover: %s: mmap %s: %w", what, path, err)
+	}
+	defer unix.Munmap(mem)
+	w := switchWordsOf(mem)
+	// A request whose writer gave up is still pending: the QPN and operation words are the
+	// watcher's until it is answered.
+	if !waitWord(deadline, func() bool { return w.req.Load() == w.done.Load() }) {
+		return fmt.Errorf("failover: %s: an earlier request in %s is still unanswered after %v: %w", what, path, timeout, ErrNoAnswer)
+	}
+	seq := w.req.Load() + 1
+	w.qpn.Store(qpn)
+	w.op.Store(op)
+	w.req.Store(seq)
+	if !waitWord(deadline, func() bool { return w.done.Load() == seq }) {
+		return fmt.Errorf("failover: %s: no answer through %s within %v: %w", what, path, timeout, ErrNoAnswer)
+	}
+	if res := unix.Errno(w.res.Load()); res != 0 {
+		return fmt.Errorf("failover: %s: %s: %w", what, switchRefusal(res), res)
+	}
+	return nil
+}
+
+// waitWord polls cond every millisecond until it holds or deadline passes.
+func waitWord(deadline time.Time, cond func() bool) bool {
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// switchRefusal says what an answer means for the QP (the errno's own text is generic).
+func switchRefusal(e unix.Errno) string {
+	switch e {
+	case unix.ENOENT:
+		return "the process has no QP with this number"
+	case unix.EBUSY:
+		return "the QP's states refuse the switch"
+	case unix.EINVAL:
+		return "the QP was not switched to the backup (or the request is malformed)"
+	case unix.EAGAIN:
+		return "the QP's backup QP is not connected yet"
+	case unix.ENOTUNIQ:
+		return "several QPs of the process have this number"
+	}
+	return "the switch failed"
+}
