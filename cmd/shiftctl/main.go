@@ -2,6 +2,7 @@
 //
 //	shiftctl status [-json] [-sysfs ROOT]            devices, ports, GIDs, netdevs
 //	shiftctl inject -pid PID [-qpn QPN|all] [-n N]   arm failure injection in a process
+//	shiftctl switch -pid PID -qpn QPN -to backup|default   move a process's QP between NICs
 //	shiftctl kv get|put|list|purge -kv URL -job JOB [KEY [VALUE]]
 //	shiftctl demo [flags]                            the failover demo on emulated hosts
 //
@@ -44,6 +45,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return report(stderr, "status", statusMain(args[1:], stdout))
 	case "inject":
 		return report(stderr, "inject", injectMain(args[1:], stdout))
+	case "switch":
+		return report(stderr, "switch", switchMain(args[1:], stdout))
 	case "kv":
 		return report(stderr, "kv", kvMain(args[1:], stdout, os.Getenv))
 	case "help", "-h", "--help":
@@ -73,6 +76,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "commands:")
 	fmt.Fprintln(w, statusUsage)
 	fmt.Fprintln(w, injectUsage)
+	fmt.Fprintln(w, switchUsage)
 	fmt.Fprintln(w, kvUsage)
 	fmt.Fprintln(w, "  perf   RDMA latency/bandwidth test (write, send, read) over the Go mlx5 provider")
 	fmt.Fprintln(w, demoUsage)
