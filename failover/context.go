@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/shift-rdma/shift/probe"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,17 @@ type Options struct {
 	// WRITE as the fence (0: $SHIFT_FENCE_AFTER as "<n>,<duration>", else 64 WRs and 10 ms).
 	FenceAfter    time.Duration
 	FenceAfterWRs int
+	// LinkEvents, when set, carries the default NIC's link events (a probe.Watcher's
+	// Events() on the default netdev, or the emulator's fabric): a down event moves every
+	// QP with traffic on the default NIC to the backup at once (link.go). The context reads
+	// it until it is closed or the context closes.
+	LinkEvents <-chan probe.LinkEvent
+	// WatchLink (or $SHIFT_LINK_WATCH=1), when LinkEvents is nil, starts a probe.Watcher
+	// (eBPF where the kernel allows it, netlink otherwise) on the netdev of the default
+	// device's port and uses its events; LinkNetNS is the network namespace that netdev
+	// lives in ("" the caller's). Open fails when the port has no netdev.
+	WatchLink bool
+	LinkNetNS string
 }
 
 // Stats are context-wide counters.
@@ -64,6 +76,9 @@ type Stats struct {
 	ShiftFences    uint64 // fences SHIFT posted itself (no signaled application WR in time)
 	Fillers        uint64 // zero-length SENDs posted to consume the peer's stale backup receives
 	FastReopens    uint64 // QPs put back on the lock-free data path after a recovery
+	// LinkEvents counts the link events read from Options.LinkEvents; LinkFallbacks the
+	// fallbacks a down event started.
+	LinkEvents, LinkFallbacks uint64
 	// ResetRounds counts rounds in which only the default QPs were reset and nothing was
 	// reposted (a failed probe or fence while our traffic ran on the backup).
 	ResetRounds uint64
@@ -96,6 +111,9 @@ type Context struct {
 
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
 	fastReopens, resetRounds                                             atomic.Uint64
+	linkEvents, linkFallbacks                                            atomic.Uint64
+	linkWG                                                               sync.WaitGroup
+	linkWatcher                                                          probe.Watcher
 	switchBackNS, stallNS                                                atomic.Int64
 	quit                                                                 chan struct{}
 	probeWG                                                              sync.WaitGroup
@@ -176,6 +194,19 @@ func Open(name string, opts Options) (*Context, error) {
 		c.Inject(inj.qpn, inj.n)
 	}
 	c.joinControl() // fully open: switch requests may reach its QPs
+	if opts.LinkEvents == nil && (opts.WatchLink || os.Getenv("SHIFT_LINK_WATCH") == "1") {
+		w, err := watchDefaultLink(name, opts)
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		c.linkWatcher = w
+		opts.LinkEvents = w.Events()
+	}
+	if opts.LinkEvents != nil {
+		c.linkWG.Add(1)
+		go c.watchLinks(opts.LinkEvents)
+	}
 	return c, nil
 }
 
@@ -196,7 +227,8 @@ func (c *Context) Stats() Stats {
 		RecvRecoveries: c.recvRecoveries.Load(), ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
 		FastReopens: c.fastReopens.Load(),
 		ResetRounds: c.resetRounds.Load(),
-		SwitchBack:  time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
+		LinkEvents:  c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
+		SwitchBack: time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
 }
 
 // WaitShadow waits until every recorded control verb has been replayed on the backup device.
@@ -206,9 +238,15 @@ func (c *Context) WaitShadow(ctx context.Context) error { return c.bk.wait(ctx) 
 // destroyed by the kernel.
 func (c *Context) Close() error {
 	c.leaveControl() // first: no switch request may run while the QPs are torn down
+	var werr error
+	if c.linkWatcher != nil {
+		werr = c.linkWatcher.Close() // closes its events: watchLinks returns
+		c.linkWatcher = nil
+	}
 	c.stopProbes()
+	c.linkWG.Wait() // stopProbes closed quit
 	err := c.bk.close()
-	return errors.Join(err, c.def.Close(), c.releaseInject())
+	return errors.Join(werr, err, c.def.Close(), c.releaseInject())
 }
 
 func (c *Context) releaseInject() error {

@@ -56,6 +56,17 @@ func (r *liveQPs) remove(q *QP) {
 	}
 }
 
+// all returns the live QPs (a copy: the caller takes their locks).
+func (r *liveQPs) all() []*QP {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	qs := make([]*QP, 0, len(r.m))
+	for _, q := range r.m {
+		qs = append(qs, q)
+	}
+	return qs
+}
+
 func (r *liveQPs) lookup(qpn uint32) *QP {
 	r.mu.Lock()
 	defer r.mu.Unlock()

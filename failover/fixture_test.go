@@ -12,6 +12,8 @@ import (
 
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/mlx5/emu/fabric"
+	"github.com/shift-rdma/shift/probe"
 )
 
 // The tests run two emulated hosts with two NICs each on one in-process fabric: NIC 0 is the
@@ -31,6 +33,8 @@ type testHost struct {
 type testEnv struct {
 	prefix, job string
 	hook        func(h int, o *Options)
+	links       bool        // contexts read their default NIC's link events
+	linkNS      [2]string   // namespaces of the hosts' netdevs (netns tier)
 	down        func(h int) // overrides linkDown (real veth in namespaces)
 	up          func(h int) // overrides linkUp
 	cl          *emu.Cluster
@@ -50,6 +54,13 @@ func newEnv(t testing.TB, cqe int) *testEnv { return newEnvWith(t, cqe, nil) }
 // newEnvWith is newEnv with a hook that adjusts each host's Options.
 func newEnvWith(t testing.TB, cqe int, hook func(h int, o *Options)) *testEnv {
 	t.Helper()
+	return newEnvCfg(t, cqe, hook, false)
+}
+
+// newEnvCfg is newEnvWith; with links, each context reads its default NIC's link events
+// from the emulated fabric (Options.LinkEvents).
+func newEnvCfg(t testing.TB, cqe int, hook func(h int, o *Options), links bool) *testEnv {
+	t.Helper()
 	prefix := fmt.Sprintf("fo%d_%d_", os.Getpid(), envSeq.Add(1))
 	cl, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: 2, Register: true, Prefix: prefix, Seed: 7})
 	if err != nil {
@@ -60,7 +71,7 @@ func newEnvWith(t testing.TB, cqe int, hook func(h int, o *Options)) *testEnv {
 			t.Errorf("close cluster: %v", err)
 		}
 	})
-	e := &testEnv{cl: cl, kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("job%d", envSeq.Load()), hook: hook}
+	e := &testEnv{cl: cl, kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("job%d", envSeq.Load()), hook: hook, links: links}
 	for h := range 2 {
 		e.hosts[h] = e.openHost(t, h, cqe, bufSize)
 	}
@@ -137,6 +148,20 @@ func (e *testEnv) openHost(t testing.TB, h, cqe, size int) *testHost {
 		DrainTimeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second}
 	if e.hook != nil {
 		e.hook(h, &o)
+	}
+	if e.links && e.cl == nil {
+		o.WatchLink, o.LinkNetNS = true, e.linkNS[h]
+	}
+	if e.links && e.cl != nil {
+		ch := make(chan probe.LinkEvent, 1024)
+		cancel := e.cl.Endpoint(h, 0, 1).Watch(func(ev fabric.LinkEvent) {
+			select {
+			case ch <- probe.LinkEvent{Netdev: def, Up: ev.Up, Time: time.Now()}:
+			default: // a test that floods the link: the context has the later events
+			}
+		})
+		t.Cleanup(cancel)
+		o.LinkEvents = ch
 	}
 	c, err := Open(def, o)
 	if err != nil {

@@ -22,6 +22,13 @@ func newNetnsEnv(t *testing.T) *testEnv { return newNetnsEnvWith(t, nil) }
 // newNetnsEnvWith is newNetnsEnv with a hook that adjusts each host's Options.
 func newNetnsEnvWith(t *testing.T, hook func(h int, o *Options)) *testEnv {
 	t.Helper()
+	return newNetnsEnvCfg(t, hook, false)
+}
+
+// newNetnsEnvCfg is newNetnsEnvWith; with links each context watches its default veth with a
+// probe.Watcher inside the host's namespace (Options.WatchLink).
+func newNetnsEnvCfg(t *testing.T, hook func(h int, o *Options), links bool) *testEnv {
+	t.Helper()
 	nsA, nsB := netnstest.New(t), netnstest.New(t)
 	seq := envSeq.Add(1)
 	prefix := fmt.Sprintf("fons%d_%d_", os.Getpid(), seq)
@@ -68,7 +75,8 @@ func newNetnsEnvWith(t *testing.T, hook func(h int, o *Options)) *testEnv {
 			})
 		}
 	}
-	e := &testEnv{kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("nsjob%d", seq), hook: hook}
+	e := &testEnv{kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("nsjob%d", seq), hook: hook,
+		links: links, linkNS: [2]string{"/var/run/netns/" + nsA.Name, "/var/run/netns/" + nsB.Name}}
 	e.down = func(h int) { rails[0][h].SetUp(t, false) }
 	e.up = func(h int) { rails[0][h].SetUp(t, true) }
 	for h := range 2 {

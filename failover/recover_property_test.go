@@ -11,8 +11,9 @@ import (
 
 // TestRecoveryProperty: random interleavings of application posts (opcode mix, batch sizes,
 // signaled or not, long unsignaled runs that make SHIFT fence by count), probe outcomes
-// (probes racing a link that is still down) and link events, for seeded schedules, with one
-// side sending or both at once (each direction falls back and recovers on its own): every
+// (probes racing a link that is still down) and link events (in the chaotic runs also fed to
+// the contexts, which fall back on a down event), for seeded schedules, with one side
+// sending or both at once (each direction falls back and recovers on its own): every
 // receiver sees every two-sided message exactly once and in order, each WRITE_WITH_IMM finds
 // every earlier WRITE's data in place, and every sender sees each signaled completion once,
 // in order, without error. The seed is printed; SHIFT_TEST_SEED reruns one.
@@ -293,10 +294,12 @@ func hostLoop(h *testHost, s *propSender, r *propReceiver, deadline time.Time) e
 func propertyRun(t *testing.T, seed uint64, chaotic, both bool) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	fenceWRs := 4 + rng.IntN(60)
-	e := newEnvWith(t, 256, func(h int, o *Options) {
+	// The chaotic runs also feed the link events to the contexts (Options.LinkEvents), so
+	// that fallbacks started by a down event race everything else too.
+	e := newEnvCfg(t, 256, func(h int, o *Options) {
 		recoverOpts(h, o)
 		o.FenceAfterWRs = fenceWRs
-	})
+	}, chaotic)
 	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	a, b := e.pairs(t, 1, cp)
 	qa, qb := a[0], b[0]

@@ -1,0 +1,75 @@
+package failover
+
+import (
+	"fmt"
+
+	"github.com/shift-rdma/shift/probe"
+	"github.com/shift-rdma/shift/provider"
+)
+
+// Link events (paper §4.2: detect a failure before the RC retry timer does). With
+// Options.LinkEvents set, a down event of the default NIC's link moves every QP of the
+// context whose traffic runs on the default NIC to the backup at once, through the same
+// fallback an error completion starts. Without it a failure is found by a polled error
+// completion, which an application with only unsignaled WRs outstanding may not poll for a
+// long time, and which the RC retry timer delays by its whole timeout × retry count. Up
+// events are left to the probes: a link that is up is not yet a path that works.
+
+// watchLinks reads the link events until the channel closes or the context closes.
+func (c *Context) watchLinks(events <-chan probe.LinkEvent) {
+	defer c.linkWG.Done()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			c.linkEvents.Add(1)
+			if !ev.Up {
+				c.linkDown()
+			}
+		}
+	}
+}
+
+// linkDown starts the fallback of every QP with a part on the default NIC.
+func (c *Context) linkDown() {
+	for _, q := range c.live.all() {
+		q.mu.Lock()
+		if !q.destroyed {
+			st, rs := q.mach.sendState(), q.mach.recvState()
+			if st == SendDefault || st == SendWaitDrained || rs == RecvDefault {
+				c.linkFallbacks.Add(1)
+				q.fallbackLocked(0, false)
+			}
+		}
+		q.mu.Unlock()
+	}
+}
+
+// watchDefaultLink starts a link watcher on the netdev of device name's port opts.Port.
+func watchDefaultLink(name string, opts Options) (probe.Watcher, error) {
+	devs, err := provider.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("failover: watch the link of %s: %w", name, err)
+	}
+	netdev := ""
+	for _, d := range devs {
+		if d.Name != name {
+			continue
+		}
+		if p, ok := d.Port(int(opts.Port)); ok {
+			netdev = p.Netdev
+		}
+	}
+	if netdev == "" {
+		return nil, fmt.Errorf("failover: watch the link of %s port %d: %w: no netdev", name, opts.Port, ErrBadConfig)
+	}
+	w, err := probe.New(probe.Options{Netdevs: []string{netdev}, NetNS: opts.LinkNetNS})
+	if err != nil {
+		return nil, fmt.Errorf("failover: watch the link of %s (%s): %w", name, netdev, err)
+	}
+	return w, nil
+}

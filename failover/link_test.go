@@ -1,0 +1,65 @@
+package failover
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+// TestLinkDownFallsBackWithoutPolling: the sender's default link goes down while its last
+// WRs (unsignaled WRITEs and an unsignaled WRITE_WITH_IMM) are outstanding, and the sender
+// never polls. Only the link event can start the fallback: the WRs are reposted on the
+// backup and the receiver gets the WRITE_WITH_IMM with every WRITE's data in place.
+func TestLinkDownFallsBackWithoutPolling(t *testing.T) {
+	linkDownWithoutPolling(t, newEnvCfg(t, 256, recoverOpts, true))
+}
+
+// TestNetnsLinkWatch is the same over RoCEv2 between namespaces, with the link events of a
+// real probe.Watcher (eBPF or netlink) on the default veth, which `ip link set down` fails.
+func TestNetnsLinkWatch(t *testing.T) {
+	linkDownWithoutPolling(t, newNetnsEnvCfg(t, recoverOpts, true))
+}
+
+func linkDownWithoutPolling(t *testing.T, e *testEnv) {
+	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	runStream(t, e, qa, qb, stream{mode: modeWrite, msgs: 20, size: 512, failAt: -1, seed: 21})
+	if err := qb.PostRecv([]RecvWR{{WRID: 77, SGL: []SGE{hb.mr.SGE(bufSize/2, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	const n, size = 8, 256
+	payload(ha.buf.Bytes()[:n*size], 22, 0)
+	wrs := make([]SendWR, n)
+	for i := range wrs {
+		wrs[i] = SendWR{WRID: uint64(100 + i), Opcode: WRRDMAWrite, SGL: []SGE{ha.mr.SGE(i*size, size)},
+			RemoteAddr: hb.mr.Addr + uint64(i*size), RKey: hb.mr.RKey}
+	}
+	wrs[n-1].Opcode, wrs[n-1].Imm = WRRDMAWriteWithImm, 7
+	e.linkDown(0)
+	start := time.Now()
+	if err := qa.PostSend(wrs); err != nil {
+		t.Fatal(err)
+	}
+	p := &poller{t: t, cq: hb.cq}
+	ws := p.next(time.Now().Add(20 * time.Second))
+	if len(ws) != 1 || ws[0].WRID != 77 || ws[0].Status != WCSuccess || ws[0].Opcode != WCRecvRDMAWithImm || ws[0].Imm != 7 {
+		t.Fatalf("receiver: %+v; %s", ws, e.describe(qa, qb))
+	}
+	if !bytes.Equal(hb.buf.Bytes()[:n*size], ha.buf.Bytes()[:n*size]) {
+		t.Fatal("the WRITEs' data is not in place at the WRITE_WITH_IMM")
+	}
+	st := ha.ctx.Stats()
+	if st.LinkFallbacks == 0 || st.Fallbacks == 0 {
+		t.Fatalf("no fallback by the link event: %s", e.describe(qa, qb))
+	}
+	t.Logf("link down → message on the backup: %v; A %+v", time.Since(start), st)
+	// The sender's CQ holds nothing for it: every WR was unsignaled and none failed.
+	if ws := (&poller{t: t, cq: ha.cq}).next(time.Now()); len(ws) != 0 {
+		t.Fatalf("sender completions %+v", ws)
+	}
+	e.linkUp(0)
+	waitFor(t, "both QPs back on the default NIC", func() bool { return allDefault(qa, qb) }, func() string { return e.describe(qa, qb) })
+	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 50, size: 512, failAt: -1, seed: 23})
+}
