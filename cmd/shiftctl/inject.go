@@ -43,9 +43,10 @@ func parseInjectArgs(args []string) (injectArgs, error) {
 	if fs.NArg() != 0 {
 		return injectArgs{}, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), injectUsage)
 	}
-	a := injectArgs{pid: *pid, n: *n, file: *file}
-	if a.pid <= 0 {
-		return a, fmt.Errorf("-pid: a process id > 0 is required: %w", unix.EINVAL)
+	a := injectArgs{pid: *pid, n: *n}
+	var err error
+	if a.file, err = shmFile(a.pid, *file); err != nil {
+		return a, err
 	}
 	if a.n < 0 {
 		return a, fmt.Errorf("-n %d: want ≥ 0: %w", a.n, unix.EINVAL)
@@ -57,10 +58,19 @@ func parseInjectArgs(args []string) (injectArgs, error) {
 		}
 		a.qpn = uint32(v)
 	}
-	if a.file == "" {
-		a.file = fmt.Sprintf("/dev/shm/shift-%d", a.pid)
-	}
 	return a, nil
+}
+
+// shmFile checks -pid and returns the injection file to write: -file, or the process's
+// /dev/shm/shift-<pid> (inject and switch share it).
+func shmFile(pid int, file string) (string, error) {
+	if pid <= 0 {
+		return "", fmt.Errorf("-pid: a process id > 0 is required: %w", unix.EINVAL)
+	}
+	if file == "" {
+		file = fmt.Sprintf("/dev/shm/shift-%d", pid)
+	}
+	return file, nil
 }
 
 func injectMain(args []string, stdout io.Writer) error {

@@ -102,6 +102,28 @@ func openFOHost(t *testing.T, prefix string, h int, store kv.Store, job string, 
 	return fh
 }
 
+// connectFOPair connects a's and b's QPs (first PSNs psnA, psnB) and waits until both
+// contexts replayed their shadow verbs on the backups.
+func connectFOPair(t *testing.T, a, b *foHost, psnA, psnB uint32) {
+	t.Helper()
+	attr := failover.ConnectAttr{Timeout: 12, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
+	ea := failover.Endpoint{QPN: a.qp.QPN(), PSN: psnA, GID: a.gid}
+	eb := failover.Endpoint{QPN: b.qp.QPN(), PSN: psnB, GID: b.gid}
+	if err := a.qp.Connect(attr, ea, eb); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.qp.Connect(attr, eb, ea); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, h := range []*foHost{a, b} {
+		if err := h.ctx.WaitShadow(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // writeAndWait posts one signaled WRITE of buffer slot i from a to b and waits for its
 // completion, polling b's CQ too (never expecting anything there).
 func writeAndWait(t *testing.T, a, b *foHost, i int, payload []byte) failover.WC {
@@ -170,22 +192,7 @@ func TestInjectEndToEnd(t *testing.T) {
 	if _, err := os.Stat(shm); err != nil {
 		t.Fatalf("the failover context did not create its injection file: %v", err)
 	}
-	attr := failover.ConnectAttr{Timeout: 12, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
-	ea := failover.Endpoint{QPN: a.qp.QPN(), PSN: 0x100, GID: a.gid}
-	eb := failover.Endpoint{QPN: b.qp.QPN(), PSN: 0x9100, GID: b.gid}
-	if err := a.qp.Connect(attr, ea, eb); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.qp.Connect(attr, eb, ea); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for _, h := range []*foHost{a, b} {
-		if err := h.ctx.WaitShadow(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	connectFOPair(t, a, b, 0x100, 0x9100)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
 	payload := func() []byte {

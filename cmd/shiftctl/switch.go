@@ -47,9 +47,10 @@ func parseSwitchArgs(args []string) (switchArgs, error) {
 	if fs.NArg() != 0 {
 		return switchArgs{}, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), switchUsage)
 	}
-	a := switchArgs{pid: *pid, file: *file, timeout: *timeout}
-	if a.pid <= 0 {
-		return a, fmt.Errorf("-pid: a process id > 0 is required: %w", unix.EINVAL)
+	a := switchArgs{pid: *pid, timeout: *timeout}
+	var err error
+	if a.file, err = shmFile(a.pid, *file); err != nil {
+		return a, err
 	}
 	v, err := strconv.ParseUint(*qpn, 0, 24)
 	if err != nil || v == 0 {
@@ -65,9 +66,6 @@ func parseSwitchArgs(args []string) (switchArgs, error) {
 	}
 	if a.timeout <= 0 {
 		return a, fmt.Errorf("-timeout %v: want > 0: %w", a.timeout, unix.EINVAL)
-	}
-	if a.file == "" {
-		a.file = fmt.Sprintf("/dev/shm/shift-%d", a.pid)
 	}
 	return a, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -118,22 +117,7 @@ func TestSwitchEndToEnd(t *testing.T) {
 	store, job := kv.NewMem(), fmt.Sprintf("switch%d", os.Getpid())
 	b := openFOHost(t, prefix, 1, store, job, nil)
 	a := openFOHost(t, prefix, 0, store, job, func(o *failover.Options) { o.InjectFile = file })
-	attr := failover.ConnectAttr{Timeout: 12, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
-	ea := failover.Endpoint{QPN: a.qp.QPN(), PSN: 0x200, GID: a.gid}
-	eb := failover.Endpoint{QPN: b.qp.QPN(), PSN: 0x9200, GID: b.gid}
-	if err := a.qp.Connect(attr, ea, eb); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.qp.Connect(attr, eb, ea); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for _, h := range []*foHost{a, b} {
-		if err := h.ctx.WaitShadow(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	connectFOPair(t, a, b, 0x200, 0x9200)
 	data := func(i int) []byte { return []byte(strings.Repeat(fmt.Sprintf("switch %d ", i), 200)) }
 	if wc := writeAndWait(t, a, b, 0, data(0)); wc.Status != failover.WCSuccess {
 		t.Fatalf("WRITE before the switch: %v", wc.Status)
