@@ -5,26 +5,28 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Default-state overhead of the failover layer over the plain provider, on a connected QP of
 // the emulated ConnectX. Only the verb itself is timed: the SQ is drained with the timer
 // stopped.
 
-type poster interface{ PostSend([]SendWR) error }
+type poster interface{ PostSend([]verbs.SendWR) error }
 
-type pollerIface interface{ Poll([]WC) (int, error) }
+type pollerIface interface{ Poll([]verbs.WC) (int, error) }
 
-func benchPost(b *testing.B, qp poster, cq pollerIface, depth int, w SendWR) {
-	var wcs [64]WC
-	wr := []SendWR{w}
+func benchPost(b *testing.B, qp poster, cq pollerIface, depth int, w verbs.SendWR) {
+	var wcs [64]verbs.WC
+	wr := []verbs.SendWR{w}
 	inFlight := 0
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		wr[0].Flags = 0
 		if inFlight == depth-1 {
-			wr[0].Flags = SendSignaled
+			wr[0].Flags = verbs.SendSignaled
 		}
 		if err := qp.PostSend(wr); err != nil {
 			b.Fatal(err)
@@ -35,7 +37,7 @@ func benchPost(b *testing.B, qp poster, cq pollerIface, depth int, w SendWR) {
 			deadline := time.Now().Add(30 * time.Second)
 			for got := 0; got < 1; {
 				n, err := cq.Poll(wcs[:])
-				if err != nil || (n > 0 && wcs[0].Status != WCSuccess) {
+				if err != nil || (n > 0 && wcs[0].Status != verbs.WCSuccess) {
 					b.Fatalf("poll: %v %+v", err, wcs[0])
 				}
 				got += n
@@ -52,24 +54,24 @@ func benchPost(b *testing.B, qp poster, cq pollerIface, depth int, w SendWR) {
 
 func benchSetup(b *testing.B) (*testEnv, *QP) {
 	e := newEnv(b, 256)
-	a, _ := e.pairs(b, 1, QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
+	a, _ := e.pairs(b, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
 	return e, a[0]
 }
 
 func BenchmarkPostSendFailover(b *testing.B) {
 	e, q := benchSetup(b)
 	ha, hb := e.hosts[0], e.hosts[1]
-	benchPost(b, q, ha.cq, 32, SendWR{Opcode: WRRDMAWrite, SGL: []SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey})
+	benchPost(b, q, ha.cq, 32, verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()})
 }
 
 func BenchmarkPostSendProvider(b *testing.B) {
 	e, q := benchSetup(b)
 	ha, hb := e.hosts[0], e.hosts[1]
-	benchPost(b, q.Default(), ha.cq.Default(), 32, SendWR{Opcode: WRRDMAWrite, SGL: []SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey})
+	benchPost(b, q.Default(), ha.cq.Default(), 32, verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()})
 }
 
 func benchPollEmpty(b *testing.B, cq pollerIface) {
-	var wcs [16]WC
+	var wcs [16]verbs.WC
 	b.ReportAllocs()
 	for b.Loop() {
 		if n, err := cq.Poll(wcs[:]); n != 0 || err != nil {
@@ -119,11 +121,11 @@ func dataPathAllocs() int64 {
 // stack, so the emulated NIC's own allocations do not count.
 func TestDefaultPathAllocs(t *testing.T) {
 	e := newEnv(t, 256)
-	a, b := e.pairs(t, 1, QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
+	a, b := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
 	q := a[0]
 	ha, hb := e.hosts[0], e.hosts[1]
-	wr := []SendWR{{Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}}}
-	rwr := []RecvWR{{SGL: []SGE{hb.mr.SGE(4096, 64)}}}
+	wr := []verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}
+	rwr := []verbs.RecvWR{{SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}
 	old := runtime.MemProfileRate
 	runtime.MemProfileRate = 1
 	defer func() { runtime.MemProfileRate = old }()
@@ -151,11 +153,11 @@ func BenchmarkPostSendFallback(b *testing.B) {
 	e, q := benchSetup(b)
 	ha, hb := e.hosts[0], e.hosts[1]
 	e.linkDown(0)
-	w := SendWR{WRID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey}
-	if err := q.PostSend([]SendWR{w}); err != nil {
+	w := verbs.SendWR{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}
+	if err := q.PostSend([]verbs.SendWR{w}); err != nil {
 		b.Fatal(err)
 	}
-	var wcs [4]WC
+	var wcs [4]verbs.WC
 	deadline := time.Now().Add(30 * time.Second)
 	for q.SendState() != SendFallback || q.FallbackLatency() == 0 {
 		if _, err := ha.cq.Poll(wcs[:]); err != nil {

@@ -12,17 +12,16 @@ import (
 
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
-	"github.com/shift-rdma/shift/provider"
-	"github.com/shift-rdma/shift/uverbs"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
-var smallCap = QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+var smallCap = verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 
 // waitN polls cq until n completions arrived (guard timeout only).
-func waitN(t *testing.T, cq *CQ, n int) []WC {
+func waitN(t *testing.T, cq *CQ, n int) []verbs.WC {
 	t.Helper()
 	p := &poller{t: t, cq: cq}
-	var out []WC
+	var out []verbs.WC
 	deadline := time.Now().Add(60 * time.Second)
 	for len(out) < n {
 		ws := p.next(deadline)
@@ -37,7 +36,7 @@ func waitN(t *testing.T, cq *CQ, n int) []WC {
 // expectNoMore checks that cq stays empty for a while (no duplicate, no late completion).
 func expectNoMore(t *testing.T, cq *CQ) {
 	t.Helper()
-	var w [4]WC
+	var w [4]verbs.WC
 	for range 20 {
 		if n, _ := cq.Poll(w[:]); n != 0 {
 			t.Fatalf("unexpected completions %+v", w[:n])
@@ -55,14 +54,14 @@ func TestAckLostNotRedelivered(t *testing.T) {
 	ha, hb := e.hosts[0], e.hosts[1]
 	const n = 4
 	for i := range 2 * n {
-		if err := qb.PostRecv([]RecvWR{{WRID: uint64(i), SGL: []SGE{hb.mr.SGE(bufSize/2+i*slot, slot)}}}); err != nil {
+		if err := qb.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: []verbs.SGE{hb.mr.SGE(bufSize/2+i*slot, slot)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.cl.Endpoint(1, 0, 1).Faults(fabric.TX).SetDropAcks(true)
 	send := func(i int) {
 		payload(ha.buf.Bytes()[i*slot:i*slot+512], 99, uint64(i))
-		if err := qa.PostSend([]SendWR{{WRID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(i*slot, 512)}}}); err != nil {
+		if err := qa.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(i*slot, 512)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,7 +73,7 @@ func TestAckLostNotRedelivered(t *testing.T) {
 	// The sender's retries run out; SHIFT falls back and must not resend them.
 	sent := waitN(t, ha.cq, n)
 	for i, w := range sent {
-		if w.Status != WCSuccess || w.WRID != uint64(i) {
+		if w.Status != verbs.WCSuccess || w.WRID != uint64(i) {
 			t.Fatalf("sender completion %d: %+v", i, w)
 		}
 	}
@@ -91,7 +90,7 @@ func TestAckLostNotRedelivered(t *testing.T) {
 	waitN(t, ha.cq, n)
 	for i, w := range got {
 		seq := binary.LittleEndian.Uint64(hb.buf.Bytes()[bufSize/2+i*slot:])
-		if w.Status != WCSuccess || w.WRID != uint64(i) || seq != uint64(i) || w.ByteLen != 512 {
+		if w.Status != verbs.WCSuccess || w.WRID != uint64(i) || seq != uint64(i) || w.ByteLen != 512 {
 			t.Fatalf("receive %d: %+v, message %d", i, w, seq)
 		}
 	}
@@ -108,12 +107,12 @@ func TestAtomicNotRetried(t *testing.T) {
 	binary.LittleEndian.PutUint64(hb.buf.Bytes()[64:], 1000)
 	// The responder executes the FADD, its response is lost.
 	e.cl.Endpoint(1, 0, 1).Faults(fabric.TX).SetDropAcks(true)
-	if err := qa.PostSend([]SendWR{{WRID: 5, Opcode: WRAtomicFetchAdd, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 8)},
-		RemoteAddr: hb.mr.Addr + 64, RKey: hb.mr.RKey, CompareAdd: 7}}); err != nil {
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 5, Opcode: verbs.WRAtomicFetchAdd, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 8)},
+		RemoteAddr: hb.mr.Addr() + 64, RKey: hb.mr.RKey(), CompareAdd: 7}}); err != nil {
 		t.Fatal(err)
 	}
 	w := waitN(t, ha.cq, 1)[0]
-	if w.Status == WCSuccess || w.WRID != 5 {
+	if w.Status == verbs.WCSuccess || w.WRID != 5 {
 		t.Fatalf("atomic completion %+v: want the original error", w)
 	}
 	if qa.SendState() != SendFailed || !errors.Is(qa.Err(), ErrNotSafe) {
@@ -123,7 +122,7 @@ func TestAtomicNotRetried(t *testing.T) {
 	if v := binary.LittleEndian.Uint64(hb.buf.Bytes()[64:]); v != 1007 {
 		t.Fatalf("remote value %d, want 1007 (executed exactly once)", v)
 	}
-	if err := qa.PostSend([]SendWR{{WRID: 6, Opcode: WRRDMAWrite, SGL: []SGE{ha.mr.SGE(0, 8)}, RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey}}); !errors.Is(err, ErrFailed) {
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 6, Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(0, 8)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}}); !errors.Is(err, ErrFailed) {
 		t.Fatalf("post on a failed QP: %v", err)
 	}
 }
@@ -135,12 +134,12 @@ func TestIneligibleHint(t *testing.T) {
 	qa := a[0]
 	ha, hb := e.hosts[0], e.hosts[1]
 	e.linkDown(0)
-	if err := qa.PostSend([]SendWR{{WRID: 9, Opcode: WRRDMAWrite, Flags: SendSignaled | SendIneligible, SGL: []SGE{ha.mr.SGE(0, 64)},
-		RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey}}); err != nil {
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled | SendIneligible, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
+		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	w := waitN(t, ha.cq, 1)[0]
-	if w.Status != WCRetryExcErr || w.WRID != 9 {
+	if w.Status != verbs.WCRetryExcErr || w.WRID != 9 {
 		t.Fatalf("completion %+v", w)
 	}
 	if !errors.Is(qa.Err(), ErrNotSafe) {
@@ -154,18 +153,18 @@ func TestBackupAlsoDown(t *testing.T) {
 	a, b := e.pairs(t, 1, smallCap)
 	qa, qb := a[0], b[0]
 	ha, hb := e.hosts[0], e.hosts[1]
-	if err := qb.PostRecv([]RecvWR{{WRID: 1, SGL: []SGE{hb.mr.SGE(0, 4096)}}}); err != nil {
+	if err := qb.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{hb.mr.SGE(0, 4096)}}}); err != nil {
 		t.Fatal(err)
 	}
 	e.linkDown(0)
 	e.cl.Endpoint(0, 1, 1).SetLinkUp(false)
-	if err := qa.PostSend([]SendWR{
-		{WRID: 1, Opcode: WRRDMAWrite, SGL: []SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey},
-		{WRID: 2, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+	if err := qa.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()},
+		{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	ws := waitN(t, ha.cq, 1)
-	if ws[0].Status == WCSuccess {
+	if ws[0].Status == verbs.WCSuccess {
 		t.Fatalf("completion %+v: want an error", ws[0])
 	}
 	if qa.SendState() != SendFailed {
@@ -182,12 +181,12 @@ func TestKVDownFailsClosed(t *testing.T) {
 	ha, hb := e.hosts[0], e.hosts[1]
 	e.kv.SetDown(true)
 	e.linkDown(0)
-	if err := qa.PostSend([]SendWR{{WRID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)},
-		RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey}}); err != nil {
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 3, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
+		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	w := waitN(t, ha.cq, 1)[0]
-	if w.Status != WCRetryExcErr || w.WRID != 3 {
+	if w.Status != verbs.WCRetryExcErr || w.WRID != 3 {
 		t.Fatalf("completion %+v", w)
 	}
 	if qa.SendState() != SendFailed || qa.Err() == nil {
@@ -327,16 +326,16 @@ func TestKVEntryMissingFailsClosed(t *testing.T) {
 	a, _ := e.pairs(t, 1, smallCap)
 	qa := a[0]
 	ha, hb := e.hosts[0], e.hosts[1]
-	if err := e.kv.Delete(context.Background(), hb.ctx.mrKey(hb.gid, hb.mr.RKey)); err != nil {
+	if err := e.kv.Delete(context.Background(), hb.ctx.mrKey(hb.gid, hb.mr.RKey())); err != nil {
 		t.Fatal(err)
 	}
 	e.linkDown(0)
-	if err := qa.PostSend([]SendWR{{WRID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)},
-		RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey}}); err != nil {
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 4, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
+		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	w := waitN(t, ha.cq, 1)[0]
-	if w.Status != WCRetryExcErr || w.WRID != 4 {
+	if w.Status != verbs.WCRetryExcErr || w.WRID != 4 {
 		t.Fatalf("completion %+v", w)
 	}
 	if !errors.Is(qa.Err(), kv.ErrNotFound) {
@@ -351,22 +350,22 @@ func TestFailedPostFallsBack(t *testing.T) {
 	a, b := e.pairs(t, 1, smallCap)
 	qa, qb := a[0], b[0]
 	ha, hb := e.hosts[0], e.hosts[1]
-	if err := qb.PostRecv([]RecvWR{{WRID: 1, SGL: []SGE{hb.mr.SGE(0, 64)}}}); err != nil {
+	if err := qb.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{hb.mr.SGE(0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	// The default QP breaks (as the NIC would move it to ERR) and the application learns it
 	// from the post.
-	if err := qa.Default().Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState); err != nil {
+	if err := qa.Default().Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
 		t.Fatal(err)
 	}
 	payload(ha.buf.Bytes()[:64], 1, 0)
-	if err := qa.PostSend([]SendWR{{WRID: 8, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 8, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
-	if w := waitN(t, ha.cq, 1)[0]; w.Status != WCSuccess || w.WRID != 8 {
+	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 8 {
 		t.Fatalf("send completion %+v", w)
 	}
-	if w := waitN(t, hb.cq, 1)[0]; w.Status != WCSuccess || w.WRID != 1 || !bytes.Equal(hb.buf.Bytes()[:64], ha.buf.Bytes()[:64]) {
+	if w := waitN(t, hb.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 1 || !bytes.Equal(hb.buf.Bytes()[:64], ha.buf.Bytes()[:64]) {
 		t.Fatalf("receive %+v", w)
 	}
 	if qa.SendState() != SendFallback {

@@ -2,36 +2,56 @@ package failover
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // CompChannel is a completion event channel (ibv_comp_channel) for failover CQs: an armed CQ
 // raises one event when a completion for the application arrives, on the default CQ (the
 // provider's channel, forwarded by a goroutine) or, after a fallback, from the backup CQ
 // (raised by the backup device's event goroutine when it buffers one).
+//
+// Its descriptor is the read end of a pipe carrying struct ib_uverbs_comp_event_desc records
+// (the CQ's user handle, 8 bytes), the format the kernel's event files have: a C program (or
+// libibverbs' ibv_get_cq_event, through the plugin) reads it as it would read a kernel
+// channel, and the events SHIFT raises from the backup NIC reach it the same way.
 type CompChannel struct {
 	c      *Context
 	def    *provider.CompChannel
-	events chan *CQ
+	rfd    int // read end: Fd
+	wfd    int // write end: raise
 	stop   context.CancelFunc
 	done   sync.WaitGroup
+	closed atomic.Bool
 
-	mu  sync.Mutex
-	cqs map[*provider.CQ]*CQ
+	mu       sync.Mutex
+	cqs      map[*provider.CQ]*CQ // default CQ → CQ, for the forwarded events
+	byHandle map[uint64]*CQ       // user handle → CQ, for GetEvent
 }
 
 // CreateCompChannel is ibv_create_comp_channel.
-func (c *Context) CreateCompChannel() (*CompChannel, error) {
-	d, err := c.def.CreateCompChannel()
+func (c *Context) CreateCompChannel() (verbs.CompChannel, error) {
+	d, err := as[*provider.CompChannel](c.def.CreateCompChannel())
 	if err != nil {
 		return nil, fmt.Errorf("failover: create_comp_channel: %w", err)
 	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("failover: create_comp_channel: pipe: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := &CompChannel{c: c, def: d, events: make(chan *CQ, 1024), stop: cancel, cqs: map[*provider.CQ]*CQ{}}
+	ch := &CompChannel{c: c, def: d, rfd: p[0], wfd: p[1], stop: cancel,
+		cqs: map[*provider.CQ]*CQ{}, byHandle: map[uint64]*CQ{}}
 	ch.done.Add(1)
 	go ch.forward(ctx)
 	return ch, nil
@@ -49,7 +69,7 @@ func (ch *CompChannel) forward(ctx context.Context) {
 		}
 		pcq.AckEvents(1)
 		ch.mu.Lock()
-		cq := ch.cqs[pcq]
+		cq := ch.cqs[pcq.(*provider.CQ)]
 		ch.mu.Unlock()
 		if cq != nil {
 			cq.raise()
@@ -57,33 +77,64 @@ func (ch *CompChannel) forward(ctx context.Context) {
 	}
 }
 
+// Fd is the descriptor that becomes readable when an event is pending.
+func (ch *CompChannel) Fd() int { return ch.rfd }
+
 // GetEvent is ibv_get_cq_event: it waits until ctx ends for the next event and returns its CQ.
-func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
-	select {
-	case cq := <-ch.events:
-		return cq, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("failover: get_cq_event: %w: %w", provider.ErrTimeout, ctx.Err())
+func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
+	var b [8]byte
+	for {
+		n, err := unix.Read(ch.rfd, b[:])
+		if n == len(b) {
+			break
+		}
+		if err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+			return nil, fmt.Errorf("failover: get_cq_event: %w", err)
+		}
+		ms := 100
+		if dl, ok := ctx.Deadline(); ok {
+			ms = min(ms, int(time.Until(dl)/time.Millisecond)+1)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("failover: get_cq_event: %w: %w", verbs.ErrTimeout, ctx.Err())
+		}
+		pfd := []unix.PollFd{{Fd: int32(ch.rfd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, ms); err != nil && !errors.Is(err, unix.EINTR) {
+			return nil, fmt.Errorf("failover: get_cq_event: poll: %w", err)
+		}
 	}
+	h := binary.NativeEndian.Uint64(b[:])
+	ch.mu.Lock()
+	cq := ch.byHandle[h]
+	ch.mu.Unlock()
+	if cq == nil {
+		return nil, fmt.Errorf("failover: get_cq_event: unknown CQ handle %#x: %w", h, verbs.ErrNotFound)
+	}
+	return cq, nil
 }
 
 // Close is ibv_destroy_comp_channel: the CQs bound to it must be destroyed first.
 func (ch *CompChannel) Close() error {
+	if ch.closed.Swap(true) {
+		return nil
+	}
 	ch.stop()
 	ch.done.Wait()
-	return ch.def.Close()
+	return errors.Join(ch.def.Close(), unix.Close(ch.rfd), unix.Close(ch.wfd))
 }
 
-// CreateCQWithChannel is ibv_create_cq with a completion channel.
-func (c *Context) CreateCQWithChannel(cqe int, ch *CompChannel) (*CQ, error) {
-	cq, err := c.createCQ(cqe, ch)
-	if err != nil {
-		return nil, err
-	}
+func (ch *CompChannel) bind(cq *CQ) {
 	ch.mu.Lock()
 	ch.cqs[cq.def] = cq
+	ch.byHandle[cq.handle] = cq
 	ch.mu.Unlock()
-	return cq, nil
+}
+
+func (ch *CompChannel) unbind(cq *CQ) {
+	ch.mu.Lock()
+	delete(ch.cqs, cq.def)
+	delete(ch.byHandle, cq.handle)
+	ch.mu.Unlock()
 }
 
 // eventState is a CQ's arming, for its channel.
@@ -97,7 +148,7 @@ type eventState struct {
 // event whatever their solicited bit (a documented approximation).
 func (cq *CQ) Arm(solicitedOnly bool) error {
 	if cq.ev.ch == nil {
-		return fmt.Errorf("failover: req_notify_cq: %w: CQ has no channel", provider.ErrInvalidArgument)
+		return fmt.Errorf("failover: req_notify_cq: %w: CQ has no channel", verbs.ErrInvalidArgument)
 	}
 	cq.ev.armed.Store(true)
 	// Arming reads the consumer index the poller writes: exclude SHIFT's drains as Poll does.
@@ -126,13 +177,14 @@ func (cq *CQ) Arm(solicitedOnly bool) error {
 // AckEvents is ibv_ack_cq_events (events are acknowledged to the provider when forwarded).
 func (cq *CQ) AckEvents(n uint32) {}
 
-// raise delivers one event if the CQ is armed.
+// raise delivers one event if the CQ is armed. A full pipe (the application stopped reading
+// events) drops it: the CQ is disarmed until the application arms it again anyway.
 func (cq *CQ) raise() {
-	if cq.ev.ch == nil || !cq.ev.armed.CompareAndSwap(true, false) {
+	ch := cq.ev.ch
+	if ch == nil || !cq.ev.armed.CompareAndSwap(true, false) {
 		return
 	}
-	select {
-	case cq.ev.ch.events <- cq:
-	default:
-	}
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], cq.handle)
+	_, _ = unix.Write(ch.wfd, b[:])
 }

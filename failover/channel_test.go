@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Completion events keep working across a fallback: a receiver that sleeps on its channel
@@ -11,20 +13,20 @@ import (
 func TestCompletionEventsAcrossFallback(t *testing.T) {
 	e := newEnv(t, 256)
 	hb := e.hosts[1]
-	ch, err := hb.ctx.CreateCompChannel()
+	ch, err := as[*CompChannel](hb.ctx.CreateCompChannel())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cq, err := hb.ctx.CreateCQWithChannel(256, ch)
+	cq, err := as[*CQ](hb.ctx.CreateCQ(verbs.CQInitAttr{CQE: 256, Channel: ch}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ha := e.hosts[0]
-	qa, err := ha.pd.CreateQP(QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: smallCap})
+	qa, err := as[*QP](ha.pd.CreateQP(verbs.QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: smallCap}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, err := hb.pd.CreateQP(QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: smallCap})
+	qb, err := as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: smallCap}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +40,12 @@ func TestCompletionEventsAcrossFallback(t *testing.T) {
 		hb.ctx.WaitShadow(ctx)
 		ch.Close()
 	})
-	ea := Endpoint{QPN: qa.QPN(), PSN: 1, GID: ha.gid}
-	eb := Endpoint{QPN: qb.QPN(), PSN: 2, GID: hb.gid}
-	if err := qa.Connect(e.attr, ea, eb); err != nil {
+	ea := verbs.Endpoint{QPN: qa.QPN(), PSN: 1, GID: ha.gid}
+	eb := verbs.Endpoint{QPN: qb.QPN(), PSN: 2, GID: hb.gid}
+	if err := verbs.Connect(qa, e.attr, ea, eb); err != nil {
 		t.Fatal(err)
 	}
-	if err := qb.Connect(e.attr, eb, ea); err != nil {
+	if err := verbs.Connect(qb, e.attr, eb, ea); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -55,12 +57,12 @@ func TestCompletionEventsAcrossFallback(t *testing.T) {
 	}
 	const n = 8
 	for i := range n {
-		if err := qb.PostRecv([]RecvWR{{WRID: uint64(i), SGL: []SGE{hb.mr.SGE(i*64, 64)}}}); err != nil {
+		if err := qb.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: []verbs.SGE{hb.mr.SGE(i*64, 64)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got := 0
-	var wcs [8]WC
+	var wcs [8]verbs.WC
 	// The receiver: arm, poll (a completion may have come before the arming), sleep.
 	recvd := make(chan error, 1)
 	go func() {
@@ -75,7 +77,7 @@ func TestCompletionEventsAcrossFallback(t *testing.T) {
 				return
 			}
 			for _, w := range wcs[:k] {
-				if w.Status != WCSuccess || w.WRID != uint64(got) {
+				if w.Status != verbs.WCSuccess || w.WRID != uint64(got) {
 					recvd <- &wcError{w}
 					return
 				}
@@ -94,7 +96,7 @@ func TestCompletionEventsAcrossFallback(t *testing.T) {
 		if i == n/2 {
 			e.linkDown(0)
 		}
-		if err := qa.PostSend([]SendWR{{WRID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 32)}}}); err != nil {
+		if err := qa.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 32)}}}); err != nil {
 			t.Fatal(err)
 		}
 		waitN(t, ha.cq, 1)
@@ -107,6 +109,6 @@ func TestCompletionEventsAcrossFallback(t *testing.T) {
 	}
 }
 
-type wcError struct{ w WC }
+type wcError struct{ w verbs.WC }
 
 func (e *wcError) Error() string { return "unexpected completion " + e.w.Status.String() }

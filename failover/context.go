@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/shift-rdma/shift/probe"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shift-rdma/shift/probe"
+	"github.com/shift-rdma/shift/provider/verbs"
 
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/provider"
@@ -106,6 +108,8 @@ type Context struct {
 	}
 	injFile *injectShared
 	live    liveQPs // QPs by default QPN, for the switch requests of the injection file
+
+	cqIDs atomic.Uint64 // user handles of CQs created without one
 
 	fallbacks, refused, transitions, reposted, skipped atomic.Uint64
 
@@ -217,7 +221,32 @@ func (c *Context) Default() *provider.Context { return c.def }
 func (c *Context) Backup() *provider.Context { return c.bk.ctx }
 
 // GIDByIndex is provider.Context.GIDByIndex on the default device.
-func (c *Context) GIDByIndex(port uint8, idx int) (GID, error) { return c.def.GIDByIndex(port, idx) }
+func (c *Context) GIDByIndex(port uint8, idx int) (verbs.GID, error) {
+	return c.def.GIDByIndex(port, idx)
+}
+
+// Name is the default device's name.
+func (c *Context) Name() string { return c.def.Name() }
+
+// QueryDevice is ibv_query_device on the default device.
+func (c *Context) QueryDevice() (verbs.DeviceAttr, error) { return c.def.QueryDevice() }
+
+// QueryPort is ibv_query_port on the default device.
+func (c *Context) QueryPort(port uint8) (verbs.PortAttr, error) { return c.def.QueryPort(port) }
+
+// GIDs is the default device's GID table.
+func (c *Context) GIDs() ([]verbs.GID, error) { return c.def.GIDs() }
+
+// AsyncFD is the default device's async event descriptor: the application sees the events
+// of the device it opened.
+func (c *Context) AsyncFD() int { return c.def.AsyncFD() }
+
+// GetAsyncEvent is ibv_get_async_event on the default device. QP and CQ events name the
+// application's objects only where the provider object is the one the application holds
+// (events of the default QP carry the handle given at creation).
+func (c *Context) GetAsyncEvent(ctx context.Context) (verbs.AsyncEvent, error) {
+	return c.def.GetAsyncEvent(ctx)
+}
 
 // Stats returns the context-wide counters.
 func (c *Context) Stats() Stats {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -191,7 +191,7 @@ func switchErrno(err error) unix.Errno {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, provider.ErrQPState):
+	case errors.Is(err, verbs.ErrQPState):
 		return unix.EBUSY
 	case errors.Is(err, ErrBackupNotReady):
 		return unix.EAGAIN

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,7 +24,7 @@ const answerTimeout = 30 * time.Second
 // errnos.
 func TestSwitchThroughFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shift-inject")
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	e := newEnvWith(t, 256, func(h int, o *Options) {
 		recoverOpts(h, o)
 		if h == 0 {
@@ -45,7 +45,7 @@ func TestSwitchThroughFile(t *testing.T) {
 	waitFor(t, "both QPs on the backup", func() bool { return allFallback(a[0], b[0]) }, desc)
 	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 200, size: 512, failAt: -1, seed: 22})
 	runStream(t, e, a[0], b[0], stream{mode: modeWrite, msgs: 200, size: 512, failAt: -1, seed: 23})
-	// Again to the backup: the states refuse it (provider.ErrQPState → EBUSY).
+	// Again to the backup: the states refuse it (verbs.ErrQPState → EBUSY).
 	err := RequestSwitch(path, a[0].QPN(), true, answerTimeout)
 	if !errors.Is(err, unix.EBUSY) {
 		t.Fatalf("second switch to the backup: %v", err)
@@ -186,7 +186,7 @@ func TestSwitchErrno(t *testing.T) {
 	}{
 		{nil, 0},
 		{errors.Join(errors.New("x"), ErrBackupNotReady), unix.EAGAIN},
-		{fmt.Errorf("switch: %w: states", provider.ErrQPState), unix.EBUSY},
+		{fmt.Errorf("switch: %w: states", verbs.ErrQPState), unix.EBUSY},
 		{errors.New("other"), unix.EIO},
 		{errors.Join(errors.New("x"), unix.ENOMEM), unix.ENOMEM},
 	} {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // drainWRID is the wr_id of the drain marker (drainLocked); its flush completion is dropped
@@ -22,10 +23,11 @@ const ctrlWRID = 0x5348_4946_545f_4354 // "SHIFT_CT"
 // CQ is a completion queue: the default CQ and its shadow on the backup device, plus the WC
 // buffer that keeps, in order, the completions SHIFT took out of the CQs for the application.
 type CQ struct {
-	c    *Context
-	def  *provider.CQ
-	bk   atomic.Pointer[provider.CQ]
-	size int
+	c      *Context
+	def    *provider.CQ
+	bk     atomic.Pointer[provider.CQ]
+	size   int
+	handle uint64 // user handle of its completion events
 
 	gate atomic.Uint32
 
@@ -35,9 +37,9 @@ type CQ struct {
 	bqps atomic.Pointer[map[uint32]*QP] // backup QPN → QP
 
 	mu       sync.Mutex
-	buf      []WC // WC buffer, oldest first from head
+	buf      []verbs.WC // WC buffer, oldest first from head
 	head     int
-	scratch  []WC
+	scratch  []verbs.WC
 	toFail   []*QP      // default QPs that reported an error: fall back
 	toFailBk []bkFail   // backup QPs that reported an error: fail
 	ctrl     []ctrlEvt  // peers' notifications received
@@ -68,30 +70,39 @@ type recovEvt struct {
 
 type bkFail struct {
 	q      *QP
-	status WCStatus
+	status verbs.WCStatus
 }
 
-// CreateCQ is ibv_create_cq for at least cqe entries. The shadow CQ on the backup device is
+// CreateCQ is ibv_create_cq for at least a.CQE entries. The shadow CQ on the backup device is
 // larger (SHIFT's control completions) and bound to the backup's completion channel.
-func (c *Context) CreateCQ(cqe int) (*CQ, error) { return c.createCQ(cqe, nil) }
-
-func (c *Context) createCQ(cqe int, ch *CompChannel) (*CQ, error) {
-	var pch *provider.CompChannel
+func (c *Context) CreateCQ(a verbs.CQInitAttr) (verbs.CQ, error) {
+	ch, ok := a.Channel.(*CompChannel)
+	if a.Channel != nil && (!ok || ch != nil && ch.c != c) {
+		return nil, fmt.Errorf("failover: create_cq: %w: completion channel of another context", verbs.ErrInvalidArgument)
+	}
+	var pch verbs.CompChannel
 	if ch != nil {
 		pch = ch.def
 	}
-	d, err := c.def.CreateCQ(cqe, pch, 0)
+	d, err := as[*provider.CQ](c.def.CreateCQ(verbs.CQInitAttr{CQE: a.CQE, Channel: pch, CompVector: a.CompVector, Handle: a.Handle}))
 	if err != nil {
 		return nil, fmt.Errorf("failover: create_cq: %w", err)
 	}
-	cq := &CQ{c: c, def: d, size: cqe, scratch: make([]WC, 64)}
+	cq := &CQ{c: c, def: d, size: a.CQE, handle: a.Handle, scratch: make([]verbs.WC, 64)}
+	if cq.handle == 0 {
+		cq.handle = c.cqIDs.Add(1)
+	}
 	cq.ev.ch = ch
 	empty := map[uint32]*QP{}
 	cq.qps.Store(&empty)
 	empty2 := map[uint32]*QP{}
 	cq.bqps.Store(&empty2)
+	if ch != nil {
+		ch.bind(cq)
+	}
+	cqe := a.CQE
 	c.bk.record("create_cq", func() error {
-		b, err := c.bk.ctx.CreateCQ(2*cqe+64, c.bk.ch, 0)
+		b, err := as[*provider.CQ](c.bk.ctx.CreateCQ(verbs.CQInitAttr{CQE: 2*cqe + 64, Channel: c.bk.ch}))
 		if err != nil {
 			return err
 		}
@@ -104,6 +115,9 @@ func (c *Context) createCQ(cqe int, ch *CompChannel) (*CQ, error) {
 	return cq, nil
 }
 
+// Size is the number of completions the CQ holds for the application.
+func (cq *CQ) Size() int { return cq.def.Size() }
+
 // Default is the default provider CQ.
 func (cq *CQ) Default() *provider.CQ { return cq.def }
 
@@ -111,6 +125,9 @@ func (cq *CQ) Default() *provider.CQ { return cq.def }
 func (cq *CQ) Destroy() error {
 	if err := cq.def.Destroy(); err != nil {
 		return fmt.Errorf("failover: destroy_cq: %w", err)
+	}
+	if cq.ev.ch != nil {
+		cq.ev.ch.unbind(cq)
 	}
 	b := cq.c.bk
 	b.record("destroy_cq", func() error {
@@ -155,7 +172,7 @@ func (cq *CQ) lookup(qpn uint32) *QP {
 // backup CQ, with the application's wr_ids and QP numbers; SHIFT's own completions are never
 // returned. While every QP of the CQ is in Default it is the provider's poll plus one
 // atomic gate and the per-QP counters: no lock, no allocation.
-func (cq *CQ) Poll(wcs []WC) (int, error) {
+func (cq *CQ) Poll(wcs []verbs.WC) (int, error) {
 	if !cq.gate.CompareAndSwap(gateOpen, gateBusy) {
 		return cq.pollSlow(wcs)
 	}
@@ -163,7 +180,7 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 	for i := 0; i < n; i++ {
 		w := &wcs[i]
 		q := cq.lookup(w.QPNum)
-		if w.Status != provider.WCSuccess || q == nil {
+		if w.Status != verbs.WCSuccess || q == nil {
 			// A failure: from here on the CQ is polled under its mutex. The rest of this
 			// batch goes through the classifier, in order, and is returned from the buffer.
 			cq.gate.Store(gateClosed)
@@ -174,7 +191,7 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 			m, err2 := cq.pollSlow(wcs[i:])
 			return i + m, errors.Join(err, err2)
 		}
-		if w.Opcode&provider.WCRecv != 0 {
+		if w.Opcode&verbs.WCRecv != 0 {
 			q.recvDone++
 		} else {
 			q.retireSignaled()
@@ -185,7 +202,7 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 }
 
 // pollSlow is Poll once the gate is closed.
-func (cq *CQ) pollSlow(wcs []WC) (int, error) {
+func (cq *CQ) pollSlow(wcs []verbs.WC) (int, error) {
 	cq.mu.Lock()
 	err := cq.pollDefaultLocked()
 	if err2 := cq.pollBackupLocked(); err2 != nil {
@@ -227,7 +244,7 @@ func (cq *CQ) reopenCQLocked() {
 	}
 }
 
-func (cq *CQ) takeLocked(wcs []WC) int {
+func (cq *CQ) takeLocked(wcs []verbs.WC) int {
 	n := copy(wcs, cq.buf[cq.head:])
 	cq.head += n
 	if cq.head == len(cq.buf) {
@@ -236,7 +253,7 @@ func (cq *CQ) takeLocked(wcs []WC) int {
 	return n
 }
 
-func (cq *CQ) pushLocked(w WC) { cq.buf = append(cq.buf, w) }
+func (cq *CQ) pushLocked(w verbs.WC) { cq.buf = append(cq.buf, w) }
 
 // pollDefaultLocked moves the default CQ's completions through the classifier. It polls only
 // while the gate is closed: with the gate open (or busy) the fast path owns the default CQ,
@@ -255,7 +272,7 @@ func (cq *CQ) pollDefaultLocked() error {
 }
 
 // classifyLocked accounts and buffers completions of default QPs.
-func (cq *CQ) classifyLocked(ws []WC) {
+func (cq *CQ) classifyLocked(ws []verbs.WC) {
 	for i := range ws {
 		w := ws[i]
 		q := cq.lookup(w.QPNum)
@@ -263,13 +280,13 @@ func (cq *CQ) classifyLocked(ws []WC) {
 			cq.pushLocked(w)
 			continue
 		}
-		if w.WRID == drainWRID && w.Opcode&provider.WCRecv == 0 {
+		if w.WRID == drainWRID && w.Opcode&verbs.WCRecv == 0 {
 			continue // the drain marker: it only retired the WQEs before it
 		}
 		switch q.defMode {
 		case defLive:
-			if w.Status == provider.WCSuccess {
-				if w.Opcode&provider.WCRecv != 0 {
+			if w.Status == verbs.WCSuccess {
+				if w.Opcode&verbs.WCRecv != 0 {
 					q.recvDone++
 				} else {
 					q.retireSignaled()
@@ -298,9 +315,9 @@ func (cq *CQ) classifyLocked(ws []WC) {
 
 // classifyTrackedLocked handles a completion of a default QP that fell back once: its
 // posted receives and signaled sends are SHIFT's or the application's by position.
-func (cq *CQ) classifyTrackedLocked(q *QP, w WC) {
-	recv := w.Opcode&provider.WCRecv != 0
-	if w.Status != provider.WCSuccess {
+func (cq *CQ) classifyTrackedLocked(q *QP, w verbs.WC) {
+	recv := w.Opcode&verbs.WCRecv != 0
+	if w.Status != verbs.WCSuccess {
 		st, rs := q.mach.sendState(), q.mach.recvState()
 		if st == SendDefault || st == SendWaitDrained || rs == RecvDefault {
 			// The recovered path failed: fall back again (SHIFT's own WRs and the
@@ -362,11 +379,11 @@ func (cq *CQ) pollBackupLocked() error {
 				cq.controlWCLocked(q, ctl, w)
 				continue
 			}
-			if w.Opcode&provider.WCRecv == 0 {
+			if w.Opcode&verbs.WCRecv == 0 {
 				cq.fenceWCLocked(q, &w) // with the backup QP's number
 			}
 			w.QPNum = q.qpn
-			if w.Status != provider.WCSuccess {
+			if w.Status != verbs.WCSuccess {
 				q.fifoMu.Lock()
 				first := !q.bkFailQueued
 				q.bkFailQueued = true
@@ -379,7 +396,7 @@ func (cq *CQ) pollBackupLocked() error {
 				}
 				continue
 			}
-			if w.Opcode&provider.WCRecv != 0 {
+			if w.Opcode&verbs.WCRecv != 0 {
 				if q.popKind(&q.recvKinds) != kindApp {
 					continue // a filler (zero-length SEND) consumed a stale RECV
 				}
@@ -399,8 +416,8 @@ func (cq *CQ) pollBackupLocked() error {
 // controlWCLocked handles a completion of q's control QP: the peer's notification (its
 // control RECV is reposted), our notification's completion (dropped), or an error (the
 // backup path failed).
-func (cq *CQ) controlWCLocked(q *QP, ctl *provider.QP, w WC) {
-	if w.Status != provider.WCSuccess {
+func (cq *CQ) controlWCLocked(q *QP, ctl *provider.QP, w verbs.WC) {
+	if w.Status != verbs.WCSuccess {
 		q.fifoMu.Lock()
 		first := !q.bkFailQueued
 		q.bkFailQueued = true
@@ -410,10 +427,10 @@ func (cq *CQ) controlWCLocked(q *QP, ctl *provider.QP, w WC) {
 		}
 		return
 	}
-	if w.Opcode&provider.WCRecv == 0 {
+	if w.Opcode&verbs.WCRecv == 0 {
 		return
 	}
-	_ = ctl.PostRecv([]RecvWR{{WRID: ctrlWRID}})
+	_ = ctl.PostRecv([]verbs.RecvWR{{WRID: ctrlWRID}})
 	cq.ctrl = append(cq.ctrl, ctrlEvt{q, w.Imm})
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // TestFallbackAfterUnsignaledTail: the last WRs on the default QP are unsignaled and have
@@ -11,7 +13,7 @@ import (
 // The drain must not wait for them: the QP falls back at once, without error, and the WRITEs
 // that are retransmitted land with the same data.
 func TestFallbackAfterUnsignaledTail(t *testing.T) {
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	e := newEnvWith(t, 256, func(h int, o *Options) {
 		recoverOpts(h, o)
 		o.DrainTimeout = 5 * time.Second // far beyond a drain that works; shorter than the test guard
@@ -20,16 +22,16 @@ func TestFallbackAfterUnsignaledTail(t *testing.T) {
 	qa, qb := a[0], b[0]
 	ha, hb := e.hosts[0], e.hosts[1]
 	payload(ha.buf.Bytes()[:192], 11, 0)
-	wrs := []SendWR{
-		{WRID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr, RKey: hb.mr.RKey},
-		{WRID: 2, Opcode: WRRDMAWrite, SGL: []SGE{ha.mr.SGE(64, 64)}, RemoteAddr: hb.mr.Addr + 64, RKey: hb.mr.RKey},
-		{WRID: 3, Opcode: WRRDMAWrite, SGL: []SGE{ha.mr.SGE(128, 64)}, RemoteAddr: hb.mr.Addr + 128, RKey: hb.mr.RKey},
+	wrs := []verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()},
+		{WRID: 2, Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(64, 64)}, RemoteAddr: hb.mr.Addr() + 64, RKey: hb.mr.RKey()},
+		{WRID: 3, Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(128, 64)}, RemoteAddr: hb.mr.Addr() + 128, RKey: hb.mr.RKey()},
 	}
 	if err := qa.PostSend(wrs); err != nil {
 		t.Fatal(err)
 	}
 	p := &poller{t: t, cq: ha.cq}
-	if ws := p.next(time.Now().Add(20 * time.Second)); len(ws) != 1 || ws[0].WRID != 1 || ws[0].Status != WCSuccess {
+	if ws := p.next(time.Now().Add(20 * time.Second)); len(ws) != 1 || ws[0].WRID != 1 || ws[0].Status != verbs.WCSuccess {
 		t.Fatalf("completion %+v", ws)
 	}
 	waitFor(t, "the unsignaled WRITEs to land", func() bool {

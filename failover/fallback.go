@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shift-rdma/shift/provider"
-	"github.com/shift-rdma/shift/uverbs"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // fallback moves q to the backup (State 1 → 2, paper §4.3.2). It runs on the goroutine that
@@ -85,7 +84,7 @@ func (q *QP) fallbackLocked(peerImm uint32, fromPeer bool) {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		if q.mach.sendState() == SendHandshake {
-			q.failLocked(provider.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
+			q.failLocked(verbs.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
 		}
 	})
 }
@@ -116,7 +115,7 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 	if q.fn != nil {
 		_ = q.fn.Abort(fmt.Errorf("failover: QP %#x: default path failed", q.qpn))
 	}
-	if err := q.def.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState); err != nil {
+	if err := q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
 		return fmt.Errorf("failover: QP %#x: move default QP to ERR: %w", q.qpn, err)
 	}
 	if err := q.drainLocked(); err != nil {
@@ -127,12 +126,12 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 	}
 	// Retransmission-safe check over every WR without a completion.
 	posted := q.sPosted.Load()
-	var scratch []SGE
+	var scratch []verbs.SGE
 	for c := q.sCursor; c < posted; c++ {
 		r := &q.slog[c&q.smask]
 		scratch = scratch[:0]
 		switch {
-		case r.wr.Opcode == provider.WRAtomicCmpAndSwp || r.wr.Opcode == provider.WRAtomicFetchAdd:
+		case r.wr.Opcode == verbs.WRAtomicCmpAndSwp || r.wr.Opcode == verbs.WRAtomicFetchAdd:
 			return fmt.Errorf("failover: QP %#x: outstanding %v (wr_id %d): %w", q.qpn, r.wr.Opcode, r.wr.WRID, ErrNotSafe)
 		case r.wr.Flags&SendIneligible != 0:
 			return fmt.Errorf("failover: QP %#x: outstanding ineligible WR (wr_id %d): %w", q.qpn, r.wr.WRID, ErrNotSafe)
@@ -154,10 +153,10 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 	q.fifoMu.Unlock()
 	if recvPart {
 		// Outstanding receives go to the backup QP behind its control RECV.
-		var recvs []RecvWR
+		var recvs []verbs.RecvWR
 		for i := q.recvDone; i < q.rPosted.Load(); i++ {
 			r := &q.rlog[i&q.rmask]
-			recvs = append(recvs, RecvWR{WRID: r.wrid, SGL: append([]SGE(nil), r.sgl...)})
+			recvs = append(recvs, verbs.RecvWR{WRID: r.wrid, SGL: append([]verbs.SGE(nil), r.sgl...)})
 		}
 		if len(recvs) > 0 {
 			if err := q.postRecvBackupLocked(recvs); err != nil {
@@ -204,7 +203,7 @@ func (q *QP) drainLocked() error {
 	// signaled behind them, would stay outstanding for ever: the drain marker (a signaled
 	// NOP, flushed after every WQE before it) retires them. With the SQ full it cannot be
 	// posted; then the drain waits for completions as before.
-	if q.def.State() == provider.QPStateErr {
+	if q.def.State() == verbs.QPStateErr {
 		q.outSends = q.def.OutstandingSends(q.outSends[:0])
 		if len(q.outSends) > 0 && q.outSends[len(q.outSends)-1].Rung {
 			q.scq.mu.Lock()
@@ -238,7 +237,7 @@ func (q *QP) drainLocked() error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("failover: QP %#x: drain: %d sends and %d receives without completion after %v: %w",
-				q.qpn, len(q.outSends), len(q.outRecvs), q.c.opts.DrainTimeout, provider.ErrTimeout)
+				q.qpn, len(q.outSends), len(q.outRecvs), q.c.opts.DrainTimeout, verbs.ErrTimeout)
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
@@ -253,8 +252,8 @@ func (q *QP) notifyLocked(stale int) error {
 	imm := uint32(q.recvDone)&countMask | uint32(stale)<<countBits
 	q.rcq.mu.Unlock()
 	q.scq.mu.Lock()
-	err := q.ctl.Load().PostSend([]SendWR{{WRID: ctrlWRID, Opcode: provider.WRRDMAWriteWithImm,
-		Flags: provider.SendSignaled, Imm: imm}})
+	err := q.ctl.Load().PostSend([]verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRRDMAWriteWithImm,
+		Flags: verbs.SendSignaled, Imm: imm}})
 	q.scq.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("failover: QP %#x: post notification: %w", q.qpn, err)
@@ -282,19 +281,19 @@ func (q *QP) repostSendsLocked(peerImm uint32) {
 			last = int64(c)
 		}
 	}
-	var done []WC
-	var resend []SendWR
+	var done []verbs.WC
+	var resend []verbs.SendWR
 	for c := q.sCursor; c < posted; c++ {
 		r := &q.slog[c&q.smask]
-		if int64(c) <= last && r.wr.Opcode != provider.WRRDMARead {
+		if int64(c) <= last && r.wr.Opcode != verbs.WRRDMARead {
 			q.c.skipped.Add(1)
 			if r.signaled {
-				done = append(done, WC{WRID: r.wr.WRID, Status: provider.WCSuccess, Opcode: wcOpcode(r.wr.Opcode), QPNum: q.qpn})
+				done = append(done, verbs.WC{WRID: r.wr.WRID, Status: verbs.WCSuccess, Opcode: wcOpcode(r.wr.Opcode), QPNum: q.qpn})
 			}
 			continue
 		}
 		w := r.wr
-		w.SGL = append([]SGE(nil), r.wr.SGL...)
+		w.SGL = append([]verbs.SGE(nil), r.wr.SGL...)
 		resend = append(resend, w)
 	}
 	q.sCursor = posted
@@ -305,7 +304,7 @@ func (q *QP) repostSendsLocked(peerImm uint32) {
 		q.scq.raise()
 	}
 	if _, err := q.mach.sendEvent(EvPeerCount); err != nil {
-		q.failLocked(provider.WCGeneralErr, err)
+		q.failLocked(verbs.WCGeneralErr, err)
 		return
 	}
 	// The reposted WRs were counted when logged; postBackupLocked counts them again.
@@ -316,7 +315,7 @@ func (q *QP) repostSendsLocked(peerImm uint32) {
 		}
 	}
 	if err := q.postFillersLocked(stale); err != nil {
-		q.failLocked(provider.WCGeneralErr, err)
+		q.failLocked(verbs.WCGeneralErr, err)
 		return
 	}
 	all := append(resend, q.pending...)
@@ -326,8 +325,8 @@ func (q *QP) repostSendsLocked(peerImm uint32) {
 	// a list part-way).
 	for len(all) > 0 {
 		if err := q.withRoomLocked(func() error { return q.postBackupLocked(all[:1]) }); err != nil {
-			q.failLocked(provider.WCGeneralErr, err)
-			q.synthErrorsLocked(all, provider.WCWRFlushErr)
+			q.failLocked(verbs.WCGeneralErr, err)
+			q.synthErrorsLocked(all, verbs.WCWRFlushErr)
 			return
 		}
 		q.c.reposted.Add(1)
@@ -343,7 +342,7 @@ func (q *QP) withRoomLocked(post func() error) error {
 	deadline := time.Now().Add(q.c.opts.DrainTimeout)
 	for {
 		err := post()
-		if err == nil || !errors.Is(err, provider.ErrSQFull) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, verbs.ErrSQFull) || time.Now().After(deadline) {
 			return err
 		}
 		q.scq.mu.Lock()
@@ -357,8 +356,8 @@ func (q *QP) withRoomLocked(post func() error) error {
 // classified against this incarnation), gives it its control RECV in INIT and starts the
 // probe goroutine that reconnects it.
 func (q *QP) resetDefaultLocked() {
-	if s := q.def.State(); s != provider.QPStateReset && s != provider.QPStateErr {
-		_ = q.def.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
+	if s := q.def.State(); s != verbs.QPStateReset && s != verbs.QPStateErr {
+		_ = q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for {
@@ -398,9 +397,9 @@ func (q *QP) resetDefaultLocked() {
 	}
 	q.scq.mu.Unlock()
 	q.tracked = true
-	if err := q.def.ToInit(q.attr); err == nil {
+	if err := verbs.ToInit(q.def, q.attr); err == nil {
 		q.rcq.mu.Lock()
-		err = q.def.PostRecv([]RecvWR{{WRID: ctrlWRID}})
+		err = q.def.PostRecv([]verbs.RecvWR{{WRID: ctrlWRID}})
 		q.rcq.mu.Unlock()
 		if err != nil {
 			q.fifoMu.Lock()
@@ -417,18 +416,18 @@ func (q *QP) resetDefaultLocked() {
 	q.startProbeLocked()
 }
 
-func wcOpcode(op WROpcode) WCOpcode {
+func wcOpcode(op verbs.WROpcode) verbs.WCOpcode {
 	switch op {
-	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
-		return provider.WCRDMAWrite
-	case provider.WRRDMARead:
-		return provider.WCRDMARead
-	case provider.WRAtomicCmpAndSwp:
-		return provider.WCCompSwap
-	case provider.WRAtomicFetchAdd:
-		return provider.WCFetchAdd
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
+		return verbs.WCRDMAWrite
+	case verbs.WRRDMARead:
+		return verbs.WCRDMARead
+	case verbs.WRAtomicCmpAndSwp:
+		return verbs.WCCompSwap
+	case verbs.WRAtomicFetchAdd:
+		return verbs.WCFetchAdd
 	default:
-		return provider.WCSend
+		return verbs.WCSend
 	}
 }
 
@@ -447,7 +446,7 @@ func (q *QP) refuseLocked(err error) {
 	}
 	// The default QP may still be healthy (a refused notification from the peer): stop it so
 	// its WRs complete with errors the application sees.
-	_ = q.def.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
+	_ = q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	q.scq.mu.Lock()
 	if q.rcq != q.scq {
 		q.rcq.mu.Lock()
@@ -467,12 +466,12 @@ func (q *QP) refuseLocked(err error) {
 	q.scq.raise()
 	q.rcq.raise()
 	if b := q.bk.Load(); b != nil {
-		_ = b.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
+		_ = b.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	}
 }
 
 // failBackup handles an error completion of the backup QP: the backup path is gone too.
-func (q *QP) failBackup(status WCStatus) {
+func (q *QP) failBackup(status verbs.WCStatus) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.failLocked(status, fmt.Errorf("failover: QP %#x: backup QP failed: %v", q.qpn, status))
@@ -481,7 +480,7 @@ func (q *QP) failBackup(status WCStatus) {
 // failLocked fails a QP whose fallback started: the backup QP is stopped (its WQEs complete
 // with errors the application gets), and the sends not reposted yet complete with status
 // (the first) and flush errors.
-func (q *QP) failLocked(status WCStatus, err error) {
+func (q *QP) failLocked(status verbs.WCStatus, err error) {
 	st := q.mach.sendState()
 	if st == SendFailed || st == SendDefault {
 		if st == SendDefault {
@@ -491,10 +490,10 @@ func (q *QP) failLocked(status WCStatus, err error) {
 	}
 	q.failErr = err
 	if b := q.bk.Load(); b != nil {
-		_ = b.Modify(&provider.QPAttr{State: uint8(provider.QPStateErr)}, uverbs.QPAttrState)
+		_ = b.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	}
 	if st == SendHandshake {
-		var ws []SendWR
+		var ws []verbs.SendWR
 		posted := q.sPosted.Load()
 		for c := q.sCursor; c < posted; c++ {
 			ws = append(ws, q.slog[c&q.smask].wr)
@@ -513,17 +512,17 @@ func (q *QP) failLocked(status WCStatus, err error) {
 
 // synthErrorsLocked gives the application an error completion for each WR of ws: the first
 // with status, the rest flushed (as a QP in ERR reports them).
-func (q *QP) synthErrorsLocked(ws []SendWR, status WCStatus) {
+func (q *QP) synthErrorsLocked(ws []verbs.SendWR, status verbs.WCStatus) {
 	if len(ws) == 0 {
 		return
 	}
 	q.scq.mu.Lock()
 	for i, w := range ws {
-		s := provider.WCWRFlushErr
+		s := verbs.WCWRFlushErr
 		if i == 0 {
 			s = status
 		}
-		q.scq.buf = append(q.scq.buf, WC{WRID: w.WRID, Status: s, QPNum: q.qpn})
+		q.scq.buf = append(q.scq.buf, verbs.WC{WRID: w.WRID, Status: s, QPNum: q.qpn})
 	}
 	q.scq.mu.Unlock()
 	q.scq.raise()

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // onFastPath reports whether q is back on the lock-free path: not counted slow, neither of its
@@ -19,7 +21,7 @@ func onFastPath(q *QP) bool {
 // cqOpen polls cq once (the slow Poll that empties the buffer reopens the gate) and reports
 // whether its gate is open again.
 func cqOpen(t testing.TB, cq *CQ) bool {
-	var w [8]WC
+	var w [8]verbs.WC
 	if n, err := cq.Poll(w[:]); err != nil || n != 0 {
 		t.Fatalf("stray completions or error on an idle CQ: n %d err %v %+v", n, err, w[:n])
 	}
@@ -42,16 +44,16 @@ func sendRoundLocksHeld(t *testing.T, e *testEnv, a, b *QP, seq uint64) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		if err := b.PostRecv([]RecvWR{{WRID: seq, SGL: []SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+		if err := b.PostRecv([]verbs.RecvWR{{WRID: seq, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
 			done <- err
 			return
 		}
-		if err := a.PostSend([]SendWR{{WRID: seq, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+		if err := a.PostSend([]verbs.SendWR{{WRID: seq, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
 			done <- err
 			return
 		}
 		for _, cq := range []*CQ{ha.cq, hb.cq} {
-			var w [4]WC
+			var w [4]verbs.WC
 			deadline := time.Now().Add(20 * time.Second)
 			for {
 				n, err := cq.Poll(w[:])
@@ -59,7 +61,7 @@ func sendRoundLocksHeld(t *testing.T, e *testEnv, a, b *QP, seq uint64) {
 					done <- err
 					return
 				}
-				if n == 1 && w[0].WRID == seq && w[0].Status == WCSuccess {
+				if n == 1 && w[0].WRID == seq && w[0].Status == verbs.WCSuccess {
 					break
 				}
 				if n != 0 {
@@ -95,7 +97,7 @@ func sendRoundLocksHeld(t *testing.T, e *testEnv, a, b *QP, seq uint64) {
 // of the slow path, and the data path (PostRecv included) allocates nothing. A stream in between
 // checks that no completion was lost or reordered by the reopening.
 func TestFastPathAfterRecovery(t *testing.T) {
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	for _, how := range []string{"failure", "switch"} {
 		t.Run(how, func(t *testing.T) {
 			e := newEnvWith(t, 256, recoverOpts)
@@ -152,8 +154,8 @@ func TestFastPathAfterRecovery(t *testing.T) {
 // recoveredAllocs counts the data path's allocations over 200 SEND/RECV rounds.
 func recoveredAllocs(t *testing.T, e *testEnv, a, b *QP) int64 {
 	ha, hb := e.hosts[0], e.hosts[1]
-	wr := []SendWR{{Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ha.mr.SGE(0, 64)}}}
-	rwr := []RecvWR{{SGL: []SGE{hb.mr.SGE(4096, 64)}}}
+	wr := []verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}
+	rwr := []verbs.RecvWR{{SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}
 	old := runtime.MemProfileRate
 	runtime.MemProfileRate = 1
 	defer func() { runtime.MemProfileRate = old }()

@@ -14,6 +14,8 @@ import (
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
 	"github.com/shift-rdma/shift/probe"
+	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // The tests run two emulated hosts with two NICs each on one in-process fabric: NIC 0 is the
@@ -25,7 +27,7 @@ type testHost struct {
 	ctx *Context
 	pd  *PD
 	cq  *CQ
-	buf *Buffer
+	buf *provider.Buffer
 	mr  *MR
 	gid [16]byte
 }
@@ -40,14 +42,14 @@ type testEnv struct {
 	cl          *emu.Cluster
 	kv          *kv.Mem
 	hosts       [2]*testHost
-	attr        ConnectAttr
+	attr        verbs.ConnectAttr
 }
 
 const bufSize = 4 << 20
 
 // Fast failure detection, as the brief asks (timeout exponent ~10, few retries), but with
 // enough margin that a loaded machine does not exhaust the retries of a healthy path.
-var fastAttr = ConnectAttr{Timeout: 12, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
+var fastAttr = verbs.ConnectAttr{Timeout: 12, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
 
 func newEnv(t testing.TB, cqe int) *testEnv { return newEnvWith(t, cqe, nil) }
 
@@ -79,7 +81,7 @@ func newEnvCfg(t testing.TB, cqe int, hook func(h int, o *Options), links bool) 
 }
 
 // pairs creates n connected QP pairs between the two hosts and waits for their shadows.
-func (e *testEnv) pairs(t testing.TB, n int, cp QPCap) (a, b []*QP) {
+func (e *testEnv) pairs(t testing.TB, n int, cp verbs.QPCap) (a, b []*QP) {
 	t.Helper()
 	for i := range n {
 		qa, qb := e.connect(t, e.hosts[0], e.hosts[1], cp, uint32(0x100+i))
@@ -119,10 +121,10 @@ func payload(b []byte, seed, seq uint64) {
 type poller struct {
 	t   testing.TB
 	cq  *CQ
-	wcs [32]WC
+	wcs [32]verbs.WC
 }
 
-func (p *poller) next(deadline time.Time) []WC {
+func (p *poller) next(deadline time.Time) []verbs.WC {
 	for {
 		n, err := p.cq.Poll(p.wcs[:])
 		if err != nil {
@@ -176,16 +178,16 @@ func (e *testEnv) openHost(t testing.TB, h, cqe, size int) *testHost {
 			th.buf.Free()
 		}
 	})
-	if th.pd, err = c.AllocPD(); err != nil {
+	if th.pd, err = as[*PD](c.AllocPD()); err != nil {
 		t.Fatal(err)
 	}
-	if th.cq, err = c.CreateCQ(cqe); err != nil {
+	if th.cq, err = as[*CQ](c.CreateCQ(verbs.CQInitAttr{CQE: cqe})); err != nil {
 		t.Fatal(err)
 	}
-	if th.buf, err = NewBuffer(size); err != nil {
+	if th.buf, err = provider.NewBuffer(size); err != nil {
 		t.Fatal(err)
 	}
-	if th.mr, err = th.pd.RegMR(th.buf.Bytes(), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic); err != nil {
+	if th.mr, err = as[*MR](th.pd.RegMR(th.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)); err != nil {
 		t.Fatal(err)
 	}
 	g, err := c.GIDByIndex(1, 0)
@@ -197,22 +199,22 @@ func (e *testEnv) openHost(t testing.TB, h, cqe, size int) *testHost {
 }
 
 // connect creates and connects one QP pair between two host contexts.
-func (e *testEnv) connect(t testing.TB, ha, hb *testHost, cp QPCap, psn uint32) (*QP, *QP) {
+func (e *testEnv) connect(t testing.TB, ha, hb *testHost, cp verbs.QPCap, psn uint32) (*QP, *QP) {
 	t.Helper()
-	qa, err := ha.pd.CreateQP(QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: cp})
+	qa, err := as[*QP](ha.pd.CreateQP(verbs.QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: cp}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, err := hb.pd.CreateQP(QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: cp})
+	qb, err := as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: cp}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ea := Endpoint{QPN: qa.QPN(), PSN: psn, GID: ha.gid}
-	eb := Endpoint{QPN: qb.QPN(), PSN: psn + 0x8000, GID: hb.gid}
-	if err := qa.Connect(e.attr, ea, eb); err != nil {
+	ea := verbs.Endpoint{QPN: qa.QPN(), PSN: psn, GID: ha.gid}
+	eb := verbs.Endpoint{QPN: qb.QPN(), PSN: psn + 0x8000, GID: hb.gid}
+	if err := verbs.Connect(qa, e.attr, ea, eb); err != nil {
 		t.Fatal(err)
 	}
-	if err := qb.Connect(e.attr, eb, ea); err != nil {
+	if err := verbs.Connect(qb, e.attr, eb, ea); err != nil {
 		t.Fatal(err)
 	}
 	return qa, qb

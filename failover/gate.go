@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shift-rdma/shift/fence"
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Gate values. A lock-free fast path holds its gate at gateBusy for the length of one call
@@ -113,7 +113,7 @@ func (q *QP) reopenLocked() bool {
 	if q.fn != nil && q.fn.State() != fence.Done && q.fn.State() != fence.Idle {
 		return false
 	}
-	if q.def.State() != provider.QPStateRTS {
+	if q.def.State() != verbs.QPStateRTS {
 		return false
 	}
 	q.scq.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // TestLinkDownFallsBackWithoutPolling: the sender's default link goes down while its last
@@ -21,22 +23,22 @@ func TestNetnsLinkWatch(t *testing.T) {
 }
 
 func linkDownWithoutPolling(t *testing.T, e *testEnv) {
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	a, b := e.pairs(t, 1, cp)
 	qa, qb := a[0], b[0]
 	ha, hb := e.hosts[0], e.hosts[1]
 	runStream(t, e, qa, qb, stream{mode: modeWrite, msgs: 20, size: 512, failAt: -1, seed: 21})
-	if err := qb.PostRecv([]RecvWR{{WRID: 77, SGL: []SGE{hb.mr.SGE(bufSize/2, 64)}}}); err != nil {
+	if err := qb.PostRecv([]verbs.RecvWR{{WRID: 77, SGL: []verbs.SGE{hb.mr.SGE(bufSize/2, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	const n, size = 8, 256
 	payload(ha.buf.Bytes()[:n*size], 22, 0)
-	wrs := make([]SendWR, n)
+	wrs := make([]verbs.SendWR, n)
 	for i := range wrs {
-		wrs[i] = SendWR{WRID: uint64(100 + i), Opcode: WRRDMAWrite, SGL: []SGE{ha.mr.SGE(i*size, size)},
-			RemoteAddr: hb.mr.Addr + uint64(i*size), RKey: hb.mr.RKey}
+		wrs[i] = verbs.SendWR{WRID: uint64(100 + i), Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(i*size, size)},
+			RemoteAddr: hb.mr.Addr() + uint64(i*size), RKey: hb.mr.RKey()}
 	}
-	wrs[n-1].Opcode, wrs[n-1].Imm = WRRDMAWriteWithImm, 7
+	wrs[n-1].Opcode, wrs[n-1].Imm = verbs.WRRDMAWriteWithImm, 7
 	e.linkDown(0)
 	start := time.Now()
 	if err := qa.PostSend(wrs); err != nil {
@@ -44,7 +46,7 @@ func linkDownWithoutPolling(t *testing.T, e *testEnv) {
 	}
 	p := &poller{t: t, cq: hb.cq}
 	ws := p.next(time.Now().Add(20 * time.Second))
-	if len(ws) != 1 || ws[0].WRID != 77 || ws[0].Status != WCSuccess || ws[0].Opcode != WCRecvRDMAWithImm || ws[0].Imm != 7 {
+	if len(ws) != 1 || ws[0].WRID != 77 || ws[0].Status != verbs.WCSuccess || ws[0].Opcode != verbs.WCRecvRDMAWithImm || ws[0].Imm != 7 {
 		t.Fatalf("receiver: %+v; %s", ws, e.describe(qa, qb))
 	}
 	if !bytes.Equal(hb.buf.Bytes()[:n*size], ha.buf.Bytes()[:n*size]) {

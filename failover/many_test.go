@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Many QPs fail over at once, both sides sending, in bursts with idle gaps: every message is
@@ -25,7 +27,7 @@ func TestManyQPsBothSides(t *testing.T) {
 	// 512 QPs on a loaded 2-core machine: ACK timeouts long enough that a healthy path never
 	// runs out of retries (detection still takes well under a second).
 	e.attr.Timeout, e.attr.RetryCnt = 14, 5
-	cp := QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}
+	cp := verbs.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}
 	var qps [2][]*QP
 	var ctxs [2][]*testHost
 	var owner [2][]*testHost // QP i's context
@@ -62,7 +64,7 @@ func TestManyQPsBothSides(t *testing.T) {
 			for k := range perQP {
 				binary.LittleEndian.PutUint32(hb.buf.Bytes()[srcOff(i, k):], uint32(i))
 				binary.LittleEndian.PutUint32(hb.buf.Bytes()[srcOff(i, k)+4:], uint32(k))
-				if err := q.PostRecv([]RecvWR{{WRID: uint64(k), SGL: []SGE{hb.mr.SGE(dstOff(i, k), msgSize)}}}); err != nil {
+				if err := q.PostRecv([]verbs.RecvWR{{WRID: uint64(k), SGL: []verbs.SGE{hb.mr.SGE(dstOff(i, k), msgSize)}}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -77,13 +79,13 @@ func TestManyQPsBothSides(t *testing.T) {
 			defer wg.Done()
 			nextRecv := make([]int, nqp)
 			sends, recvs := 0, 0
-			var wcs [32]WC
+			var wcs [32]verbs.WC
 			for sends < nqp*perQP || recvs < nqp*perQP {
 				if time.Now().After(deadline) {
 					errs <- fmt.Errorf("host %d: timed out at %d sends %d receives", h, sends, recvs)
 					return
 				}
-				var ws []WC
+				var ws []verbs.WC
 				for _, c := range ctxs[h] {
 					n, err := c.cq.Poll(wcs[:])
 					if err != nil {
@@ -97,7 +99,7 @@ func TestManyQPsBothSides(t *testing.T) {
 				}
 				for _, w := range ws {
 					i, ok := idx[h][w.QPNum]
-					if w.Status != WCSuccess || !ok {
+					if w.Status != verbs.WCSuccess || !ok {
 						var st string
 						if ok {
 							q := qps[h][i]
@@ -106,7 +108,7 @@ func TestManyQPsBothSides(t *testing.T) {
 						errs <- fmt.Errorf("host %d: completion %+v (%v) %s", h, w, w.Status, st)
 						return
 					}
-					if w.Opcode&WCRecv == 0 {
+					if w.Opcode&verbs.WCRecv == 0 {
 						sends++
 						continue
 					}
@@ -128,8 +130,8 @@ func TestManyQPsBothSides(t *testing.T) {
 			for i, q := range qps[h] {
 				hb := owner[h][i]
 				for k := phase * perPhase; k < (phase+1)*perPhase; k++ {
-					if err := q.PostSend([]SendWR{{WRID: uint64(k), Opcode: WRSend, Flags: SendSignaled,
-						SGL: []SGE{hb.mr.SGE(srcOff(i, k), msgSize)}}}); err != nil {
+					if err := q.PostSend([]verbs.SendWR{{WRID: uint64(k), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+						SGL: []verbs.SGE{hb.mr.SGE(srcOff(i, k), msgSize)}}}); err != nil {
 						t.Fatal(err)
 					}
 				}

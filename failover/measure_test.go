@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Fallback latency as the paper measures it: from the first error completion polled on the
@@ -57,7 +57,7 @@ func BenchmarkShadowSetup(b *testing.B) {
 				b.StopTimer()
 				e := newEnv(b, 64)
 				const perCtx = 14
-				cp := QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+				cp := verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
 				var hosts [2][]*testHost
 				for g := 0; g < (n+perCtx-1)/perCtx; g++ {
 					hosts[0] = append(hosts[0], e.openHost(b, 0, 64, 4096))
@@ -104,7 +104,7 @@ func BenchmarkProviderSetup(b *testing.B) {
 				b.StopTimer()
 				e := newEnv(b, 64)
 				const perCtx = 14
-				cp := QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+				cp := verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
 				var hosts [2][]*testHost
 				for g := 0; g < (n+perCtx-1)/perCtx; g++ {
 					hosts[0] = append(hosts[0], e.openHost(b, 0, 64, 4096))
@@ -114,20 +114,20 @@ func BenchmarkProviderSetup(b *testing.B) {
 				t0 := time.Now()
 				for q := range n {
 					ha, hb := hosts[0][q/perCtx], hosts[1][q/perCtx]
-					qa, err := ha.pd.Default().CreateQP(provider.QPInitAttr{SendCQ: ha.cq.Default(), RecvCQ: ha.cq.Default(), Cap: cp})
+					qa, err := ha.pd.Default().CreateQP(verbs.QPInitAttr{SendCQ: ha.cq.Default(), RecvCQ: ha.cq.Default(), Cap: cp})
 					if err != nil {
 						b.Fatal(err)
 					}
-					qb, err := hb.pd.Default().CreateQP(provider.QPInitAttr{SendCQ: hb.cq.Default(), RecvCQ: hb.cq.Default(), Cap: cp})
+					qb, err := hb.pd.Default().CreateQP(verbs.QPInitAttr{SendCQ: hb.cq.Default(), RecvCQ: hb.cq.Default(), Cap: cp})
 					if err != nil {
 						b.Fatal(err)
 					}
-					ea := Endpoint{QPN: qa.QPN(), PSN: 1, GID: ha.gid}
-					eb := Endpoint{QPN: qb.QPN(), PSN: 2, GID: hb.gid}
-					if err := qa.Connect(e.attr, ea, eb); err != nil {
+					ea := verbs.Endpoint{QPN: qa.QPN(), PSN: 1, GID: ha.gid}
+					eb := verbs.Endpoint{QPN: qb.QPN(), PSN: 2, GID: hb.gid}
+					if err := verbs.Connect(qa, e.attr, ea, eb); err != nil {
 						b.Fatal(err)
 					}
-					if err := qb.Connect(e.attr, eb, ea); err != nil {
+					if err := verbs.Connect(qb, e.attr, eb, ea); err != nil {
 						b.Fatal(err)
 					}
 				}

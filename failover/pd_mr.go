@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // PD is a protection domain with its shadow on the backup device.
@@ -15,14 +16,14 @@ type PD struct {
 }
 
 // AllocPD is ibv_alloc_pd; the backup PD is allocated by the shadow goroutine.
-func (c *Context) AllocPD() (*PD, error) {
-	d, err := c.def.AllocPD()
+func (c *Context) AllocPD() (verbs.PD, error) {
+	d, err := as[*provider.PD](c.def.AllocPD())
 	if err != nil {
 		return nil, fmt.Errorf("failover: alloc_pd: %w", err)
 	}
 	p := &PD{c: c, def: d}
 	c.bk.record("alloc_pd", func() error {
-		b, err := c.bk.ctx.AllocPD()
+		b, err := as[*provider.PD](c.bk.ctx.AllocPD())
 		if err != nil {
 			return err
 		}
@@ -49,14 +50,9 @@ func (p *PD) Dealloc() error {
 	return nil
 }
 
-// MR is a memory region registered on both devices over the same memory. LKey and RKey are
-// the default device's keys, the ones the application uses.
+// MR is a memory region registered on both devices over the same memory. Its keys are the
+// default device's, the ones the application uses.
 type MR struct {
-	LKey   uint32
-	RKey   uint32
-	Addr   uint64
-	Length uint64
-
 	pd  *PD
 	def *provider.MR
 	bk  atomic.Pointer[provider.MR]
@@ -64,12 +60,21 @@ type MR struct {
 
 // RegMR is ibv_reg_mr; the shadow registers the same memory with the backup PD, keeps the
 // lkey mapping and publishes mr/<default GID>/<rkey> → backup rkey in the KV store.
-func (p *PD) RegMR(b []byte, access uint32) (*MR, error) {
-	d, err := p.def.RegMR(b, access)
+func (p *PD) RegMR(b []byte, access verbs.Access) (verbs.MR, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("failover: reg_mr: %w: empty buffer", verbs.ErrInvalidArgument)
+	}
+	return p.RegMRIOVA(b, sliceAddr(b), access)
+}
+
+// RegMRIOVA is ibv_reg_mr_iova2; the backup MR is registered at the same iova, so a remote
+// address valid on the default NIC is valid on the backup.
+func (p *PD) RegMRIOVA(b []byte, iova uint64, access verbs.Access) (verbs.MR, error) {
+	d, err := as[*provider.MR](p.def.RegMRIOVA(b, iova, access))
 	if err != nil {
 		return nil, fmt.Errorf("failover: reg_mr: %w", err)
 	}
-	m := &MR{LKey: d.LKey, RKey: d.RKey, Addr: d.Addr, Length: d.Length, pd: p, def: d}
+	m := &MR{pd: p, def: d}
 	c := p.c
 	c.bk.record("reg_mr", func() error {
 		if m.bk.Load() == nil {
@@ -77,18 +82,19 @@ func (p *PD) RegMR(b []byte, access uint32) (*MR, error) {
 			if bpd == nil {
 				return fmt.Errorf("%w: backup PD missing", ErrBackupNotReady)
 			}
-			bm, err := bpd.RegMR(b, access)
+			bm, err := as[*provider.MR](bpd.RegMRIOVA(b, iova, access))
 			if err != nil {
 				return err
 			}
 			m.bk.Store(bm)
-			c.lkeys.Store(d.LKey, bm.LKey)
+			c.lkeys.Store(d.LKey(), bm.LKey())
 		}
 		bm := m.bk.Load()
 		ctx, cancel := c.kvCtx()
 		defer cancel()
-		v := []byte{byte(bm.RKey >> 24), byte(bm.RKey >> 16), byte(bm.RKey >> 8), byte(bm.RKey)}
-		if err := c.opts.KV.Put(ctx, c.mrKey(c.gid, d.RKey), v); err != nil {
+		rk := bm.RKey()
+		v := []byte{byte(rk >> 24), byte(rk >> 16), byte(rk >> 8), byte(rk)}
+		if err := c.opts.KV.Put(ctx, c.mrKey(c.gid, d.RKey()), v); err != nil {
 			// The store may come back: keep the verb and retry it.
 			return fmt.Errorf("%w: %w", errNotYet, err)
 		}
@@ -97,11 +103,26 @@ func (p *PD) RegMR(b []byte, access uint32) (*MR, error) {
 	return m, nil
 }
 
+// LKey is the default MR's local key.
+func (m *MR) LKey() uint32 { return m.def.LKey() }
+
+// RKey is the default MR's remote key (the one peers use; SHIFT maps it to the backup's).
+func (m *MR) RKey() uint32 { return m.def.RKey() }
+
+// Addr is the first byte's address in this process.
+func (m *MR) Addr() uint64 { return m.def.Addr() }
+
+// IOVA is where the HCAs see the first byte.
+func (m *MR) IOVA() uint64 { return m.def.IOVA() }
+
+// Len is the registered length.
+func (m *MR) Len() uint64 { return m.def.Len() }
+
 // Bytes is the registered memory.
 func (m *MR) Bytes() []byte { return m.def.Bytes() }
 
 // SGE returns the scatter/gather entry for b[off:off+n] of the region (default lkey).
-func (m *MR) SGE(off, n int) SGE { return m.def.SGE(off, n) }
+func (m *MR) SGE(off, n int) verbs.SGE { return m.def.SGE(off, n) }
 
 // Dereg is ibv_dereg_mr on both devices.
 func (m *MR) Dereg() error {
@@ -109,11 +130,12 @@ func (m *MR) Dereg() error {
 		return fmt.Errorf("failover: dereg_mr: %w", err)
 	}
 	c := m.pd.c
+	lk, rk := m.def.LKey(), m.def.RKey()
 	c.bk.record("dereg_mr", func() error {
-		c.lkeys.Delete(m.LKey)
+		c.lkeys.Delete(lk)
 		ctx, cancel := c.kvCtx()
 		defer cancel()
-		_ = c.opts.KV.Delete(ctx, c.mrKey(c.gid, m.RKey))
+		_ = c.opts.KV.Delete(ctx, c.mrKey(c.gid, rk))
 		if b := m.bk.Swap(nil); b != nil {
 			return b.Dereg()
 		}

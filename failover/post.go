@@ -5,19 +5,19 @@ import (
 	"fmt"
 
 	"github.com/shift-rdma/shift/fence"
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // PostSend is ibv_post_send. In Default it logs the WRs (no allocation: the log and its SGE
 // array are preallocated) and posts them on the default QP; in a fallback state it posts on
 // the backup QP with keys rewritten, or keeps the WRs in order behind the old sends while the
 // handshake runs.
-func (q *QP) PostSend(wrs []SendWR) error {
+func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	if !q.sendGate.CompareAndSwap(gateOpen, gateBusy) {
 		return q.postSendSlow(wrs)
 	}
 	err := q.postDefault(wrs)
-	if err != nil && errors.Is(err, provider.ErrQPState) && q.def.State() == provider.QPStateErr {
+	if err != nil && errors.Is(err, verbs.ErrQPState) && q.def.State() == verbs.QPStateErr {
 		// A failed post: the default QP is in ERR. Fall back, then post where the state says.
 		q.sendGate.Store(gateClosed)
 		q.fallback(0, false)
@@ -30,10 +30,10 @@ func (q *QP) PostSend(wrs []SendWR) error {
 // postDefaultLocked is postDefault once the QP fell back at least once (q.mu held): the
 // signaled WRs' kinds are recorded for the classifier, and behind a pending fence the WRs are
 // written with the doorbell withheld.
-func (q *QP) postDefaultLocked(wrs []SendWR, viaFence bool) error {
+func (q *QP) postDefaultLocked(wrs []verbs.SendWR, viaFence bool) error {
 	nsig := 0
 	for i := range wrs {
-		if q.sigAll || wrs[i].Flags&provider.SendSignaled != 0 {
+		if q.sigAll || wrs[i].Flags&verbs.SendSignaled != 0 {
 			nsig++
 		}
 	}
@@ -54,11 +54,11 @@ func (q *QP) postDefaultLocked(wrs []SendWR, viaFence bool) error {
 }
 
 // postDefault logs wrs and posts them on the default QP; the caller owns the send side.
-func (q *QP) postDefault(wrs []SendWR) error { return q.postDefaultVia(wrs, false) }
+func (q *QP) postDefault(wrs []verbs.SendWR) error { return q.postDefaultVia(wrs, false) }
 
-func (q *QP) postDefaultVia(wrs []SendWR, viaFence bool) error {
+func (q *QP) postDefaultVia(wrs []verbs.SendWR, viaFence bool) error {
 	if len(wrs) > int(q.cap.MaxSendWR) {
-		return &provider.WRError{Op: "post_send", Index: int(q.cap.MaxSendWR), Limit: int(q.cap.MaxSendWR), Got: len(wrs), Err: provider.ErrSQFull}
+		return &verbs.WRError{Op: "post_send", Index: int(q.cap.MaxSendWR), Limit: int(q.cap.MaxSendWR), Got: len(wrs), Err: verbs.ErrSQFull}
 	}
 	p := q.sPosted.Load()
 	two := q.twoSided
@@ -71,10 +71,10 @@ func (q *QP) postDefaultVia(wrs []SendWR, viaFence bool) error {
 		}
 		r.wr = *w
 		r.wr.SGL = sgl
-		if w.Flags&provider.SendInline != 0 && q.maxInl > 0 {
+		if w.Flags&verbs.SendInline != 0 && q.maxInl > 0 {
 			q.logInline(r, (p+uint64(i))&q.smask)
 		}
-		r.signaled = q.sigAll || w.Flags&provider.SendSignaled != 0
+		r.signaled = q.sigAll || w.Flags&verbs.SendSignaled != 0
 		r.twoSeq = two
 		r.twoSided = twoSided(w.Opcode)
 		if r.twoSided {
@@ -110,17 +110,17 @@ func (q *QP) logInline(r *sendRec, slotIdx uint64) {
 		}
 		n += copy(buf[n:], memAt(s.Addr, int(s.Length)))
 	}
-	r.wr.SGL = append(r.wr.SGL[:0], SGE{Addr: sliceAddr(buf), Length: uint32(n)})
+	r.wr.SGL = append(r.wr.SGL[:0], verbs.SGE{Addr: sliceAddr(buf), Length: uint32(n)})
 }
 
 // inject returns wrs with the armed fault applied to the WR it falls on (a copy: the log keeps
 // the correct WR, which is what the backup gets).
-func (q *QP) inject(wrs []SendWR) []SendWR {
+func (q *QP) inject(wrs []verbs.SendWR) []verbs.SendWR {
 	if t := q.c.injQPN.Load(); t != 0 && t != q.qpn {
 		return wrs
 	}
 	for i := range wrs {
-		if len(wrs[i].SGL) == 0 || wrs[i].Flags&provider.SendInline != 0 {
+		if len(wrs[i].SGL) == 0 || wrs[i].Flags&verbs.SendInline != 0 {
 			continue // nothing with a key to corrupt
 		}
 		n := q.c.injArmed.Add(-1)
@@ -140,7 +140,7 @@ func (q *QP) inject(wrs []SendWR) []SendWR {
 	return wrs
 }
 
-func (q *QP) postSendSlow(wrs []SendWR) error {
+func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch q.mach.sendState() {
@@ -155,14 +155,14 @@ func (q *QP) postSendSlow(wrs []SendWR) error {
 		return q.postDefaultLocked(wrs, true)
 	case SendHandshake:
 		for _, w := range wrs {
-			w.SGL = append([]SGE(nil), w.SGL...)
+			w.SGL = append([]verbs.SGE(nil), w.SGL...)
 			q.pending = append(q.pending, w)
 		}
 		return nil
 	case SendFallback:
 		return q.postBackupLocked(wrs)
 	default:
-		return fmt.Errorf("failover: post_send on QP %#x: %w: %w", q.qpn, ErrFailed, provider.ErrQPState)
+		return fmt.Errorf("failover: post_send on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
 	}
 }
 
@@ -170,9 +170,9 @@ func (q *QP) postSendSlow(wrs []SendWR) error {
 // remote key through the KV store (cached), SendIneligible cleared.
 // The mapped SGEs are appended to *sges (scratch reused under q.mu: the provider reads a
 // WR's SGL only during the post).
-func (q *QP) rewriteLocked(w SendWR, sges *[]SGE) (SendWR, error) {
+func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, error) {
 	w.Flags &^= SendIneligible
-	if w.Flags&provider.SendInline == 0 && len(w.SGL) > 0 {
+	if w.Flags&verbs.SendInline == 0 && len(w.SGL) > 0 {
 		start := len(*sges)
 		for _, s := range w.SGL {
 			k, ok := q.c.backupLKey(s.LKey)
@@ -185,8 +185,8 @@ func (q *QP) rewriteLocked(w SendWR, sges *[]SGE) (SendWR, error) {
 		w.SGL = (*sges)[start:len(*sges):len(*sges)]
 	}
 	switch w.Opcode {
-	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead,
-		provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAdd:
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead,
+		verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAdd:
 		k, err := q.c.backupRKey(q.remote.GID, w.RKey)
 		if err != nil {
 			return w, err
@@ -197,7 +197,7 @@ func (q *QP) rewriteLocked(w SendWR, sges *[]SGE) (SendWR, error) {
 }
 
 // postBackupLocked posts application WRs on the backup QP, in order.
-func (q *QP) postBackupLocked(wrs []SendWR) error {
+func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
 	b := q.bk.Load()
 	// Size the scratch first so appends never move SGEs already handed out.
 	nsge := 0
@@ -205,7 +205,7 @@ func (q *QP) postBackupLocked(wrs []SendWR) error {
 		nsge += len(wrs[i].SGL)
 	}
 	if cap(q.bkSGE) < nsge {
-		q.bkSGE = make([]SGE, 0, nsge)
+		q.bkSGE = make([]verbs.SGE, 0, nsge)
 	}
 	sges := q.bkSGE[:0]
 	out := q.bkWRs[:0]
@@ -216,7 +216,7 @@ func (q *QP) postBackupLocked(wrs []SendWR) error {
 			return fmt.Errorf("failover: post_send on QP %#x: %w", q.qpn, err)
 		}
 		out = append(out, w)
-		if q.sigAll || w.Flags&provider.SendSignaled != 0 {
+		if q.sigAll || w.Flags&verbs.SendSignaled != 0 {
 			nsig++
 		}
 	}
@@ -249,7 +249,7 @@ func (q *QP) postBackupLocked(wrs []SendWR) error {
 
 // PostRecv is ibv_post_recv: logged and posted on the default QP in Default, posted on the
 // backup QP (lkeys rewritten) after a fallback.
-func (q *QP) PostRecv(wrs []RecvWR) error {
+func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 	if !q.recvGate.CompareAndSwap(gateOpen, gateBusy) {
 		return q.postRecvSlow(wrs)
 	}
@@ -258,9 +258,9 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 	return err
 }
 
-func (q *QP) postRecvDefault(wrs []RecvWR) error {
+func (q *QP) postRecvDefault(wrs []verbs.RecvWR) error {
 	if len(wrs) > int(q.cap.MaxRecvWR) {
-		return &provider.WRError{Op: "post_recv", Index: int(q.cap.MaxRecvWR), Limit: int(q.cap.MaxRecvWR), Got: len(wrs), Err: provider.ErrRQFull}
+		return &verbs.WRError{Op: "post_recv", Index: int(q.cap.MaxRecvWR), Limit: int(q.cap.MaxRecvWR), Got: len(wrs), Err: verbs.ErrRQFull}
 	}
 	p := q.rPosted.Load()
 	for i := range wrs {
@@ -279,7 +279,7 @@ func (q *QP) postRecvDefault(wrs []RecvWR) error {
 	return nil
 }
 
-func (q *QP) postRecvSlow(wrs []RecvWR) error {
+func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch q.mach.recvState() {
@@ -315,14 +315,14 @@ func (q *QP) postRecvSlow(wrs []RecvWR) error {
 		q.rPosted.Store(p + uint64(len(wrs)))
 		return nil
 	default:
-		return fmt.Errorf("failover: post_recv on QP %#x: %w: %w", q.qpn, ErrFailed, provider.ErrQPState)
+		return fmt.Errorf("failover: post_recv on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
 	}
 }
 
-func (q *QP) postRecvBackupLocked(wrs []RecvWR) error {
-	out := make([]RecvWR, len(wrs))
+func (q *QP) postRecvBackupLocked(wrs []verbs.RecvWR) error {
+	out := make([]verbs.RecvWR, len(wrs))
 	for i, w := range wrs {
-		sgl := make([]SGE, len(w.SGL))
+		sgl := make([]verbs.SGE, len(w.SGL))
 		for j, s := range w.SGL {
 			k, ok := q.c.backupLKey(s.LKey)
 			if !ok {
@@ -331,7 +331,7 @@ func (q *QP) postRecvBackupLocked(wrs []RecvWR) error {
 			s.LKey = k
 			sgl[j] = s
 		}
-		out[i] = RecvWR{WRID: w.WRID, SGL: sgl}
+		out[i] = verbs.RecvWR{WRID: w.WRID, SGL: sgl}
 	}
 	q.fifoMu.Lock()
 	for range out {

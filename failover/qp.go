@@ -11,15 +11,8 @@ import (
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/fence"
 	"github.com/shift-rdma/shift/provider"
-	"github.com/shift-rdma/shift/uverbs"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
-
-// QPInitAttr is ibv_qp_init_attr for an RC QP of the failover layer.
-type QPInitAttr struct {
-	SendCQ, RecvCQ *CQ
-	Cap            QPCap
-	SigAll         bool
-}
 
 // Kinds of backup WQEs, in posting order per queue.
 const (
@@ -40,12 +33,12 @@ const (
 
 type ownedWC struct {
 	cq *CQ
-	wc WC
+	wc verbs.WC
 }
 
 // sendRec is one logged send WR; its SGL points into the log's own SGE array.
 type sendRec struct {
-	wr       SendWR
+	wr       verbs.SendWR
 	twoSeq   uint32 // two-sided WRs posted before it
 	twoSided bool
 	signaled bool
@@ -53,7 +46,7 @@ type sendRec struct {
 
 type recvRec struct {
 	wrid uint64
-	sgl  []SGE
+	sgl  []verbs.SGE
 }
 
 // QP is an RC queue pair: the default QP, its backup QP on the backup device and the state
@@ -64,7 +57,7 @@ type QP struct {
 	scq, rcq *CQ
 	sigAll   bool
 	qpn      uint32
-	cap      QPCap
+	cap      verbs.QPCap
 	def      *provider.QP
 
 	bk      atomic.Pointer[provider.QP]
@@ -96,10 +89,10 @@ type QP struct {
 	recvDone uint64 // application receives completed, all time (poller-owned)
 
 	// Connection.
-	attr          ConnectAttr
-	local, remote Endpoint
-	rtrAttr       provider.QPAttr
-	rtsAttr       provider.QPAttr
+	attr          verbs.ConnectAttr
+	local, remote verbs.Endpoint
+	rtrAttr       verbs.QPAttr
+	rtsAttr       verbs.QPAttr
 	connectOp     *shadowOp
 
 	// Shared between posters and pollers of the backup QP.
@@ -112,7 +105,7 @@ type QP struct {
 	defMode      int // guarded by the CQ mutexes
 
 	// Fallback (q.mu).
-	pending  []SendWR
+	pending  []verbs.SendWR
 	hsTimer  *time.Timer
 	failErr  error
 	tErr     atomic.Int64 // first error completion polled (unix ns)
@@ -144,10 +137,10 @@ type QP struct {
 	lastSwitch   atomic.Int64 // last switch-back (probe success → Default), ns
 	lastStall    atomic.Int64 // last stall (fence WR posted → Default), ns
 
-	injWRs []SendWR
-	injSGE []SGE
-	bkWRs  []SendWR // scratch of postBackupLocked (q.mu)
-	bkSGE  []SGE
+	injWRs []verbs.SendWR
+	injSGE []verbs.SGE
+	bkWRs  []verbs.SendWR // scratch of postBackupLocked (q.mu)
+	bkSGE  []verbs.SGE
 }
 
 func pow2(n int) int {
@@ -161,22 +154,24 @@ func pow2(n int) int {
 // CreateQP is ibv_create_qp for an RC QP; the shadow goroutine creates the backup QP (one
 // more send and receive slot for SHIFT's control WRs), moves it to INIT with its control
 // RECV and publishes qp/<default GID>/<QPN> → {backup GID, QPN, PSN}.
-func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
-	if a.SendCQ == nil || a.RecvCQ == nil {
-		return nil, fmt.Errorf("failover: create_qp: %w: CQs required", provider.ErrInvalidArgument)
+func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
+	scq, _ := a.SendCQ.(*CQ)
+	rcq, _ := a.RecvCQ.(*CQ)
+	if scq == nil || rcq == nil || scq.c != p.c || rcq.c != p.c {
+		return nil, fmt.Errorf("failover: create_qp: %w: send and receive CQs of this context required", verbs.ErrInvalidArgument)
 	}
-	d, err := p.def.CreateQP(provider.QPInitAttr{SendCQ: a.SendCQ.def, RecvCQ: a.RecvCQ.def, Cap: a.Cap, SigAll: a.SigAll})
+	d, err := as[*provider.QP](p.def.CreateQP(verbs.QPInitAttr{SendCQ: scq.def, RecvCQ: rcq.def, Cap: a.Cap, SigAll: a.SigAll, Handle: a.Handle}))
 	if err != nil {
 		return nil, fmt.Errorf("failover: create_qp: %w", err)
 	}
 	c := p.c
-	q := &QP{c: c, pd: p, scq: a.SendCQ, rcq: a.RecvCQ, sigAll: a.SigAll, def: d, qpn: d.QPN(), cap: d.Cap()}
+	q := &QP{c: c, pd: p, scq: scq, rcq: rcq, sigAll: a.SigAll, def: d, qpn: d.QPN(), cap: d.Cap()}
 	q.mach.transitions = &c.transitions
 	q.maxSGE = max(int(q.cap.MaxSendSGE), 1)
 	ns := pow2(4 * int(max(q.cap.MaxSendWR, 1)))
 	q.slog = make([]sendRec, ns)
 	q.smask = uint64(ns - 1)
-	sges := make([]SGE, ns*q.maxSGE)
+	sges := make([]verbs.SGE, ns*q.maxSGE)
 	for i := range q.slog {
 		q.slog[i].wr.SGL = sges[i*q.maxSGE : i*q.maxSGE : (i+1)*q.maxSGE]
 	}
@@ -188,17 +183,17 @@ func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
 	q.rlog = make([]recvRec, nr)
 	q.rmask = uint64(nr - 1)
 	rs := max(int(q.cap.MaxRecvSGE), 1)
-	rsges := make([]SGE, nr*rs)
+	rsges := make([]verbs.SGE, nr*rs)
 	for i := range q.rlog {
 		q.rlog[i].sgl = rsges[i*rs : i*rs : (i+1)*rs]
 	}
-	q.injWRs = make([]SendWR, 0, q.cap.MaxSendWR)
-	q.injSGE = make([]SGE, q.maxSGE)
+	q.injWRs = make([]verbs.SendWR, 0, q.cap.MaxSendWR)
+	q.injSGE = make([]verbs.SGE, q.maxSGE)
 	q.bkPSN = (q.qpn * 2654435761) & 0xffffff
 	q.ctlPSN = q.bkPSN ^ 0x5a5a5a
-	a.SendCQ.addQP(&a.SendCQ.qps, q.qpn, q)
-	if a.RecvCQ != a.SendCQ {
-		a.RecvCQ.addQP(&a.RecvCQ.qps, q.qpn, q)
+	scq.addQP(&scq.qps, q.qpn, q)
+	if rcq != scq {
+		rcq.addQP(&rcq.qps, q.qpn, q)
 	}
 	c.bk.record("create_qp", func() error { return q.createBackup() })
 	c.live.add(q)
@@ -218,27 +213,27 @@ func (q *QP) createBackup() error {
 		// the next fallback's fillers consume them, plus the reposted ones.
 		cp.MaxSendWR = cp.MaxSendWR + cp.MaxRecvWR + 2
 		cp.MaxRecvWR = 2*cp.MaxRecvWR + 2
-		b, err := bpd.CreateQP(provider.QPInitAttr{SendCQ: scq, RecvCQ: rcq, Cap: cp, SigAll: q.sigAll})
+		b, err := as[*provider.QP](bpd.CreateQP(verbs.QPInitAttr{SendCQ: scq, RecvCQ: rcq, Cap: cp, SigAll: q.sigAll}))
 		if err != nil {
 			return err
 		}
-		ca := ConnectAttr{Port: c.opts.Port, GIDIndex: uint8(c.opts.GIDIndex)}
-		if err := b.ToInit(ca); err != nil {
+		ca := verbs.ConnectAttr{Port: c.opts.Port, GIDIndex: uint8(c.opts.GIDIndex)}
+		if err := verbs.ToInit(b, ca); err != nil {
 			b.Destroy()
 			return err
 		}
-		ctl, err := bpd.CreateQP(provider.QPInitAttr{SendCQ: scq, RecvCQ: rcq,
-			Cap: QPCap{MaxSendWR: ctlDepth, MaxRecvWR: ctlDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		ctl, err := as[*provider.QP](bpd.CreateQP(verbs.QPInitAttr{SendCQ: scq, RecvCQ: rcq,
+			Cap: verbs.QPCap{MaxSendWR: ctlDepth, MaxRecvWR: ctlDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}))
 		if err != nil {
 			b.Destroy()
 			return err
 		}
-		if err := ctl.ToInit(ca); err != nil {
+		if err := verbs.ToInit(ctl, ca); err != nil {
 			ctl.Destroy()
 			b.Destroy()
 			return err
 		}
-		ctrl := make([]RecvWR, ctlDepth)
+		ctrl := make([]verbs.RecvWR, ctlDepth)
 		for i := range ctrl {
 			ctrl[i].WRID = ctrlWRID
 		}
@@ -279,7 +274,7 @@ const ctlDepth = 8
 func (q *QP) QPN() uint32 { return q.qpn }
 
 // Cap is the default QP's capabilities.
-func (q *QP) Cap() QPCap { return q.cap }
+func (q *QP) Cap() verbs.QPCap { return q.cap }
 
 // Default is the default provider QP.
 func (q *QP) Default() *provider.QP { return q.def }
@@ -323,72 +318,71 @@ func (q *QP) Err() error {
 	return q.failErr
 }
 
-// Connect runs RESET→INIT→RTR→RTS on the default QP towards remote (ToInit, ToRTR, ToRTS);
-// local is this QP's own endpoint record (its PSN is the first send PSN).
-func (q *QP) Connect(a ConnectAttr, local, remote Endpoint) error {
-	if err := q.ToInit(a); err != nil {
-		return err
-	}
-	if err := q.ToRTR(a, remote); err != nil {
-		return err
-	}
-	return q.ToRTS(a, local.PSN)
-}
-
 // queryMask is what SHIFT keeps of the default QP at RTR and RTS to reset and reconnect it.
-const queryMask = uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN |
-	uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer | uverbs.QPAttrSQPSN |
-	uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic
+const queryMask = verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN |
+	verbs.QPAttrRQPSN | verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer | verbs.QPAttrSQPSN |
+	verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
 
-// ToInit moves the default QP from RESET to INIT (the backup QP is in INIT from its creation).
-func (q *QP) ToInit(a ConnectAttr) error {
-	if err := q.def.ToInit(a); err != nil {
-		return fmt.Errorf("failover: modify_qp INIT: %w", err)
+// Modify is ibv_modify_qp on the default QP (the backup QP is in INIT from its creation). It
+// keeps what SHIFT needs to connect the backup QP and to reset and reconnect the default one:
+// on INIT the port, P_Key index and access flags; on RTR the peer (destination QPN, its first
+// PSN, GID and LID) and the path, then the default QP's attributes queried (paper §4.2) and
+// the shadow connect recorded: the backup QP is connected to the backup QP the peer
+// published for this connection, once it is in the KV store; on RTS the timeouts, retry
+// counts and first send PSN, and the attributes queried again.
+func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	if err := q.def.Modify(a, mask); err != nil {
+		return fmt.Errorf("failover: modify_qp: %w", err)
 	}
-	q.mu.Lock()
-	q.attr = a
-	q.mu.Unlock()
-	return nil
-}
-
-// ToRTR moves the default QP to RTR towards remote and queries its attributes (paper §4.2),
-// then records the shadow connect: the backup QP is connected to the backup QP that the peer
-// published for remote, once it is in the KV store.
-func (q *QP) ToRTR(a ConnectAttr, remote Endpoint) error {
-	if err := q.def.ToRTR(a, remote); err != nil {
-		return fmt.Errorf("failover: modify_qp RTR: %w", err)
+	if mask&verbs.QPAttrState == 0 {
+		return nil
 	}
-	rtr, err := q.def.Query(queryMask)
-	if err != nil {
-		return fmt.Errorf("failover: query_qp at RTR: %w", err)
+	switch a.State {
+	case verbs.QPStateInit:
+		q.mu.Lock()
+		if mask&verbs.QPAttrPort != 0 {
+			q.attr.Port = a.Port
+		}
+		if mask&verbs.QPAttrPkeyIndex != 0 {
+			q.attr.PKeyIndex = a.PkeyIndex
+		}
+		if mask&verbs.QPAttrAccessFlags != 0 {
+			q.attr.Access = a.AccessFlags
+		}
+		q.mu.Unlock()
+	case verbs.QPStateRTR:
+		rtr, err := q.def.Query(queryMask)
+		if err != nil {
+			return fmt.Errorf("failover: query_qp at RTR: %w", err)
+		}
+		q.mu.Lock()
+		q.attr.PathMTU, q.attr.MaxDestRdAtomic, q.attr.MinRNRTimer = rtr.PathMTU, rtr.MaxDestRdAtomic, rtr.MinRNRTimer
+		q.attr.GIDIndex, q.attr.HopLimit, q.attr.TrafficClass = rtr.AV.SGIDIndex, rtr.AV.HopLimit, rtr.AV.TrafficClass
+		q.attr.FlowLabel, q.attr.SL = rtr.AV.FlowLabel, rtr.AV.SL
+		q.remote = verbs.Endpoint{QPN: rtr.DestQPN, PSN: rtr.RQPSN, GID: rtr.AV.DGID, LID: rtr.AV.DLID}
+		q.rtrAttr = rtr
+		remote := q.remote
+		q.mu.Unlock()
+		q.connectOp = q.c.bk.record("connect_qp", func() error { return q.connectBackup(remote) })
+	case verbs.QPStateRTS:
+		rts, err := q.def.Query(queryMask)
+		if err != nil {
+			return fmt.Errorf("failover: query_qp at RTS: %w", err)
+		}
+		q.mu.Lock()
+		q.attr.Timeout, q.attr.RetryCnt, q.attr.RNRRetry = rts.Timeout, rts.RetryCnt, rts.RNRRetry
+		q.attr.MaxRdAtomic = rts.MaxRdAtomic
+		q.local.PSN, q.rtsAttr = rts.SQPSN, rts
+		q.mu.Unlock()
 	}
-	q.mu.Lock()
-	q.attr, q.remote, q.rtrAttr = a, remote, rtr
-	q.mu.Unlock()
-	q.connectOp = q.c.bk.record("connect_qp", func() error { return q.connectBackup(a, remote) })
-	return nil
-}
-
-// ToRTS moves the default QP to RTS with first send PSN sqPSN and queries its attributes.
-func (q *QP) ToRTS(a ConnectAttr, sqPSN uint32) error {
-	if err := q.def.ToRTS(a, sqPSN); err != nil {
-		return fmt.Errorf("failover: modify_qp RTS: %w", err)
-	}
-	rts, err := q.def.Query(queryMask)
-	if err != nil {
-		return fmt.Errorf("failover: query_qp at RTS: %w", err)
-	}
-	q.mu.Lock()
-	q.local.PSN, q.rtsAttr = sqPSN, rts
-	q.mu.Unlock()
 	return nil
 }
 
 // Query is ibv_query_qp on the default QP.
-func (q *QP) Query(mask uint32) (provider.QPAttr, error) { return q.def.Query(mask) }
+func (q *QP) Query(mask verbs.QPAttrMask) (verbs.QPAttr, error) { return q.def.Query(mask) }
 
 // QueriedAttrs returns the default QP's attributes queried at RTR and RTS.
-func (q *QP) QueriedAttrs() (rtr, rts provider.QPAttr) {
+func (q *QP) QueriedAttrs() (rtr, rts verbs.QPAttr) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.rtrAttr, q.rtsAttr
@@ -396,7 +390,7 @@ func (q *QP) QueriedAttrs() (rtr, rts provider.QPAttr) {
 
 // connectBackup looks up the peer's backup QP and connects ours to it; it asks to be retried
 // while the peer has not published it.
-func (q *QP) connectBackup(a ConnectAttr, remote Endpoint) error {
+func (q *QP) connectBackup(remote verbs.Endpoint) error {
 	c := q.c
 	b := q.bk.Load()
 	if b == nil {
@@ -414,29 +408,31 @@ func (q *QP) connectBackup(a ConnectAttr, remote Endpoint) error {
 	if len(v) != 32 {
 		return fmt.Errorf("failover: backup QP entry of %#x: %d bytes", remote.QPN, len(v))
 	}
-	var peer, peerCtl Endpoint
+	var peer, peerCtl verbs.Endpoint
 	copy(peer.GID[:], v[:16])
 	peer.QPN = binary.BigEndian.Uint32(v[16:])
 	peer.PSN = binary.BigEndian.Uint32(v[20:])
 	peerCtl.GID = peer.GID
 	peerCtl.QPN = binary.BigEndian.Uint32(v[24:])
 	peerCtl.PSN = binary.BigEndian.Uint32(v[28:])
-	ba := a
+	q.mu.Lock()
+	ba := q.attr
+	q.mu.Unlock()
 	ba.Port, ba.GIDIndex = c.opts.Port, uint8(c.opts.GIDIndex)
-	if err := b.ToRTR(ba, peer); err != nil {
+	if err := verbs.ToRTR(b, ba, peer); err != nil {
 		return err
 	}
-	if err := b.ToRTS(ba, q.bkPSN); err != nil {
+	if err := verbs.ToRTS(b, ba, q.bkPSN); err != nil {
 		return err
 	}
 	ctl := q.ctl.Load()
-	if s := ctl.State(); s == provider.QPStateInit {
-		if err := ctl.ToRTR(ba, peerCtl); err != nil {
+	if s := ctl.State(); s == verbs.QPStateInit {
+		if err := verbs.ToRTR(ctl, ba, peerCtl); err != nil {
 			return err
 		}
 	}
-	if s := ctl.State(); s == provider.QPStateRTR {
-		if err := ctl.ToRTS(ba, q.ctlPSN); err != nil {
+	if s := ctl.State(); s == verbs.QPStateRTR {
+		if err := verbs.ToRTS(ctl, ba, q.ctlPSN); err != nil {
 			return err
 		}
 	}
@@ -510,6 +506,6 @@ func (q *QP) retireSignaled() {
 	}
 }
 
-func twoSided(op WROpcode) bool {
-	return op == provider.WRSend || op == provider.WRSendWithImm || op == provider.WRRDMAWriteWithImm
+func twoSided(op verbs.WROpcode) bool {
+	return op == verbs.WRSend || op == verbs.WRSendWithImm || op == verbs.WRRDMAWriteWithImm
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/fence"
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Recovery (paper §4.3.3, docs/FAILOVER.md "Recovery"): while a QP's send side is in
@@ -119,7 +119,7 @@ func (q *QP) probeStep() int {
 		}
 		if err := q.shiftFenceLocked(); err != nil {
 			// The backup refused the fence WR: its failure takes the QP down elsewhere.
-			q.failLocked(provider.WCGeneralErr, err)
+			q.failLocked(verbs.WCGeneralErr, err)
 		}
 		if q.mach.sendState() == SendFallback {
 			q.mu.Unlock()
@@ -157,7 +157,7 @@ func (q *QP) probeStep() int {
 	q.dSendKinds = append(q.dSendKinds, kindProbe)
 	q.fifoMu.Unlock()
 	q.scq.mu.Lock()
-	err := q.def.PostSend([]SendWR{{WRID: ctrlWRID, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled}})
+	err := q.def.PostSend([]verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled}})
 	q.scq.mu.Unlock()
 	if err != nil {
 		q.fifoMu.Lock()
@@ -193,7 +193,7 @@ func (q *QP) probeStep() int {
 		q.probing = false
 		return probeDone
 	}
-	if res == 1 && q.defGen.Load() == gen && !q.awaitReply && q.def.State() == provider.QPStateRTS {
+	if res == 1 && q.defGen.Load() == gen && !q.awaitReply && q.def.State() == verbs.QPStateRTS {
 		if _, err := q.mach.sendEvent(EvProbeOK); err != nil {
 			q.probing = false
 			return probeDone
@@ -241,17 +241,17 @@ func (cq *CQ) pollAside() {
 // a QP in any other state than INIT, RTR or RTS needs a reset round (fallbackLocked).
 func (q *QP) connectDefaultLocked() error {
 	switch q.def.State() {
-	case provider.QPStateRTS:
+	case verbs.QPStateRTS:
 		return nil
-	case provider.QPStateInit:
+	case verbs.QPStateInit:
 		if err := q.toRTRLocked(); err != nil {
 			return err
 		}
-	case provider.QPStateRTR:
+	case verbs.QPStateRTR:
 	default:
 		return fmt.Errorf("failover: QP %#x: reconnect default QP in state %v: %w", q.qpn, q.def.State(), errNeedsReset)
 	}
-	if err := q.def.ToRTS(q.attr, incarnationPSN(q.rtsAttr.SQPSN, q.defGen.Load())); err != nil {
+	if err := verbs.ToRTS(q.def, q.attr, incarnationPSN(q.rtsAttr.SQPSN, q.defGen.Load())); err != nil {
 		return fmt.Errorf("failover: QP %#x: reconnect default QP: %w", q.qpn, err)
 	}
 	return nil
@@ -278,16 +278,16 @@ func incarnationPSN(psn uint32, gen uint64) uint32 {
 func (q *QP) toRTRLocked() error {
 	remote := q.remote
 	remote.PSN = incarnationPSN(q.rtrAttr.RQPSN, q.defGen.Load())
-	if err := q.def.ToRTR(q.attr, remote); err != nil {
+	if err := verbs.ToRTR(q.def, q.attr, remote); err != nil {
 		return fmt.Errorf("failover: QP %#x: reconnect default QP: %w", q.qpn, err)
 	}
 	return nil
 }
 
 // signaledAt returns the index of the first signaled WR of wrs, or -1.
-func (q *QP) signaledAt(wrs []SendWR) int {
+func (q *QP) signaledAt(wrs []verbs.SendWR) int {
 	for i := range wrs {
-		if q.sigAll || wrs[i].Flags&provider.SendSignaled != 0 {
+		if q.sigAll || wrs[i].Flags&verbs.SendSignaled != 0 {
 			return i
 		}
 	}
@@ -296,7 +296,7 @@ func (q *QP) signaledAt(wrs []SendWR) int {
 
 // postWaitSignaledLocked posts wrs in WaitSignaled: on the backup QP up to the first signaled
 // WR, which becomes the fence WR; the rest behind the fence on the default QP.
-func (q *QP) postWaitSignaledLocked(wrs []SendWR) error {
+func (q *QP) postWaitSignaledLocked(wrs []verbs.SendWR) error {
 	i := q.signaledAt(wrs)
 	if i < 0 {
 		if err := q.postBackupLocked(wrs); err != nil {
@@ -328,14 +328,14 @@ func (q *QP) shiftFenceLocked() error {
 		return nil
 	}
 	q.c.shiftFences.Add(1)
-	return q.beginFenceLocked(SendWR{WRID: ctrlWRID, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled}, true)
+	return q.beginFenceLocked(verbs.SendWR{WRID: ctrlWRID, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled}, true)
 }
 
 // beginFenceLocked posts w on the backup QP as the fence WR, writes the recovery
 // notification on the default QP behind a withheld doorbell, and enters WaitDrained.
-func (q *QP) beginFenceLocked(w SendWR, shift bool) error {
+func (q *QP) beginFenceLocked(w verbs.SendWR, shift bool) error {
 	b := q.bk.Load()
-	var sges []SGE
+	var sges []verbs.SGE
 	bw := w
 	kind := uint8(kindCtrl)
 	if !shift {
@@ -345,7 +345,7 @@ func (q *QP) beginFenceLocked(w SendWR, shift bool) error {
 		}
 		kind = kindApp
 	}
-	bw.Flags |= provider.SendSignaled
+	bw.Flags |= verbs.SendSignaled
 	if q.fn == nil {
 		f, err := fence.New(b, q.def)
 		if err != nil {
@@ -364,12 +364,12 @@ func (q *QP) beginFenceLocked(w SendWR, shift bool) error {
 	q.rcq.mu.Lock()
 	count := uint32(q.recvDone)
 	q.rcq.mu.Unlock()
-	notify := SendWR{WRID: ctrlWRID, Opcode: provider.WRRDMAWriteWithImm, Flags: provider.SendSignaled, Imm: count}
+	notify := verbs.SendWR{WRID: ctrlWRID, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, Imm: count}
 	// The fence WR's completion must not be polled before Begin: both under the send CQ's
 	// mutex, which every poller of the backup CQ holds.
 	q.scq.mu.Lock()
 	pos := b.SendProducer()
-	err := b.PostSend([]SendWR{bw})
+	err := b.PostSend([]verbs.SendWR{bw})
 	posted := err == nil
 	if posted {
 		err = q.fn.Begin(fence.WR{Pos: pos, WRID: bw.WRID}, &notify)
@@ -397,7 +397,7 @@ func (q *QP) beginFenceLocked(w SendWR, shift bool) error {
 
 // fenceWCLocked hands a send completion of the default or backup QP (with its own QP
 // number) to a pending fence; the caller holds the send CQ's mutex.
-func (cq *CQ) fenceWCLocked(q *QP, w *WC) {
+func (cq *CQ) fenceWCLocked(q *QP, w *verbs.WC) {
 	f := q.fn
 	if f == nil {
 		return
@@ -444,7 +444,7 @@ func (q *QP) recoverRecv(gen uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if s := q.def.State(); q.mach.recvState() != RecvFallback || gen != q.defGen.Load() ||
-		(s != provider.QPStateRTS && s != provider.QPStateRTR) {
+		(s != verbs.QPStateRTS && s != verbs.QPStateRTR) {
 		return
 	}
 	q.rcq.mu.Lock()
@@ -457,10 +457,10 @@ func (q *QP) recoverRecv(gen uint64) {
 		}
 	}
 	q.fifoMu.Unlock()
-	var recvs []RecvWR
+	var recvs []verbs.RecvWR
 	for i := q.recvDone; i < q.rPosted.Load(); i++ {
 		r := &q.rlog[i&q.rmask]
-		recvs = append(recvs, RecvWR{WRID: r.wrid, SGL: r.sgl})
+		recvs = append(recvs, verbs.RecvWR{WRID: r.wrid, SGL: r.sgl})
 	}
 	if len(recvs) > 0 {
 		q.fifoMu.Lock()
@@ -491,7 +491,7 @@ func (q *QP) recoverRecv(gen uint64) {
 // peer's backup RQ holds in front of its reposted receives (n from its notification).
 func (q *QP) postFillersLocked(n int) error {
 	b := q.bk.Load()
-	one := []SendWR{{WRID: ctrlWRID, Opcode: provider.WRSend, Flags: provider.SendSignaled}}
+	one := []verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRSend, Flags: verbs.SendSignaled}}
 	for range n {
 		q.fifoMu.Lock()
 		q.sendKinds = append(q.sendKinds, kindCtrl)

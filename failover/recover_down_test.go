@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // TestDownDuringRecovery: the default link goes down for good after a recovery started,
@@ -11,7 +13,7 @@ import (
 // fails) or right after the fence WR was posted (WaitDrained). The QP falls back again and
 // the stream completes on the backup with no error, loss, duplicate or reordering.
 func TestDownDuringRecovery(t *testing.T) {
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	for _, phase := range []SendState{SendWaitSignaled, SendWaitDrained} {
 		for _, mode := range []streamMode{modeWrite, modeSend} {
 			t.Run(fmt.Sprintf("%v/%v", phase, mode), func(t *testing.T) {
@@ -31,9 +33,9 @@ func TestDownDuringRecovery(t *testing.T) {
 					// The application's signaled WR becomes the fence WR; the link goes
 					// down with the notification and the WRs behind it on the default QP.
 					h0, h1 := e.hosts[0], e.hosts[1]
-					w := SendWR{WRID: 1 << 40, Opcode: WRRDMAWrite, Flags: SendSignaled,
-						SGL: []SGE{h0.mr.SGE(bufSize-4096, 64)}, RemoteAddr: h1.mr.Addr + bufSize - 4096, RKey: h1.mr.RKey}
-					if err := qa.PostSend([]SendWR{w}); err != nil {
+					w := verbs.SendWR{WRID: 1 << 40, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+						SGL: []verbs.SGE{h0.mr.SGE(bufSize-4096, 64)}, RemoteAddr: h1.mr.Addr() + bufSize - 4096, RKey: h1.mr.RKey()}
+					if err := qa.PostSend([]verbs.SendWR{w}); err != nil {
 						t.Fatal(err)
 					}
 					if qa.SendState() != SendWaitDrained {
@@ -42,7 +44,7 @@ func TestDownDuringRecovery(t *testing.T) {
 					e.linkDown(1)
 					p := &poller{t: t, cq: h0.cq}
 					ws := p.next(time.Now().Add(30 * time.Second))
-					if len(ws) != 1 || ws[0].WRID != w.WRID || ws[0].Status != WCSuccess {
+					if len(ws) != 1 || ws[0].WRID != w.WRID || ws[0].Status != verbs.WCSuccess {
 						t.Fatalf("fence WR completion %+v", ws)
 					}
 				} else {

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // TestRecoveryProperty: random interleavings of application posts (opcode mix, batch sizes,
@@ -63,7 +65,7 @@ func chaos(e *testEnv, host int, rng *rand.Rand, stop <-chan struct{}, done chan
 const propSlot = 512
 
 type propMsg struct {
-	op     WROpcode
+	op     verbs.WROpcode
 	sig    bool
 	twoSeq int // index among two-sided messages (-1: one-sided)
 }
@@ -92,11 +94,11 @@ func newPropDir(name string, seed uint64, from, to *testHost, qs, qr *QP, n, bas
 		m := &d.msgs[i]
 		switch r := rng.IntN(10); {
 		case r < 4:
-			m.op = WRRDMAWrite
+			m.op = verbs.WRRDMAWrite
 		case r < 7:
-			m.op = WRRDMAWriteWithImm
+			m.op = verbs.WRRDMAWriteWithImm
 		default:
-			m.op = WRSend
+			m.op = verbs.WRSend
 		}
 		m.sig = rng.IntN(4) == 0 || sigGap >= 24 || i == n-1
 		if rng.IntN(8) == 0 && sigGap < 24 {
@@ -132,18 +134,18 @@ func (s *propSender) post() error {
 	d := s.d
 	for s.next < len(d.msgs) && (s.next-s.lastDone <= s.window-4 || s.done == len(d.want)) {
 		k := min(1+d.rng.IntN(4), len(d.msgs)-s.next)
-		batch := make([]SendWR, k)
+		batch := make([]verbs.SendWR, k)
 		for j := range batch {
 			i := s.next + j
 			m := d.msgs[i]
-			w := SendWR{WRID: uint64(i), Opcode: m.op, SGL: []SGE{d.from.mr.SGE(d.base+i*propSlot, propSlot)}}
+			w := verbs.SendWR{WRID: uint64(i), Opcode: m.op, SGL: []verbs.SGE{d.from.mr.SGE(d.base+i*propSlot, propSlot)}}
 			if m.sig {
-				w.Flags = SendSignaled
+				w.Flags = verbs.SendSignaled
 			}
-			if m.op != WRSend {
-				w.RemoteAddr, w.RKey = d.to.mr.Addr+uint64(d.base+i*propSlot), d.to.mr.RKey
+			if m.op != verbs.WRSend {
+				w.RemoteAddr, w.RKey = d.to.mr.Addr()+uint64(d.base+i*propSlot), d.to.mr.RKey()
 			}
-			if m.op == WRRDMAWriteWithImm {
+			if m.op == verbs.WRRDMAWriteWithImm {
 				w.Imm = uint32(i)
 			}
 			batch[j] = w
@@ -158,11 +160,11 @@ func (s *propSender) post() error {
 	return nil
 }
 
-func (s *propSender) completion(w WC) error {
+func (s *propSender) completion(w verbs.WC) error {
 	if s.done == len(s.d.want) {
 		return fmt.Errorf("%s: sender: completion after the last signaled one: %+v", s.d.name, w)
 	}
-	if w.Status != WCSuccess || w.WRID != s.d.want[s.done] {
+	if w.Status != verbs.WCSuccess || w.WRID != s.d.want[s.done] {
 		return fmt.Errorf("%s: sender: completion %d: %+v, want wr_id %d", s.d.name, s.done, w, s.d.want[s.done])
 	}
 	s.lastDone = int(w.WRID)
@@ -177,8 +179,8 @@ type propReceiver struct {
 	wantBuf             []byte
 }
 
-func (r *propReceiver) sge(k int) []SGE {
-	return []SGE{r.d.to.mr.SGE(bufSize/2+(k%r.depth)*propSlot, propSlot)}
+func (r *propReceiver) sge(k int) []verbs.SGE {
+	return []verbs.SGE{r.d.to.mr.SGE(bufSize/2+(k%r.depth)*propSlot, propSlot)}
 }
 
 func (r *propReceiver) start() error {
@@ -186,7 +188,7 @@ func (r *propReceiver) start() error {
 	r.lastMsg = -1
 	r.wantBuf = make([]byte, propSlot)
 	for k := 0; k < min(r.depth, r.d.two); k++ {
-		if err := r.d.qr.PostRecv([]RecvWR{{WRID: uint64(k), SGL: r.sge(k)}}); err != nil {
+		if err := r.d.qr.PostRecv([]verbs.RecvWR{{WRID: uint64(k), SGL: r.sge(k)}}); err != nil {
 			return err
 		}
 	}
@@ -195,10 +197,10 @@ func (r *propReceiver) start() error {
 
 func (r *propReceiver) finished() bool { return r.got == r.d.two }
 
-func (r *propReceiver) arrival(w WC) error {
+func (r *propReceiver) arrival(w verbs.WC) error {
 	d := r.d
 	got := r.got
-	if w.Status != WCSuccess || w.WRID != uint64(got) {
+	if w.Status != verbs.WCSuccess || w.WRID != uint64(got) {
 		return fmt.Errorf("%s: receiver: completion %d: %+v", d.name, got, w)
 	}
 	// The message this receive must hold: the next two-sided one.
@@ -211,18 +213,18 @@ func (r *propReceiver) arrival(w WC) error {
 	}
 	buf := d.to.buf.Bytes()
 	switch d.msgs[i].op {
-	case WRSend:
+	case verbs.WRSend:
 		bb := buf[bufSize/2+(got%r.depth)*propSlot:]
 		payload(r.wantBuf, d.seed, uint64(i))
-		if w.Opcode != WCRecv || w.ByteLen != propSlot || !bytes.Equal(bb[:propSlot], r.wantBuf) {
+		if w.Opcode != verbs.WCRecv || w.ByteLen != propSlot || !bytes.Equal(bb[:propSlot], r.wantBuf) {
 			return fmt.Errorf("%s: receiver: receive %d (message %d): opcode %v byte_len %d seq %d", d.name, got, i, w.Opcode, w.ByteLen, binary.LittleEndian.Uint64(bb))
 		}
 	default:
-		if w.Opcode != WCRecvRDMAWithImm || w.Imm != uint32(i) {
+		if w.Opcode != verbs.WCRecvRDMAWithImm || w.Imm != uint32(i) {
 			return fmt.Errorf("%s: receiver: receive %d: want WRITE_WITH_IMM of message %d, got %v imm %d", d.name, got, i, w.Opcode, w.Imm)
 		}
 		for j := r.lastMsg + 1; j <= i; j++ {
-			if d.msgs[j].op == WRSend {
+			if d.msgs[j].op == verbs.WRSend {
 				continue
 			}
 			payload(r.wantBuf, d.seed, uint64(j))
@@ -233,7 +235,7 @@ func (r *propReceiver) arrival(w WC) error {
 	}
 	r.lastMsg = i
 	if next := got + r.depth; next < d.two {
-		if err := d.qr.PostRecv([]RecvWR{{WRID: uint64(next), SGL: r.sge(next)}}); err != nil {
+		if err := d.qr.PostRecv([]verbs.RecvWR{{WRID: uint64(next), SGL: r.sge(next)}}); err != nil {
 			return err
 		}
 	}
@@ -250,7 +252,7 @@ func hostLoop(h *testHost, s *propSender, r *propReceiver, deadline time.Time) e
 			return err
 		}
 	}
-	var wcs [32]WC
+	var wcs [32]verbs.WC
 	for (s != nil && !s.finished()) || (r != nil && !r.finished()) {
 		if s != nil {
 			if err := s.post(); err != nil {
@@ -263,9 +265,9 @@ func hostLoop(h *testHost, s *propSender, r *propReceiver, deadline time.Time) e
 		}
 		for _, w := range wcs[:n] {
 			switch {
-			case w.Opcode&WCRecv != 0 && w.Status == WCSuccess && r != nil:
+			case w.Opcode&verbs.WCRecv != 0 && w.Status == verbs.WCSuccess && r != nil:
 				err = r.arrival(w)
-			case w.Opcode&WCRecv == 0 && w.Status == WCSuccess && s != nil:
+			case w.Opcode&verbs.WCRecv == 0 && w.Status == verbs.WCSuccess && s != nil:
 				err = s.completion(w)
 			default:
 				err = fmt.Errorf("unexpected completion %+v (%v)", w, w.Status)
@@ -300,7 +302,7 @@ func propertyRun(t *testing.T, seed uint64, chaotic, both bool) {
 		recoverOpts(h, o)
 		o.FenceAfterWRs = fenceWRs
 	}, chaotic)
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	a, b := e.pairs(t, 1, cp)
 	qa, qb := a[0], b[0]
 	ha, hb := e.hosts[0], e.hosts[1]

@@ -2,7 +2,6 @@ package failover
 
 import (
 	"fmt"
-	"github.com/shift-rdma/shift/mlx5/emu/rc"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -10,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/mlx5/emu/rc"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // recoverOpts makes probing quick for the tests (the defaults are 100 ms and 2 s).
@@ -85,7 +87,7 @@ func waitFor(t testing.TB, what string, cond func() bool, desc func() string) {
 // return to Default (the receiver's sends never post a signaled WR: SHIFT fences them), and
 // a second stream runs on the default NICs.
 func TestRecoverAfterFallback(t *testing.T) {
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	for _, mode := range []streamMode{modeWrite, modeSend} {
 		t.Run(mode.String(), func(t *testing.T) {
 			e := newEnvWith(t, 256, recoverOpts)
@@ -179,7 +181,7 @@ func (f *flapper) run(stop <-chan struct{}) {
 // every message arrives exactly once, in order, with its data (runStream's checks), and the
 // application sees no error. 2 switch-overs per cycle.
 func TestFlapping(t *testing.T) {
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	var switches, stalls []time.Duration
 	var mu sync.Mutex
 	total := 0
@@ -266,7 +268,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // TestActiveSwitch: a healthy QP is moved to the backup on demand, stays there while a stream
 // runs, and comes back on SwitchToDefault; no message is lost, duplicated or reordered.
 func TestActiveSwitch(t *testing.T) {
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	e := newEnvWith(t, 256, recoverOpts)
 	a, b := e.pairs(t, 1, cp)
 	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 100, size: 512, failAt: -1, seed: 5})

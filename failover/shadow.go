@@ -57,7 +57,7 @@ func openBackup(c *Context, name string) (*backupDev, error) {
 		return nil, fmt.Errorf("failover: open backup %s: GID: %w", name, err)
 	}
 	b.gid = g.GID
-	if b.ch, err = b.ctx.CreateCompChannel(); err != nil {
+	if b.ch, err = as[*provider.CompChannel](b.ctx.CreateCompChannel()); err != nil {
 		b.ctx.Close()
 		return nil, fmt.Errorf("failover: open backup %s: %w", name, err)
 	}
@@ -193,7 +193,7 @@ func (b *backupDev) eventLoop(ctx context.Context) {
 		}
 		pcq.AckEvents(1)
 		b.cqMu.Lock()
-		cq := b.cqs[pcq]
+		cq := b.cqs[pcq.(*provider.CQ)]
 		b.cqMu.Unlock()
 		if cq == nil {
 			continue

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Two hosts that create and connect their QPs in opposite orders, the second one only after
@@ -26,7 +27,7 @@ func TestShadowOppositeOrders(t *testing.T) {
 	var qa, qb [n]*QP
 	var err error
 	for i := range n {
-		if qa[i], err = ha.pd.CreateQP(QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: smallCap}); err != nil {
+		if qa[i], err = as[*QP](ha.pd.CreateQP(verbs.QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: smallCap})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,18 +36,20 @@ func TestShadowOppositeOrders(t *testing.T) {
 	// reverse order.
 	gate.closed.Store(true)
 	for i := n - 1; i >= 0; i-- {
-		if qb[i], err = hb.pd.CreateQP(QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: smallCap}); err != nil {
+		if qb[i], err = as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: smallCap})); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ep := func(q *QP, h *testHost, psn uint32) Endpoint { return Endpoint{QPN: q.QPN(), PSN: psn, GID: h.gid} }
+	ep := func(q *QP, h *testHost, psn uint32) verbs.Endpoint {
+		return verbs.Endpoint{QPN: q.QPN(), PSN: psn, GID: h.gid}
+	}
 	for i := range n {
-		if err := qa[i].Connect(e.attr, ep(qa[i], ha, 1), ep(qb[i], hb, 2)); err != nil {
+		if err := verbs.Connect(qa[i], e.attr, ep(qa[i], ha, 1), ep(qb[i], hb, 2)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := n - 1; i >= 0; i-- {
-		if err := qb[i].Connect(e.attr, ep(qb[i], hb, 2), ep(qa[i], ha, 1)); err != nil {
+		if err := verbs.Connect(qb[i], e.attr, ep(qb[i], hb, 2), ep(qa[i], ha, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}

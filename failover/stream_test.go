@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 type streamMode int
@@ -57,9 +59,9 @@ func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 			nRecv++
 		}
 	}
-	recvSGE := func(k int) []SGE {
+	recvSGE := func(k int) []verbs.SGE {
 		if s.mode == modeSend {
-			return []SGE{hb.mr.SGE(bufSize/2+k*slot, slot)}
+			return []verbs.SGE{hb.mr.SGE(bufSize/2+k*slot, slot)}
 		}
 		return nil
 	}
@@ -69,7 +71,7 @@ func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 	if nRecv > 0 {
 		posted := 0
 		for ; posted < min(recvDepth, nRecv); posted++ {
-			if err := qb.PostRecv([]RecvWR{{WRID: uint64(posted), SGL: recvSGE(posted)}}); err != nil {
+			if err := qb.PostRecv([]verbs.RecvWR{{WRID: uint64(posted), SGL: recvSGE(posted)}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -89,7 +91,7 @@ func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 					return
 				}
 				for _, w := range ws {
-					if w.Status != WCSuccess {
+					if w.Status != verbs.WCSuccess {
 						fail("receiver: error completion %+v after %d receives", w, got)
 						return
 					}
@@ -108,7 +110,7 @@ func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 							return
 						}
 					case modeWrite:
-						if w.Flags&WCWithImm == 0 || int(w.Imm) <= lastImm || int(w.Imm)%4 != 3 {
+						if w.Flags&verbs.WCFlagWithImm == 0 || int(w.Imm) <= lastImm || int(w.Imm)%4 != 3 {
 							fail("receiver: notification %d has imm %d after %d", got, w.Imm, lastImm)
 							return
 						}
@@ -123,7 +125,7 @@ func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 						}
 					}
 					if next := got + recvDepth; next < nRecv {
-						if err := qb.PostRecv([]RecvWR{{WRID: uint64(next), SGL: recvSGE(next)}}); err != nil {
+						if err := qb.PostRecv([]verbs.RecvWR{{WRID: uint64(next), SGL: recvSGE(next)}}); err != nil {
 							fail("receiver: post_recv: %v", err)
 							return
 						}
@@ -156,27 +158,27 @@ func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 	for done < len(want) {
 		for next < s.msgs && next-lastDone <= window {
 			i := next
-			w := SendWR{WRID: uint64(i)}
+			w := verbs.SendWR{WRID: uint64(i)}
 			if signaled(i) {
-				w.Flags = SendSignaled
+				w.Flags = verbs.SendSignaled
 			}
 			switch s.mode {
 			case modeWrite:
-				w.Opcode = WRRDMAWrite
+				w.Opcode = verbs.WRRDMAWrite
 				if i%4 == 3 {
-					w.Opcode, w.Imm = WRRDMAWriteWithImm, uint32(i)
+					w.Opcode, w.Imm = verbs.WRRDMAWriteWithImm, uint32(i)
 				}
-				w.SGL = []SGE{ha.mr.SGE(i*slot, s.size)}
-				w.RemoteAddr, w.RKey = hb.mr.Addr+uint64(i*slot), hb.mr.RKey
+				w.SGL = []verbs.SGE{ha.mr.SGE(i*slot, s.size)}
+				w.RemoteAddr, w.RKey = hb.mr.Addr()+uint64(i*slot), hb.mr.RKey()
 			case modeSend:
-				w.Opcode = WRSend
-				w.SGL = []SGE{ha.mr.SGE(i*slot, s.size)}
+				w.Opcode = verbs.WRSend
+				w.SGL = []verbs.SGE{ha.mr.SGE(i*slot, s.size)}
 			case modeRead:
-				w.Opcode = WRRDMARead
-				w.SGL = []SGE{ha.mr.SGE(bufSize/2+i*slot, s.size)}
-				w.RemoteAddr, w.RKey = hb.mr.Addr+uint64(i*slot), hb.mr.RKey
+				w.Opcode = verbs.WRRDMARead
+				w.SGL = []verbs.SGE{ha.mr.SGE(bufSize/2+i*slot, s.size)}
+				w.RemoteAddr, w.RKey = hb.mr.Addr()+uint64(i*slot), hb.mr.RKey()
 			}
-			if err := qa.PostSend([]SendWR{w}); err != nil {
+			if err := qa.PostSend([]verbs.SendWR{w}); err != nil {
 				t.Fatalf("post_send %d: %v", i, err)
 			}
 			next++
@@ -189,7 +191,7 @@ func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 			t.Fatalf("sender: timed out with %d of %d completions (send state %v)", done, len(want), qa.SendState())
 		}
 		for _, w := range ws {
-			if w.Status != WCSuccess || w.QPNum != qa.QPN() {
+			if w.Status != verbs.WCSuccess || w.QPNum != qa.QPN() {
 				t.Fatalf("sender: completion %+v (%v) after %d", w, w.Status, done)
 			}
 			if w.WRID != want[done] {
@@ -214,7 +216,7 @@ func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 	default:
 	}
 	// Nothing more may come: no duplicate completion on either side.
-	var extra [4]WC
+	var extra [4]verbs.WC
 	for _, h := range e.hosts {
 		if n, _ := h.cq.Poll(extra[:]); n != 0 {
 			t.Fatalf("extra completions after the stream: %+v", extra[:n])
@@ -223,7 +225,7 @@ func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 }
 
 func TestStreams(t *testing.T) {
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
 	for _, mode := range []streamMode{modeWrite, modeSend, modeRead} {
 		for _, side := range []int{0, 1} {
 			t.Run(fmt.Sprintf("%v/fail-host%d", mode, side), func(t *testing.T) {
@@ -245,7 +247,7 @@ func TestStreams(t *testing.T) {
 }
 
 func TestStreamNoFailure(t *testing.T) {
-	cp := QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	e := newEnv(t, 256)
 	a, b := e.pairs(t, 1, cp)
 	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 150, size: 1000, failAt: -1, seed: 3})

@@ -3,7 +3,7 @@ package failover
 import (
 	"fmt"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // SwitchToBackup moves a healthy QP's traffic to the backup NIC on demand (active switching,
@@ -14,7 +14,7 @@ func (q *QP) SwitchToBackup() error {
 	q.mu.Lock()
 	if st, rs := q.mach.sendState(), q.mach.recvState(); st != SendDefault || rs != RecvDefault {
 		q.mu.Unlock()
-		return fmt.Errorf("failover: switch QP %#x to the backup: %w: states %v/%v", q.qpn, provider.ErrQPState, st, rs)
+		return fmt.Errorf("failover: switch QP %#x to the backup: %w: states %v/%v", q.qpn, verbs.ErrQPState, st, rs)
 	}
 	q.pinned = true
 	q.mu.Unlock()

@@ -6,13 +6,14 @@ import (
 
 	"github.com/shift-rdma/shift/fence"
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 const benchBatch = 128 // WRs posted per fence (the SQ holds 256)
 
 // spinWC polls cq until one completion arrives and returns it (failure guard: 30 s).
-func spinWC(tb testing.TB, cq *provider.CQ) provider.WC {
-	var wc [1]provider.WC
+func spinWC(tb testing.TB, cq *provider.CQ) verbs.WC {
+	var wc [1]verbs.WC
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		n, err := cq.Poll(wc[:])
@@ -34,10 +35,10 @@ func beginFence(tb testing.TB, b *bed, f *fence.Fence, notify bool) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var n *provider.SendWR
+	var n *verbs.SendWR
 	if notify {
 		// Consume the receiver's completions of earlier notifications, freeing their receives.
-		var wc [16]provider.WC
+		var wc [16]verbs.WC
 		for len(poll(tb, b.rcv[pathDefault].cq, wc[:])) > 0 {
 		}
 		b.postRecvs(tb, pathDefault, 1)
@@ -62,7 +63,7 @@ func finishFence(tb testing.TB, b *bed, f *fence.Fence) {
 			tb.Fatalf("completion %+v: ours %v, err %v", wc, ours, err)
 		}
 	}
-	if wc := spinWC(tb, b.snd[pathDefault].cq); wc.Status != provider.WCSuccess {
+	if wc := spinWC(tb, b.snd[pathDefault].cq); wc.Status != verbs.WCSuccess {
 		tb.Fatalf("last withheld WR: %+v", wc)
 	}
 	if err := f.Reset(); err != nil {
@@ -77,8 +78,8 @@ func BenchmarkPost(bm *testing.B) {
 	bm.Run("withheld", func(bm *testing.B) {
 		b := newBed(bm)
 		f := newFence(bm, b)
-		wr := []provider.SendWR{b.write(pathDefault, 1, 4096, 64, 0)}
-		last := []provider.SendWR{b.write(pathDefault, 2, 4096, 64, provider.SendSignaled)}
+		wr := []verbs.SendWR{b.write(pathDefault, 1, 4096, 64, 0)}
+		last := []verbs.SendWR{b.write(pathDefault, 2, 4096, 64, verbs.SendSignaled)}
 		bm.ReportAllocs()
 		beginFence(bm, b, f, false)
 		k := 0
@@ -103,8 +104,8 @@ func BenchmarkPost(bm *testing.B) {
 	bm.Run("PostSend", func(bm *testing.B) {
 		b := newBed(bm)
 		qp, cq := b.snd[pathDefault].qp, b.snd[pathDefault].cq
-		wr := []provider.SendWR{b.write(pathDefault, 1, 4096, 64, 0)}
-		last := []provider.SendWR{b.write(pathDefault, 2, 4096, 64, provider.SendSignaled)}
+		wr := []verbs.SendWR{b.write(pathDefault, 1, 4096, 64, 0)}
+		last := []verbs.SendWR{b.write(pathDefault, 2, 4096, 64, verbs.SendSignaled)}
 		bm.ReportAllocs()
 		k := 0
 		for bm.Loop() {
@@ -139,11 +140,11 @@ func BenchmarkRelease(bm *testing.B) {
 			b := newBed(bm)
 			f := newFence(bm, b)
 			old, nw := b.snd[pathBackup], b.snd[pathDefault]
-			wrs := make([]provider.SendWR, 16)
+			wrs := make([]verbs.SendWR, 16)
 			for i := range wrs {
 				wrs[i] = b.write(pathDefault, uint64(10+i), 4096+i*1024, 1024, 0)
 			}
-			wrs[len(wrs)-1].Flags = provider.SendSignaled
+			wrs[len(wrs)-1].Flags = verbs.SendSignaled
 			for bm.Loop() {
 				bm.StopTimer()
 				beginFence(bm, b, f, notify)
@@ -161,7 +162,7 @@ func BenchmarkRelease(bm *testing.B) {
 						bm.Fatalf("notification WC: %v %v", ours, err)
 					}
 				}
-				if wc := spinWC(bm, nw.cq); wc.WRID != 25 || wc.Status != provider.WCSuccess {
+				if wc := spinWC(bm, nw.cq); wc.WRID != 25 || wc.Status != verbs.WCSuccess {
 					bm.Fatalf("last withheld WR: %+v", wc)
 				}
 				bm.StopTimer()
@@ -181,15 +182,15 @@ func BenchmarkRelease(bm *testing.B) {
 func BenchmarkPostIdleBaseline(bm *testing.B) {
 	b := newBed(bm)
 	old, nw := b.snd[pathBackup], b.snd[pathDefault]
-	wrs := make([]provider.SendWR, 16)
+	wrs := make([]verbs.SendWR, 16)
 	for i := range wrs {
 		wrs[i] = b.write(pathDefault, uint64(10+i), 4096+i*1024, 1024, 0)
 	}
-	wrs[len(wrs)-1].Flags = provider.SendSignaled
+	wrs[len(wrs)-1].Flags = verbs.SendSignaled
 	for bm.Loop() {
 		bm.StopTimer()
 		// The same idle-making setup as BenchmarkRelease: one signaled WR on the other path.
-		if err := old.qp.PostSend([]provider.SendWR{b.write(pathBackup, 0xf, 0, 8, provider.SendSignaled)}); err != nil {
+		if err := old.qp.PostSend([]verbs.SendWR{b.write(pathBackup, 0xf, 0, 8, verbs.SendSignaled)}); err != nil {
 			bm.Fatal(err)
 		}
 		spinWC(bm, old.cq)
@@ -197,7 +198,7 @@ func BenchmarkPostIdleBaseline(bm *testing.B) {
 		if err := nw.qp.PostSend(wrs); err != nil {
 			bm.Fatal(err)
 		}
-		if wc := spinWC(bm, nw.cq); wc.WRID != 25 || wc.Status != provider.WCSuccess {
+		if wc := spinWC(bm, nw.cq); wc.WRID != 25 || wc.Status != verbs.WCSuccess {
 			bm.Fatalf("last WR: %+v", wc)
 		}
 	}
@@ -209,7 +210,7 @@ func TestWithheldPostAllocatesNothing(t *testing.T) {
 	b := newBed(t)
 	f := newFence(t, b)
 	beginFence(t, b, f, true)
-	wr := []provider.SendWR{b.write(pathDefault, 1, 4096, 64, 0)}
+	wr := []verbs.SendWR{b.write(pathDefault, 1, 4096, 64, 0)}
 	if a := testing.AllocsPerRun(100, func() {
 		if err := f.Post(wr); err != nil {
 			t.Fatal(err)
@@ -218,7 +219,7 @@ func TestWithheldPostAllocatesNothing(t *testing.T) {
 		t.Fatalf("withheld post allocates %.1f times per WR", a)
 	}
 	// Handing in completions that are not the fence's is on every poll: no allocation either.
-	other := provider.WC{WRID: 0x1234, QPNum: b.snd[pathBackup].qp.QPN()}
+	other := verbs.WC{WRID: 0x1234, QPNum: b.snd[pathBackup].qp.QPN()}
 	if a := testing.AllocsPerRun(100, func() {
 		if ours, err := f.HandleWC(&other); ours || err != nil {
 			t.Fatalf("foreign completion: ours %v, err %v", ours, err)

@@ -3,7 +3,7 @@ package fence
 import "errors"
 
 // Sentinel errors. Errors returned by this package wrap one of these (test with errors.Is);
-// errors from the provider (for example provider.ErrSQFull or provider.ErrQPState) are
+// errors from the provider (for example verbs.ErrSQFull or verbs.ErrQPState) are
 // wrapped as they come.
 var (
 	// ErrState: the call is not allowed in the fence's current state.

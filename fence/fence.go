@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // WR names a send WR in a QP's send ring: the producer position of its first WQEBB and the
@@ -18,10 +19,10 @@ type WR struct {
 // PostSignaled posts wr on qp with the doorbell, forcing it signaled, and returns its ring
 // position: the way a caller that issues its own fence WR (a signaled zero-length WRITE, say)
 // gets the reference Begin needs.
-func PostSignaled(qp *provider.QP, wr provider.SendWR) (WR, error) {
+func PostSignaled(qp *provider.QP, wr verbs.SendWR) (WR, error) {
 	pos := qp.SendProducer()
-	wr.Flags |= provider.SendSignaled
-	one := [1]provider.SendWR{wr}
+	wr.Flags |= verbs.SendSignaled
+	one := [1]verbs.SendWR{wr}
 	if err := qp.PostSend(one[:]); err != nil {
 		return WR{}, fmt.Errorf("fence: post fence WR: %w", err)
 	}
@@ -109,7 +110,7 @@ func (f *Fence) set(s State) { f.state.Store(uint32(s)) }
 // new QP first, signaled, with the doorbell withheld; it will be released alone once the
 // fence WR completes, and the withheld WRs once it completes in turn. Every WR the new QP
 // already holds must have been rung (the fence releases only what it withheld).
-func (f *Fence) Begin(fenceWR WR, notify *provider.SendWR) error {
+func (f *Fence) Begin(fenceWR WR, notify *verbs.SendWR) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s := f.State(); s != Idle {
@@ -133,8 +134,8 @@ func (f *Fence) Begin(fenceWR WR, notify *provider.SendWR) error {
 	f.fence, f.hasNotify, f.notify, f.cause, f.pendingWRs = fenceWR, false, WR{}, nil, 0
 	f.fenceDups, f.notifyDups = dups, 0
 	if notify != nil {
-		one := [1]provider.SendWR{*notify}
-		one[0].Flags |= provider.SendSignaled
+		one := [1]verbs.SendWR{*notify}
+		one[0].Flags |= verbs.SendSignaled
 		pos := f.new.SendProducer()
 		if _, err := f.new.PostSendNoDoorbell(one[:]); err != nil {
 			return fmt.Errorf("fence: begin: post notification: %w", err)
@@ -151,7 +152,7 @@ func (f *Fence) Begin(fenceWR WR, notify *provider.SendWR) error {
 // Post posts wrs on the new QP: written with the doorbell withheld while the fence is
 // pending (Withholding or Notifying), posted normally once it is Done. It allocates nothing.
 // An idle or failed fence refuses (ErrState, ErrFailed); provider errors come back wrapped.
-func (f *Fence) Post(wrs []provider.SendWR) error {
+func (f *Fence) Post(wrs []verbs.SendWR) error {
 	f.mu.Lock()
 	switch f.State() {
 	case Withholding, Notifying:
@@ -195,7 +196,7 @@ func (f *Fence) Post(wrs []provider.SendWR) error {
 // fence early), and once the fence WR's WQE has left the old ring; the same holds for the
 // notification on the new QP. So completions must be handed in in the order they were
 // polled, and those polled before Begin must be handed in before Begin.
-func (f *Fence) HandleWC(wc *provider.WC) (bool, error) {
+func (f *Fence) HandleWC(wc *verbs.WC) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch f.State() {
@@ -203,7 +204,7 @@ func (f *Fence) HandleWC(wc *provider.WC) (bool, error) {
 		if wc.QPNum != f.old.QPN() {
 			return false, nil
 		}
-		if wc.Status != provider.WCSuccess {
+		if wc.Status != verbs.WCSuccess {
 			// On an RC QP an error completion moves it to ERR: the fence WR can only flush.
 			return true, f.fail(fmt.Errorf("fence: %w: wr_id %#x on QP %#x (fence wr_id %#x): %v",
 				ErrFenceWR, wc.WRID, wc.QPNum, f.fence.WRID, wc.Status))
@@ -231,7 +232,7 @@ func (f *Fence) HandleWC(wc *provider.WC) (bool, error) {
 		if wc.QPNum != f.new.QPN() {
 			return false, nil
 		}
-		if wc.Status != provider.WCSuccess {
+		if wc.Status != verbs.WCSuccess {
 			// Only the notification is rung on the new QP, so the error is its own or a flush.
 			return true, f.fail(fmt.Errorf("fence: %w: wr_id %#x on QP %#x: %v", ErrNotification, wc.WRID, wc.QPNum, wc.Status))
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
 	"github.com/shift-rdma/shift/mlx5/emu/roce"
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // newFence is a fence from the backup path's QP (old) to the default path's (new).
@@ -36,7 +37,7 @@ func stamp(buf []byte, seq uint64) {
 }
 
 // handAll hands every completion in wcs to f and returns the ones that were not the fence's.
-func handAll(t testing.TB, f *fence.Fence, wcs []provider.WC) (rest []provider.WC, errs []error) {
+func handAll(t testing.TB, f *fence.Fence, wcs []verbs.WC) (rest []verbs.WC, errs []error) {
 	t.Helper()
 	for i := range wcs {
 		ours, err := f.HandleWC(&wcs[i])
@@ -73,7 +74,7 @@ func TestWithheldDoNotExecuteUntilReleased(t *testing.T) {
 	before := nw.dev.NIC().Stats()
 	rung := nw.qp.SendRung()
 	for i := range n {
-		if err := f.Post([]provider.SendWR{b.write(pathDefault, uint64(100+i), base+i*size, size, provider.SendSignaled)}); err != nil {
+		if err := f.Post([]verbs.SendWR{b.write(pathDefault, uint64(100+i), base+i*size, size, verbs.SendSignaled)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +91,7 @@ func TestWithheldDoNotExecuteUntilReleased(t *testing.T) {
 	if !allZero(rb[base : base+n*size]) {
 		t.Fatal("withheld WRITE data visible at the receiver before release")
 	}
-	var wcs [8]provider.WC
+	var wcs [8]verbs.WC
 	if got := poll(t, nw.cq, wcs[:]); len(got) != 0 {
 		t.Fatalf("completions on the new QP before release: %+v", got)
 	}
@@ -116,7 +117,7 @@ func TestWithheldDoNotExecuteUntilReleased(t *testing.T) {
 	}
 	got := waitWCs(t, nw.cq, n)
 	for i, w := range got {
-		if w.Status != provider.WCSuccess || w.WRID != uint64(100+i) {
+		if w.Status != verbs.WCSuccess || w.WRID != uint64(100+i) {
 			t.Fatalf("completion %d: %+v", i, w)
 		}
 	}
@@ -188,7 +189,7 @@ func TestOrderAcrossFence(t *testing.T) {
 	t.Cleanup(func() { b.cluster.Fabric.SetTap(nil) })
 	b.postRecvs(t, pathDefault, 1)
 
-	wrs := make([]provider.SendWR, 0, nOld)
+	wrs := make([]verbs.SendWR, 0, nOld)
 	for i := range nOld - 1 {
 		wrs = append(wrs, b.write(pathBackup, uint64(i+1), i*size, size, 0))
 	}
@@ -204,11 +205,11 @@ func TestOrderAcrossFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := nOld; i < nOld+nNew; i++ {
-		fl := provider.SendFlags(0)
+		fl := verbs.SendFlags(0)
 		if i == nOld+nNew-1 {
-			fl = provider.SendSignaled
+			fl = verbs.SendSignaled
 		}
-		if err := f.Post([]provider.SendWR{b.write(pathDefault, uint64(i+1), i*size, size, fl)}); err != nil {
+		if err := f.Post([]verbs.SendWR{b.write(pathDefault, uint64(i+1), i*size, size, fl)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -216,8 +217,8 @@ func TestOrderAcrossFence(t *testing.T) {
 	// Drive the fence from one poll loop over both send CQs, as the failover layer does,
 	// and play the receiver: on the notification it checks the old data.
 	var (
-		buf          [16]provider.WC
-		newWCs       []provider.WC
+		buf          [16]verbs.WC
+		newWCs       []verbs.WC
 		notifiedSeen bool
 	)
 	deadline := time.Now().Add(30 * time.Second)
@@ -232,14 +233,14 @@ func TestOrderAcrossFence(t *testing.T) {
 			for _, w := range rest {
 				if w.QPNum == nw.qp.QPN() {
 					newWCs = append(newWCs, w)
-				} else if w.Status != provider.WCSuccess {
+				} else if w.Status != verbs.WCSuccess {
 					t.Fatalf("old-path completion %+v", w)
 				}
 			}
 			progress = progress || len(got) > 0
 		}
 		for _, w := range poll(t, b.rcv[pathDefault].cq, buf[:]) {
-			if w.Opcode != provider.WCRecvRDMAWithImm || w.Imm != 0xfe4ce {
+			if w.Opcode != verbs.WCRecvRDMAWithImm || w.Imm != 0xfe4ce {
 				t.Fatalf("receiver completion %+v", w)
 			}
 			if !oldComplete() {
@@ -255,7 +256,7 @@ func TestOrderAcrossFence(t *testing.T) {
 			time.Sleep(20 * time.Microsecond)
 		}
 	}
-	if len(newWCs) != 1 || newWCs[0].WRID != nOld+nNew || newWCs[0].Status != provider.WCSuccess {
+	if len(newWCs) != 1 || newWCs[0].WRID != nOld+nNew || newWCs[0].Status != verbs.WCSuccess {
 		t.Fatalf("new-path completions %+v", newWCs)
 	}
 	if !bytes.Equal(rb[:(nOld+nNew)*size], sb[:(nOld+nNew)*size]) {
@@ -318,7 +319,7 @@ func TestFenceWRErrorLeavesWithheldUnrung(t *testing.T) {
 	var want []provider.SendWQE
 	for i := range 10 {
 		pos := nw.qp.SendProducer()
-		if err := f.Post([]provider.SendWR{b.write(pathDefault, uint64(200+i), 8192+i*64, 64, provider.SendSignaled)}); err != nil {
+		if err := f.Post([]verbs.SendWR{b.write(pathDefault, uint64(200+i), 8192+i*64, 64, verbs.SendSignaled)}); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, provider.SendWQE{Pos: pos, WRID: uint64(200 + i)})
@@ -334,7 +335,7 @@ func TestFenceWRErrorLeavesWithheldUnrung(t *testing.T) {
 	if nw.qp.SendRung() != rung {
 		t.Fatal("the failed fence rang the new QP")
 	}
-	if err := f.Post([]provider.SendWR{b.write(pathDefault, 1, 0, 8, 0)}); !errors.Is(err, fence.ErrFailed) {
+	if err := f.Post([]verbs.SendWR{b.write(pathDefault, 1, 0, 8, 0)}); !errors.Is(err, fence.ErrFailed) {
 		t.Fatalf("post after failure: %v", err)
 	}
 	before := nw.dev.NIC().Stats()
@@ -355,8 +356,8 @@ func TestFenceWRErrorLeavesWithheldUnrung(t *testing.T) {
 	b.connect(t, pathBackup)
 	for _, w := range got {
 		if _, err := old.qp.CopySendWQE(nw.qp, w.Pos, provider.WQERewrite{
-			LKey: func(uint32) uint32 { return old.mr.LKey },
-			RKey: func(uint32) uint32 { return b.rcv[pathBackup].mr.RKey },
+			LKey: func(uint32) uint32 { return old.mr.LKey() },
+			RKey: func(uint32) uint32 { return b.rcv[pathBackup].mr.RKey() },
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -365,7 +366,7 @@ func TestFenceWRErrorLeavesWithheldUnrung(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, w := range waitWCs(t, old.cq, len(got)) {
-		if w.Status != provider.WCSuccess || w.WRID != want[i].WRID {
+		if w.Status != verbs.WCSuccess || w.WRID != want[i].WRID {
 			t.Fatalf("copied WR %d: %+v", i, w)
 		}
 	}
@@ -396,7 +397,7 @@ func TestNotificationErrorLeavesWithheldUnrung(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if err := f.Post([]provider.SendWR{b.write(pathDefault, uint64(300+i), 16384+i*64, 64, 0)}); err != nil {
+		if err := f.Post([]verbs.SendWR{b.write(pathDefault, uint64(300+i), 16384+i*64, 64, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -437,7 +438,7 @@ func TestArgumentsAndStates(t *testing.T) {
 		t.Fatalf("nil QP: %v", err)
 	}
 	f := newFence(t, b)
-	if err := f.Post([]provider.SendWR{b.write(pathDefault, 1, 0, 8, 0)}); !errors.Is(err, fence.ErrState) {
+	if err := f.Post([]verbs.SendWR{b.write(pathDefault, 1, 0, 8, 0)}); !errors.Is(err, fence.ErrState) {
 		t.Fatalf("post before begin: %v", err)
 	}
 	if err := f.Abort(errors.New("x")); !errors.Is(err, fence.ErrState) {
@@ -449,7 +450,7 @@ func TestArgumentsAndStates(t *testing.T) {
 	}
 	// Unsignaled fence WR.
 	pos := old.SendProducer()
-	if err := old.PostSend([]provider.SendWR{b.write(pathBackup, 7, 0, 8, 0)}); err != nil {
+	if err := old.PostSend([]verbs.SendWR{b.write(pathBackup, 7, 0, 8, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Begin(fence.WR{Pos: pos, WRID: 7}, nil); !errors.Is(err, fence.ErrInvalidArgument) {
@@ -471,7 +472,7 @@ func TestArgumentsAndStates(t *testing.T) {
 	if err := f.Reset(); !errors.Is(err, fence.ErrState) {
 		t.Fatalf("reset while pending: %v", err)
 	}
-	if err := f.Post([]provider.SendWR{b.write(pathDefault, 10, 0, 8, 0)}); err != nil {
+	if err := f.Post([]verbs.SendWR{b.write(pathDefault, 10, 0, 8, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	cause := errors.New("link down")
@@ -512,11 +513,11 @@ func TestFenceWCMatchedByPosition(t *testing.T) {
 	f := newFence(t, b)
 	old, nw := b.snd[pathBackup], b.snd[pathDefault]
 	const id = 0x77
-	if err := old.qp.PostSend([]provider.SendWR{b.write(pathBackup, id, 0, 64, provider.SendSignaled)}); err != nil {
+	if err := old.qp.PostSend([]verbs.SendWR{b.write(pathBackup, id, 0, 64, verbs.SendSignaled)}); err != nil {
 		t.Fatal(err)
 	}
-	fw, err := fence.PostSignaled(old.qp, provider.SendWR{WRID: id, Opcode: provider.WRRDMAWrite,
-		RemoteAddr: b.rcv[pathBackup].mr.Addr, RKey: b.rcv[pathBackup].mr.RKey})
+	fw, err := fence.PostSignaled(old.qp, verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite,
+		RemoteAddr: b.rcv[pathBackup].mr.Addr(), RKey: b.rcv[pathBackup].mr.RKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +525,7 @@ func TestFenceWCMatchedByPosition(t *testing.T) {
 	if err := f.Begin(fw, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Post([]provider.SendWR{b.write(pathDefault, 0x99, 128, 64, provider.SendSignaled)}); err != nil {
+	if err := f.Post([]verbs.SendWR{b.write(pathDefault, 0x99, 128, 64, verbs.SendSignaled)}); err != nil {
 		t.Fatal(err)
 	}
 	wcs := waitWCs(t, old.cq, 2)
@@ -537,11 +538,11 @@ func TestFenceWCMatchedByPosition(t *testing.T) {
 	if ours, err := f.HandleWC(&wcs[1]); !ours || err != nil || f.State() != fence.Done {
 		t.Fatalf("fence WR completion: ours %v, err %v, state %v", ours, err, f.State())
 	}
-	if wc := waitWCs(t, nw.cq, 1); wc[0].WRID != 0x99 || wc[0].Status != provider.WCSuccess {
+	if wc := waitWCs(t, nw.cq, 1); wc[0].WRID != 0x99 || wc[0].Status != verbs.WCSuccess {
 		t.Fatalf("released WR: %+v", wc[0])
 	}
 	// Once done, the fence posts with the doorbell.
-	if err := f.Post([]provider.SendWR{b.write(pathDefault, 0x9a, 128, 64, provider.SendSignaled)}); err != nil {
+	if err := f.Post([]verbs.SendWR{b.write(pathDefault, 0x9a, 128, 64, verbs.SendSignaled)}); err != nil {
 		t.Fatal(err)
 	}
 	if wc := waitWCs(t, nw.cq, 1); wc[0].WRID != 0x9a {

@@ -10,6 +10,7 @@ import (
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // The fixture: two emulated hosts on one in-process fabric, each with two NICs. Host 0 sends,
@@ -33,14 +34,14 @@ type nicSide struct {
 	cq  *provider.CQ
 	qp  *provider.QP
 	mr  *provider.MR
-	ep  provider.Endpoint
+	ep  verbs.Endpoint
 }
 
 type bed struct {
 	cluster    *emu.Cluster
 	snd, rcv   [2]*nicSide // per path
 	sbuf, rbuf *provider.Buffer
-	attr       provider.ConnectAttr
+	attr       verbs.ConnectAttr
 	psn        uint32
 }
 
@@ -59,7 +60,7 @@ func newBed(t testing.TB) *bed {
 	})
 	b := &bed{cluster: c, psn: 0x100}
 	// A short ACK timeout (4.096 µs × 2^10 ≈ 4 ms) so a dead path fails within a test's time.
-	b.attr = provider.ConnectAttr{Timeout: 10, RetryCnt: 3}
+	b.attr = verbs.ConnectAttr{Timeout: 10, RetryCnt: 3}
 	for _, buf := range []**provider.Buffer{&b.sbuf, &b.rbuf} {
 		if *buf, err = provider.NewBuffer(bufSize); err != nil {
 			t.Fatal(err)
@@ -83,18 +84,18 @@ func openNIC(t testing.TB, dev *emu.Device, prefix string, idx int, buf *provide
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.ctx.Close() })
-	if s.pd, err = s.ctx.AllocPD(); err != nil {
+	if s.pd, err = as[*provider.PD](s.ctx.AllocPD()); err != nil {
 		t.Fatal(err)
 	}
-	if s.cq, err = s.ctx.CreateCQ(1024, nil, 0); err != nil {
+	if s.cq, err = as[*provider.CQ](s.ctx.CreateCQ(verbs.CQInitAttr{CQE: 1024})); err != nil {
 		t.Fatal(err)
 	}
-	if s.qp, err = s.pd.CreateQP(provider.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq,
-		Cap: provider.QPCap{MaxSendWR: 256, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}}); err != nil {
+	if s.qp, err = as[*provider.QP](s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq,
+		Cap: verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})); err != nil {
 		t.Fatal(err)
 	}
-	if s.mr, err = s.pd.RegMR(buf.Bytes(), provider.AccessLocalWrite|provider.AccessRemoteWrite|
-		provider.AccessRemoteRead|provider.AccessRemoteAtomic); err != nil {
+	if s.mr, err = as[*provider.MR](s.pd.RegMR(buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|
+		verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -111,7 +112,7 @@ func (b *bed) connect(t testing.TB, p int) {
 	t.Helper()
 	s, r := b.snd[p], b.rcv[p]
 	for _, n := range []*nicSide{s, r} {
-		if n.qp.State() != provider.QPStateReset {
+		if n.qp.State() != verbs.QPStateReset {
 			if err := n.qp.Reset(); err != nil {
 				t.Fatal(err)
 			}
@@ -121,12 +122,12 @@ func (b *bed) connect(t testing.TB, p int) {
 			t.Fatal(err)
 		}
 		b.psn += 0x1000
-		n.ep = provider.Endpoint{QPN: n.qp.QPN(), PSN: b.psn, GID: g.GID}
+		n.ep = verbs.Endpoint{QPN: n.qp.QPN(), PSN: b.psn, GID: g.GID}
 	}
-	if err := s.qp.Connect(b.attr, s.ep, r.ep); err != nil {
+	if err := verbs.Connect(s.qp, b.attr, s.ep, r.ep); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.qp.Connect(b.attr, r.ep, s.ep); err != nil {
+	if err := verbs.Connect(r.qp, b.attr, r.ep, s.ep); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -136,16 +137,16 @@ func (b *bed) link(p int) *fabric.Endpoint { return b.cluster.Endpoint(0, p, 1) 
 
 // write is an RDMA WRITE of n bytes at off of the sender buffer to the same offset of the
 // receiver buffer over path p.
-func (b *bed) write(p int, wrid uint64, off, n int, flags provider.SendFlags) provider.SendWR {
-	return provider.SendWR{WRID: wrid, Opcode: provider.WRRDMAWrite, Flags: flags,
-		SGL:        []provider.SGE{b.snd[p].mr.SGE(off, n)},
-		RemoteAddr: b.rcv[p].mr.Addr + uint64(off), RKey: b.rcv[p].mr.RKey}
+func (b *bed) write(p int, wrid uint64, off, n int, flags verbs.SendFlags) verbs.SendWR {
+	return verbs.SendWR{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: flags,
+		SGL:        []verbs.SGE{b.snd[p].mr.SGE(off, n)},
+		RemoteAddr: b.rcv[p].mr.Addr() + uint64(off), RKey: b.rcv[p].mr.RKey()}
 }
 
 // writeImm is the notification: a WRITE_WITH_IMM of 8 bytes at off over path p.
-func (b *bed) writeImm(p int, wrid uint64, off int, imm uint32) provider.SendWR {
-	w := b.write(p, wrid, off, 8, provider.SendSignaled)
-	w.Opcode, w.Imm = provider.WRRDMAWriteWithImm, imm
+func (b *bed) writeImm(p int, wrid uint64, off int, imm uint32) verbs.SendWR {
+	w := b.write(p, wrid, off, 8, verbs.SendSignaled)
+	w.Opcode, w.Imm = verbs.WRRDMAWriteWithImm, imm
 	return w
 }
 
@@ -154,15 +155,15 @@ func (b *bed) writeImm(p int, wrid uint64, off int, imm uint32) provider.SendWR 
 func (b *bed) postRecvs(t testing.TB, p, n int) {
 	t.Helper()
 	for i := range n {
-		if err := b.rcv[p].qp.PostRecv([]provider.RecvWR{{WRID: uint64(0x9000 + i),
-			SGL: []provider.SGE{b.rcv[p].mr.SGE(bufSize-64, 8)}}}); err != nil {
+		if err := b.rcv[p].qp.PostRecv([]verbs.RecvWR{{WRID: uint64(0x9000 + i),
+			SGL: []verbs.SGE{b.rcv[p].mr.SGE(bufSize-64, 8)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
 // poll returns the completions now in cq (at most len(buf)).
-func poll(t testing.TB, cq *provider.CQ, buf []provider.WC) []provider.WC {
+func poll(t testing.TB, cq *provider.CQ, buf []verbs.WC) []verbs.WC {
 	t.Helper()
 	n, err := cq.Poll(buf)
 	if err != nil {
@@ -172,10 +173,10 @@ func poll(t testing.TB, cq *provider.CQ, buf []provider.WC) []provider.WC {
 }
 
 // waitWCs polls cq until n completions arrived; the timeout is a failure guard only.
-func waitWCs(t testing.TB, cq *provider.CQ, n int) []provider.WC {
+func waitWCs(t testing.TB, cq *provider.CQ, n int) []verbs.WC {
 	t.Helper()
-	out := make([]provider.WC, 0, n)
-	var buf [32]provider.WC
+	out := make([]verbs.WC, 0, n)
+	var buf [32]verbs.WC
 	deadline := time.Now().Add(30 * time.Second)
 	for len(out) < n {
 		got := poll(t, cq, buf[:min(len(buf), n-len(out))])
@@ -202,4 +203,13 @@ func waitPasses(t testing.TB, s *nicSide, n uint64) {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
+}
+
+// as converts the interface a verbs constructor returns to the implementation's type.
+func as[T any](v any, err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v.(T), nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/shift-rdma/shift/fence"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // The property test drives random rounds of fences in both directions between the two paths
@@ -103,14 +104,14 @@ func (p *prop) failf(format string, args ...any) {
 func (p *prop) logf(format string, args ...any) { p.log = append(p.log, fmt.Sprintf(format, args...)) }
 
 // cas is application WR k on path.
-func (p *prop) cas(path int, k uint64, signaled bool) provider.SendWR {
-	fl := provider.SendFlags(0)
+func (p *prop) cas(path int, k uint64, signaled bool) verbs.SendWR {
+	fl := verbs.SendFlags(0)
 	if signaled {
-		fl = provider.SendSignaled
+		fl = verbs.SendSignaled
 	}
 	s, r := p.b.snd[path], p.b.rcv[path]
-	return provider.SendWR{WRID: 1<<32 | k, Opcode: provider.WRAtomicCmpAndSwp, Flags: fl,
-		SGL: []provider.SGE{s.mr.SGE(resOff+8*int(k), 8)}, RemoteAddr: r.mr.Addr + ctrOff, RKey: r.mr.RKey,
+	return verbs.SendWR{WRID: 1<<32 | k, Opcode: verbs.WRAtomicCmpAndSwp, Flags: fl,
+		SGL: []verbs.SGE{s.mr.SGE(resOff+8*int(k), 8)}, RemoteAddr: r.mr.Addr() + ctrOff, RKey: r.mr.RKey(),
 		CompareAdd: k, Swap: k + 1}
 }
 
@@ -139,7 +140,7 @@ func (p *prop) round(r int) {
 	st.badFence = rng.IntN(8) == 0
 	p.logf("r%d:%d→%d old=%d bad=%v", r, old, nw, nOld, st.badFence)
 	for i := 0; i < nOld-1; i++ {
-		if err := b.snd[old].qp.PostSend([]provider.SendWR{p.cas(old, p.seq, rng.IntN(4) == 0)}); err != nil {
+		if err := b.snd[old].qp.PostSend([]verbs.SendWR{p.cas(old, p.seq, rng.IntN(4) == 0)}); err != nil {
 			p.failf("post on old: %v", err)
 		}
 		p.seq++
@@ -153,7 +154,7 @@ func (p *prop) round(r int) {
 		p.failf("post fence WR: %v", err)
 	}
 	p.seq++
-	var notify *provider.SendWR
+	var notify *verbs.SendWR
 	if rng.IntN(2) == 0 {
 		b.postRecvs(t, nw, 1)
 		n := b.writeImm(nw, 0xabc000+uint64(r), bufSize-128, uint32(r))
@@ -182,7 +183,7 @@ func (p *prop) round(r int) {
 		switch a := rng.IntN(10); {
 		case a < 5:
 			n := min(1+rng.IntN(4), nNew-posted)
-			wrs := make([]provider.SendWR, n)
+			wrs := make([]verbs.SendWR, n)
 			for i := range wrs {
 				wrs[i] = p.cas(nw, p.seq+uint64(i), rng.IntN(4) == 0)
 			}
@@ -236,7 +237,7 @@ func (p *prop) round(r int) {
 	if s := f.State(); s != fence.Failed {
 		pending := s != fence.Done
 		w := p.cas(nw, p.seq, true)
-		if err := f.Post([]provider.SendWR{w}); err != nil {
+		if err := f.Post([]verbs.SendWR{w}); err != nil {
 			p.failf("final post in %v: %v", s, err)
 		}
 		if pending {
@@ -258,7 +259,7 @@ func (p *prop) round(r int) {
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
-	var rbuf [16]provider.WC
+	var rbuf [16]verbs.WC
 	for _, cq := range []*provider.CQ{b.rcv[0].cq, b.rcv[1].cq} {
 		for len(poll(t, cq, rbuf[:])) > 0 {
 		}
@@ -333,10 +334,10 @@ func (p *prop) round(r int) {
 
 // drive polls both send CQs once, handing every completion to f.
 func (p *prop) drive(f *fence.Fence, st *roundState) {
-	var buf [32]provider.WC
+	var buf [32]verbs.WC
 	for _, s := range p.b.snd {
 		for _, w := range poll(p.t, s.cq, buf[:]) {
-			if w.Status != provider.WCSuccess {
+			if w.Status != verbs.WCSuccess {
 				st.errWCs++
 			}
 			if _, err := f.HandleWC(&w); err != nil {

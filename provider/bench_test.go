@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Data-path benchmarks over plain memory: they measure the provider's own work (validation,
@@ -11,7 +12,7 @@ import (
 // the rings are retired between iterations as a NIC completing everything would.
 
 func benchQP(b *testing.B) (*ringQP, *Buffer) {
-	r := newRingQP(b, QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}, true)
+	r := newRingQP(b, verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}, true)
 	payload, err := NewBuffer(4096)
 	if err != nil {
 		b.Fatal(err)
@@ -22,8 +23,8 @@ func benchQP(b *testing.B) (*ringQP, *Buffer) {
 
 func BenchmarkPostSendInline64(b *testing.B) {
 	r, p := benchQP(b)
-	wr := []SendWR{{Opcode: WRRDMAWrite, Flags: SendInline | SendSignaled,
-		SGL: []SGE{{Addr: p.Addr(), Length: 64}}, RemoteAddr: 0x1000, RKey: 1}}
+	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendInline | verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: p.Addr(), Length: 64}}, RemoteAddr: 0x1000, RKey: 1}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := r.qp.PostSend(wr); err != nil {
@@ -35,8 +36,8 @@ func BenchmarkPostSendInline64(b *testing.B) {
 
 func BenchmarkPostSendSGE(b *testing.B) {
 	r, p := benchQP(b)
-	wr := []SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled,
-		SGL: []SGE{{Addr: p.Addr(), Length: 4096, LKey: 5}}, RemoteAddr: 0x1000, RKey: 1}}
+	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: p.Addr(), Length: 4096, LKey: 5}}, RemoteAddr: 0x1000, RKey: 1}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := r.qp.PostSend(wr); err != nil {
@@ -48,12 +49,12 @@ func BenchmarkPostSendSGE(b *testing.B) {
 
 func BenchmarkPostSendList8(b *testing.B) {
 	r, p := benchQP(b)
-	wrs := make([]SendWR, 8)
+	wrs := make([]verbs.SendWR, 8)
 	for i := range wrs {
-		wrs[i] = SendWR{WRID: uint64(i), Opcode: WRRDMAWrite, SGL: []SGE{{Addr: p.Addr(), Length: 512, LKey: 5}},
+		wrs[i] = verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{{Addr: p.Addr(), Length: 512, LKey: 5}},
 			RemoteAddr: 0x1000, RKey: 1}
 	}
-	wrs[7].Flags = SendSignaled
+	wrs[7].Flags = verbs.SendSignaled
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := r.qp.PostSend(wrs); err != nil {
@@ -65,7 +66,7 @@ func BenchmarkPostSendList8(b *testing.B) {
 
 func BenchmarkPostRecv(b *testing.B) {
 	r, p := benchQP(b)
-	wr := []RecvWR{{SGL: []SGE{{Addr: p.Addr(), Length: 4096, LKey: 5}}}}
+	wr := []verbs.RecvWR{{SGL: []verbs.SGE{{Addr: p.Addr(), Length: 4096, LKey: 5}}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := r.qp.PostRecv(wr); err != nil {
@@ -77,7 +78,7 @@ func BenchmarkPostRecv(b *testing.B) {
 
 func BenchmarkPollEmpty(b *testing.B) {
 	r, _ := benchQP(b)
-	var wc [16]WC
+	var wc [16]verbs.WC
 	b.ReportAllocs()
 	for b.Loop() {
 		if n, _ := r.cq.Poll(wc[:]); n != 0 {
@@ -91,7 +92,7 @@ func BenchmarkPollEmpty(b *testing.B) {
 func BenchmarkPollOne(b *testing.B) {
 	r, _ := benchQP(b)
 	q := r.qp
-	var wc [16]WC
+	var wc [16]verbs.WC
 	ncqe := r.cq.ring.ncqe
 	fill := func() {
 		for k := uint32(0); k < ncqe; k++ {
@@ -100,7 +101,7 @@ func BenchmarkPollOne(b *testing.B) {
 		}
 	}
 	// One posted WQE at index 0 that every CQE names.
-	if err := q.PostSend([]SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled}}); err != nil {
+	if err := q.PostSend([]verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled}}); err != nil {
 		b.Fatal(err)
 	}
 	fill()
@@ -124,8 +125,8 @@ func BenchmarkPollOne(b *testing.B) {
 // store, fences): the cost of validating and writing the WQE alone.
 func BenchmarkPostSendSGENoDoorbell(b *testing.B) {
 	r, p := benchQP(b)
-	wr := []SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled,
-		SGL: []SGE{{Addr: p.Addr(), Length: 4096, LKey: 5}}, RemoteAddr: 0x1000, RKey: 1}}
+	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: p.Addr(), Length: 4096, LKey: 5}}, RemoteAddr: 0x1000, RKey: 1}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := r.qp.PostSendNoDoorbell(wr); err != nil {

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // The alloc_ucontext request follows libmlx5's get_total_uuars / get_num_low_lat_uuars and
@@ -39,7 +40,7 @@ func TestBfregRequestEnv(t *testing.T) {
 		env := map[string]string{"MLX5_TOTAL_UUARS": c.total, "MLX5_NUM_LOW_LAT_UUARS": c.low}
 		tot, low, err := provider.BfregRequest(func(k string) string { return env[k] }, c.page)
 		if c.errno != 0 {
-			if !errors.Is(err, c.errno) || !errors.Is(err, provider.ErrInvalidArgument) {
+			if !errors.Is(err, c.errno) || !errors.Is(err, verbs.ErrInvalidArgument) {
 				t.Errorf("total %q low %q page %d: err %v, want %v", c.total, c.low, c.page, err, c.errno)
 			}
 			continue
@@ -64,12 +65,12 @@ func TestOpenBfregEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctx.Close()
-	pd, err := ctx.AllocPD()
+	pd, err := as[*provider.PD](ctx.AllocPD())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pd.Dealloc()
-	cq, err := ctx.CreateCQ(16, nil, 0)
+	cq, err := as[*provider.CQ](ctx.CreateCQ(verbs.CQInitAttr{CQE: 16}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestOpenBfregEnv(t *testing.T) {
 		}
 	}()
 	for i, w := range want {
-		q, err := pd.CreateQP(provider.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, err := as[*provider.QP](pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}))
 		if err != nil {
 			t.Fatalf("QP %d: %v", i, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
 )
 
@@ -20,7 +21,7 @@ type CompChannel struct {
 }
 
 // CreateCompChannel is ibv_create_comp_channel.
-func (c *Context) CreateCompChannel() (*CompChannel, error) {
+func (c *Context) CreateCompChannel() (verbs.CompChannel, error) {
 	fd, err := uverbs.CreateCompChannel(c.f)
 	if err != nil {
 		return nil, opError("create comp channel", err)
@@ -43,7 +44,7 @@ func (ch *CompChannel) Close() error {
 
 // GetEvent is ibv_get_cq_event: it waits until ctx ends for the next completion event and
 // returns its CQ. Every event must eventually be acknowledged with CQ.AckEvents.
-func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
+func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 	var b [8]byte // struct ib_uverbs_comp_event_desc
 	if err := readEvent(ctx, ch.fd, b[:], "get cq event"); err != nil {
 		return nil, err
@@ -53,7 +54,7 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 	cq := ch.ctx.cqByID[h]
 	ch.ctx.mu.Unlock()
 	if cq == nil {
-		return nil, fmt.Errorf("provider: get cq event: unknown CQ %d: %w", h, ErrNotFound)
+		return nil, fmt.Errorf("provider: get cq event: unknown CQ %d: %w", h, verbs.ErrNotFound)
 	}
 	cq.ring.armSN.Add(1) // mlx5_cq_event: the next arm uses the next sequence number
 	cq.events.Add(1)
@@ -67,13 +68,13 @@ func readEvent(ctx context.Context, fd int, b []byte, op string) error {
 		if dl, ok := ctx.Deadline(); ok {
 			left := time.Until(dl)
 			if left <= 0 {
-				return fmt.Errorf("provider: %s: %w", op, ErrTimeout)
+				return fmt.Errorf("provider: %s: %w", op, verbs.ErrTimeout)
 			}
 			ms = min(ms, int(left/time.Millisecond)+1)
 		}
 		if err := ctx.Err(); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("provider: %s: %w", op, ErrTimeout)
+				return fmt.Errorf("provider: %s: %w", op, verbs.ErrTimeout)
 			}
 			return fmt.Errorf("provider: %s: %w", op, err)
 		}
@@ -96,38 +97,34 @@ func readEvent(ctx context.Context, fd int, b []byte, op string) error {
 			return opError(op+": read", err)
 		}
 		if m != len(b) {
-			return fmt.Errorf("provider: %s: short event of %d bytes: %w", op, m, ErrInvalidArgument)
+			return fmt.Errorf("provider: %s: short event of %d bytes: %w", op, m, verbs.ErrInvalidArgument)
 		}
 		return nil
 	}
 }
 
-// AsyncEvent is an asynchronous event (struct ibv_async_event).
-type AsyncEvent struct {
-	Type uint32 // IBV_EVENT_* (uverbs.EventQPFatal, uverbs.EventPortErr, ...)
-	QP   *QP    // for QP events
-	CQ   *CQ    // for CQ events
-	Port int    // for port events
-}
-
 // GetAsyncEvent is ibv_get_async_event: it waits until ctx ends for the next async event.
-func (c *Context) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+func (c *Context) GetAsyncEvent(ctx context.Context) (verbs.AsyncEvent, error) {
 	var b [16]byte // struct ib_uverbs_async_event_desc
 	if err := readEvent(ctx, c.asyncFD, b[:], "get async event"); err != nil {
-		return AsyncEvent{}, err
+		return verbs.AsyncEvent{}, err
 	}
 	elem := binary.NativeEndian.Uint64(b[0:])
-	ev := AsyncEvent{Type: binary.NativeEndian.Uint32(b[8:])}
+	ev := verbs.AsyncEvent{Type: verbs.AsyncEventType(binary.NativeEndian.Uint32(b[8:]))}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch ev.Type {
-	case uverbs.EventCQErr:
-		ev.CQ = c.cqByID[elem]
-	case uverbs.EventPortActive, uverbs.EventPortErr, uverbs.EventLIDChange, uverbs.EventPkeyChange,
-		uverbs.EventSMChange, uverbs.EventClientReregister, uverbs.EventGIDChange, uverbs.EventDeviceFatal:
+	switch {
+	case ev.Type == verbs.EventCQErr:
+		if cq := c.cqByID[elem]; cq != nil {
+			ev.CQ = cq
+		}
+	case ev.Type.PortEvent():
 		ev.Port = int(elem)
+	case ev.Type == verbs.EventDeviceFatal:
 	default:
-		ev.QP = c.qpByID[elem]
+		if qp := c.qpByID[elem]; qp != nil {
+			ev.QP = qp
+		}
 	}
 	return ev, nil
 }

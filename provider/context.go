@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
 )
 
@@ -107,7 +108,7 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 		// The kernel answers min(requested, supported); anything else breaks the QPN-based
 		// completion lookup.
 		c.release()
-		return nil, fmt.Errorf("provider: get context: kernel chose CQE version %d, asked for 0: %w", resp.CQEVersion, ErrInvalidArgument)
+		return nil, fmt.Errorf("provider: get context: kernel chose CQE version %d, asked for 0: %w", resp.CQEVersion, verbs.ErrInvalidArgument)
 	}
 	c.lim = queueLimits{MaxSQDescSize: int(resp.MaxSQDescSz), MaxRQDescSize: int(resp.MaxRQDescSz),
 		MaxSendWQEBB: int(resp.MaxSendWQEBB), MaxRecvWR: int(resp.MaxRecvWR)}
@@ -143,24 +144,24 @@ func bfregRequest(getenv func(string) string, pageSize int) (tot, lowLat uint32,
 		total = atoi(v)
 	}
 	if total < 1 {
-		return 0, 0, fmt.Errorf("MLX5_TOTAL_UUARS=%q: %w (%w)", getenv("MLX5_TOTAL_UUARS"), ErrInvalidArgument, unix.EINVAL)
+		return 0, 0, fmt.Errorf("MLX5_TOTAL_UUARS=%q: %w (%w)", getenv("MLX5_TOTAL_UUARS"), verbs.ErrInvalidArgument, unix.EINVAL)
 	}
 	perPage := pageSize / mlx5.AdapterPageSize * mlx5.NonFPBfregsPerUAR
 	total = max(total, perPage)
 	total = (total + mlx5.NonFPBfregsPerUAR - 1) / mlx5.NonFPBfregsPerUAR * mlx5.NonFPBfregsPerUAR
 	if total > mlx5.MaxBfregs {
-		return 0, 0, fmt.Errorf("MLX5_TOTAL_UUARS: %d bfregs above %d: %w (%w)", total, mlx5.MaxBfregs, ErrInvalidArgument, unix.ENOMEM)
+		return 0, 0, fmt.Errorf("MLX5_TOTAL_UUARS: %d bfregs above %d: %w (%w)", total, mlx5.MaxBfregs, verbs.ErrInvalidArgument, unix.ENOMEM)
 	}
 	low := mlx5.DefLowLatencyBfregs
 	if v := getenv("MLX5_NUM_LOW_LAT_UUARS"); v != "" {
 		low = atoi(v)
 	}
 	if low < 0 {
-		return 0, 0, fmt.Errorf("MLX5_NUM_LOW_LAT_UUARS=%q: %w (%w)", getenv("MLX5_NUM_LOW_LAT_UUARS"), ErrInvalidArgument, unix.EINVAL)
+		return 0, 0, fmt.Errorf("MLX5_NUM_LOW_LAT_UUARS=%q: %w (%w)", getenv("MLX5_NUM_LOW_LAT_UUARS"), verbs.ErrInvalidArgument, unix.EINVAL)
 	}
 	low = max(low, total-mlx5.MedBfregsThreshold)
 	if low > total-1 {
-		return 0, 0, fmt.Errorf("%d low-latency of %d bfregs: %w (%w)", low, total, ErrInvalidArgument, unix.ENOMEM)
+		return 0, 0, fmt.Errorf("%d low-latency of %d bfregs: %w (%w)", low, total, verbs.ErrInvalidArgument, unix.ENOMEM)
 	}
 	return uint32(total), uint32(low), nil
 }
@@ -219,7 +220,7 @@ func (c *Context) Close() error {
 	for _, q := range qps {
 		q.mu.Lock()
 		if !q.dead.Load() {
-			q.state.Store(uint32(QPStateReset))
+			q.state.Store(uint32(verbs.QPStateReset))
 			q.dead.Store(true)
 			q.mem.Free()
 			q.dbMem.Free()
@@ -244,72 +245,53 @@ func (c *Context) Info() uverbs.DeviceInfo { return c.info }
 // File is the underlying command file (for tests and tools that issue raw commands).
 func (c *Context) File() uverbs.File { return c.f }
 
-// DeviceAttr is the subset of struct ibv_device_attr callers size their queues by.
-type DeviceAttr struct {
-	FWVer         uint64
-	NodeGUID      uint64
-	VendorID      uint32
-	VendorPartID  uint32
-	MaxMRSize     uint64
-	MaxQPWR       uint32
-	MaxSGE        uint32
-	MaxCQE        uint32
-	MaxQPRdAtom   uint32
-	MaxQPInitRdAt uint32
-	PhysPortCnt   uint8
-}
-
-// QueryDevice is ibv_query_device.
-func (c *Context) QueryDevice() (DeviceAttr, error) {
-	r, err := uverbs.QueryDevice(c.f)
+// QueryDevice is ibv_query_device (the extended command, or the legacy one on kernels
+// without it).
+func (c *Context) QueryDevice() (verbs.DeviceAttr, error) {
+	r, err := uverbs.QueryDeviceAny(c.f)
 	if err != nil {
-		return DeviceAttr{}, opError("query device", err)
+		return verbs.DeviceAttr{}, opError("query device", err)
 	}
 	b := r.Base
-	return DeviceAttr{FWVer: b.Fw_ver, NodeGUID: b.Node_guid, VendorID: b.Vendor_id, VendorPartID: b.Vendor_part_id,
-		MaxMRSize: b.Max_mr_size, MaxQPWR: b.Max_qp_wr, MaxSGE: b.Max_sge, MaxCQE: b.Max_cqe,
-		MaxQPRdAtom: b.Max_qp_rd_atom, MaxQPInitRdAt: b.Max_qp_init_rd_atom, PhysPortCnt: b.Phys_port_cnt}, nil
-}
-
-// PortAttr is the subset of struct ibv_port_attr RC connections need.
-type PortAttr struct {
-	State     uint8 // IBV_PORT_* (uverbs.PortActive, ...)
-	MaxMTU    uint8 // enum ibv_mtu
-	ActiveMTU uint8
-	GIDTblLen uint32
-	LID       uint16
-	LinkLayer uint8 // IBV_LINK_LAYER_*: 2 = Ethernet
+	return verbs.DeviceAttr{FWVer: b.Fw_ver, NodeGUID: b.Node_guid, SysImageGUID: b.Sys_image_guid,
+		MaxMRSize: b.Max_mr_size, PageSizeCap: b.Page_size_cap, VendorID: b.Vendor_id,
+		VendorPartID: b.Vendor_part_id, HWVer: b.Hw_ver, MaxQP: b.Max_qp, MaxQPWR: b.Max_qp_wr,
+		DeviceCapFlags: b.Device_cap_flags, MaxSGE: b.Max_sge, MaxSGERd: b.Max_sge_rd,
+		MaxCQ: b.Max_cq, MaxCQE: b.Max_cqe, MaxMR: b.Max_mr, MaxPD: b.Max_pd,
+		MaxQPRdAtom: b.Max_qp_rd_atom, MaxEERdAtom: b.Max_ee_rd_atom, MaxResRdAtom: b.Max_res_rd_atom,
+		MaxQPInitRdAtom: b.Max_qp_init_rd_atom, MaxEEInitRdAtom: b.Max_ee_init_rd_atom,
+		AtomicCap: b.Atomic_cap, MaxEE: b.Max_ee, MaxRDD: b.Max_rdd, MaxMW: b.Max_mw,
+		MaxRawIPv6QP: b.Max_raw_ipv6_qp, MaxRawEthyQP: b.Max_raw_ethy_qp, MaxMcastGrp: b.Max_mcast_grp,
+		MaxMcastQPAttach: b.Max_mcast_qp_attach, MaxTotalMcastQPAttach: b.Max_total_mcast_qp_attach,
+		MaxAH: b.Max_ah, MaxFMR: b.Max_fmr, MaxMapPerFMR: b.Max_map_per_fmr, MaxSRQ: b.Max_srq,
+		MaxSRQWR: b.Max_srq_wr, MaxSRQSGE: b.Max_srq_sge, MaxPkeys: b.Max_pkeys,
+		LocalCAAckDelay: b.Local_ca_ack_delay, PhysPortCnt: b.Phys_port_cnt,
+		CompletionTimestampMax: r.Timestamp_mask, HCACoreClock: r.Hca_core_clock,
+		DeviceCapFlagsEx: r.Device_cap_flags_ex}, nil
 }
 
 // QueryPort is ibv_query_port.
-func (c *Context) QueryPort(port uint8) (PortAttr, error) {
+func (c *Context) QueryPort(port uint8) (verbs.PortAttr, error) {
 	r, err := uverbs.QueryPort(c.f, uverbs.DriverIDMLX5, port)
 	if err != nil {
-		return PortAttr{}, opError(fmt.Sprintf("query port %d", port), err)
+		return verbs.PortAttr{}, opError(fmt.Sprintf("query port %d", port), err)
 	}
 	l := r.Legacy_resp
-	return PortAttr{State: l.State, MaxMTU: l.Max_mtu, ActiveMTU: l.Active_mtu, GIDTblLen: l.Gid_tbl_len,
-		LID: l.Lid, LinkLayer: l.Link_layer}, nil
+	return verbs.PortAttr{State: verbs.PortState(l.State), MaxMTU: l.Max_mtu, ActiveMTU: l.Active_mtu,
+		GIDTblLen: l.Gid_tbl_len, PortCapFlags: l.Port_cap_flags, MaxMsgSize: l.Max_msg_sz,
+		BadPkeyCntr: l.Bad_pkey_cntr, QkeyViolCntr: l.Qkey_viol_cntr, PkeyTblLen: l.Pkey_tbl_len,
+		LID: l.Lid, SMLID: l.Sm_lid, LMC: l.Lmc, MaxVLNum: l.Max_vl_num, SMSL: l.Sm_sl,
+		SubnetTimeout: l.Subnet_timeout, InitTypeReply: l.Init_type_reply, ActiveWidth: l.Active_width,
+		ActiveSpeed: l.Active_speed, PhysState: l.Phys_state, LinkLayer: l.Link_layer, Flags: l.Flags,
+		PortCapFlags2: r.Port_cap_flags2}, nil
 }
-
-// GID is one GID table entry.
-type GID struct {
-	Index int
-	Port  uint8
-	GID   [16]byte
-	// RoCEv2 is true for RoCE v2 (UDP-encapsulated) GIDs.
-	RoCEv2 bool
-}
-
-// IP returns the GID as an IP address (IPv4-mapped GIDs print as IPv4).
-func (g GID) IP() net.IP { return net.IP(g.GID[:]) }
 
 // gidTypeRoCEv2 is IB_UVERBS_GID_TYPE_ROCE_V2.
 const gidTypeRoCEv2 = 2
 
 // GIDs returns the populated GID table of every port, from the QUERY_GID_TABLE ioctl, or
 // from sysfs where the ioctl is missing.
-func (c *Context) GIDs() ([]GID, error) {
+func (c *Context) GIDs() ([]verbs.GID, error) {
 	es, err := uverbs.QueryGIDTable(c.f, uverbs.DriverIDMLX5, 256)
 	if err != nil {
 		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOTTY) && !errors.Is(err, unix.EPROTONOSUPPORT) {
@@ -320,42 +302,40 @@ func (c *Context) GIDs() ([]GID, error) {
 			es = append(es, uverbs.GIDEntriesFromSysfs(p, nil)...)
 		}
 	}
-	out := make([]GID, 0, len(es))
+	out := make([]verbs.GID, 0, len(es))
 	for _, e := range es {
-		out = append(out, GID{Index: int(e.Gid_index), Port: uint8(e.Port_num), GID: e.GIDBytes(), RoCEv2: e.Gid_type == gidTypeRoCEv2})
+		out = append(out, verbs.GID{Index: int(e.Gid_index), Port: uint8(e.Port_num), GID: e.GIDBytes(), RoCEv2: e.Gid_type == gidTypeRoCEv2})
 	}
 	return out, nil
 }
 
 // GIDByIndex returns GID index idx of port.
-func (c *Context) GIDByIndex(port uint8, idx int) (GID, error) {
+func (c *Context) GIDByIndex(port uint8, idx int) (verbs.GID, error) {
 	gs, err := c.GIDs()
 	if err != nil {
-		return GID{}, err
+		return verbs.GID{}, err
 	}
-	for _, g := range gs {
-		if g.Port == port && g.Index == idx {
-			return g, nil
-		}
+	if g, ok := verbs.FindGID(gs, port, idx); ok {
+		return g, nil
 	}
-	return GID{}, fmt.Errorf("provider: GID %d of port %d: %w", idx, port, ErrNotFound)
+	return verbs.GID{}, fmt.Errorf("provider: GID %d of port %d: %w", idx, port, verbs.ErrNotFound)
 }
 
 // GIDByIP returns the RoCEv2 GID of port that carries ip (IPv4 GIDs are IPv4-mapped), the way
 // perftest and NCCL pick the GID index for an address.
-func (c *Context) GIDByIP(port uint8, ip net.IP) (GID, error) {
+func (c *Context) GIDByIP(port uint8, ip net.IP) (verbs.GID, error) {
 	gs, err := c.GIDs()
 	if err != nil {
-		return GID{}, err
+		return verbs.GID{}, err
 	}
-	want := ip.To16()
-	for _, g := range gs {
-		if g.Port == port && g.RoCEv2 && want != nil && net.IP(g.GID[:]).Equal(want) {
-			return g, nil
-		}
+	if g, ok := verbs.FindGIDByIP(gs, port, ip); ok {
+		return g, nil
 	}
-	return GID{}, fmt.Errorf("provider: RoCEv2 GID for %v on port %d: %w", ip, port, ErrNotFound)
+	return verbs.GID{}, fmt.Errorf("provider: RoCEv2 GID for %v on port %d: %w", ip, port, verbs.ErrNotFound)
 }
+
+// AsyncFD is the context's async event descriptor (ibv_context.async_fd).
+func (c *Context) AsyncFD() int { return c.asyncFD }
 
 // bfreg returns the BlueFlame register with gross index i, creating its handle once: QPs that
 // share a bfreg share its alternating-halves state, as libmlx5's bfs[] table does.
@@ -370,7 +350,7 @@ func (c *Context) bfreg(i uint32) (*mlx5.BFReg, error) {
 		return nil, err
 	}
 	if loc.SysPage >= len(c.uars) {
-		return nil, fmt.Errorf("bfreg %d on unmapped page %d: %w", i, loc.SysPage, ErrInvalidArgument)
+		return nil, fmt.Errorf("bfreg %d on unmapped page %d: %w", i, loc.SysPage, verbs.ErrInvalidArgument)
 	}
 	r, err := mlx5.NewBFReg(c.uars[loc.SysPage], loc)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
 )
 
@@ -30,8 +31,21 @@ type CQ struct {
 // CreateCQ is ibv_create_cq: a CQ of at least cqe entries, bound to channel (nil for none),
 // set up as mlx5_create_cq does (ring of a power of two of 64-byte CQEs, all invalid and
 // hardware-owned; doorbell record zeroed).
-func (c *Context) CreateCQ(cqe int, channel *CompChannel, compVector uint32) (*CQ, error) {
-	ncqe, err := calcCQEntries(cqe)
+func (c *Context) CreateCQ(a verbs.CQInitAttr) (verbs.CQ, error) {
+	q, err := c.createCQ(a)
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+func (c *Context) createCQ(a verbs.CQInitAttr) (*CQ, error) {
+	channel, ok := a.Channel.(*CompChannel) // a nil *CompChannel means none, as nil does
+	if a.Channel != nil && (!ok || channel != nil && channel.ctx != c) {
+		return nil, fmt.Errorf("provider: create cq: %w: completion channel of another context", verbs.ErrInvalidArgument)
+	}
+	compVector := a.CompVector
+	ncqe, err := calcCQEntries(a.CQE)
 	if err != nil {
 		return nil, opError("create cq", err)
 	}
@@ -53,7 +67,11 @@ func (c *Context) CreateCQ(cqe int, channel *CompChannel, compVector uint32) (*C
 	if err != nil {
 		return fail(err)
 	}
-	q := &CQ{ctx: c, channel: channel, id: c.newID(), ring: ring, mem: mem, dbMem: dbMem, uar: c.uars[0]}
+	id := a.Handle
+	if id == 0 {
+		id = c.newID()
+	}
+	q := &CQ{ctx: c, channel: channel, id: id, ring: ring, mem: mem, dbMem: dbMem, uar: c.uars[0]}
 	drv := mlx5.CreateCQ{BufAddr: mem.Addr(), DBAddr: dbMem.Addr(), CQESize: mlx5.CQE64Size}
 	var in [mlx5.CreateCQSize]byte
 	var out [mlx5.CreateCQRespSize]byte
@@ -89,7 +107,7 @@ func (c *CQ) Size() int { return c.cqe }
 // completion) raises one event on the CQ's channel.
 func (c *CQ) Arm(solicitedOnly bool) error {
 	if c.channel == nil {
-		return fmt.Errorf("provider: req notify cq: %w: CQ has no completion channel", ErrInvalidArgument)
+		return fmt.Errorf("provider: req notify cq: %w: CQ has no completion channel", verbs.ErrInvalidArgument)
 	}
 	c.armCQ(solicitedOnly)
 	return nil

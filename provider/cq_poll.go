@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // cqRing is the software side of an mlx5 CQ (struct mlx5_cq in rdma-core): package mlx5's CQ
@@ -42,7 +43,7 @@ func (c *cqRing) ci() uint32 { return c.ring.ConsumerIndex() }
 // poll fills wcs from software-owned CQEs (poll_cq / mlx5_parse_cqe for RC QPs without SRQ)
 // and returns how many it filled. Package mlx5's PollWC reads only the CQE fields a verbs
 // completion needs.
-func (c *cqRing) poll(wcs []WC) (int, error) {
+func (c *cqRing) poll(wcs []verbs.WC) (int, error) {
 	n := 0
 	var err error
 	w := &c.wc
@@ -65,10 +66,10 @@ func (c *cqRing) poll(wcs []WC) (int, error) {
 		}
 		wc := &wcs[n]
 		if w.Status == mlx5.WCSuccess {
-			*wc = WC{WRID: wrid, Opcode: WCOpcode(w.Opcode), ByteLen: w.ByteLen, Imm: w.Imm, QPNum: qpn,
-				SrcQP: w.SrcQP, Flags: WCFlags(w.Flags & (mlx5.WCFlagGRH | mlx5.WCFlagWithImm)), SL: w.SL}
+			*wc = verbs.WC{WRID: wrid, Opcode: verbs.WCOpcode(w.Opcode), ByteLen: w.ByteLen, Imm: w.Imm, QPNum: qpn,
+				SrcQP: w.SrcQP, Flags: verbs.WCFlags(w.Flags & (mlx5.WCFlagGRH | mlx5.WCFlagWithImm)), SL: w.SL}
 		} else {
-			*wc = WC{WRID: wrid, Status: WCStatus(w.Status), VendorErr: uint32(w.VendorErr), QPNum: qpn}
+			*wc = verbs.WC{WRID: wrid, Status: verbs.WCStatus(w.Status), VendorErr: uint32(w.VendorErr), QPNum: qpn}
 		}
 		n++
 	}
@@ -84,7 +85,7 @@ func (e *cqError) Error() string {
 	return "provider: poll_cq: completion for unknown QPN " + utoa(e.qpn)
 }
 
-func (e *cqError) Unwrap() error { return ErrCQOverrun }
+func (e *cqError) Unwrap() error { return verbs.ErrCQOverrun }
 
 func utoa(v uint32) string {
 	var b [10]byte

@@ -8,21 +8,22 @@ import (
 	"testing"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 func TestPostSendEncodesEveryOpcode(t *testing.T) {
-	r := newRingQP(t, QPCap{MaxSendWR: 64, MaxRecvWR: 4, MaxSendSGE: 3, MaxRecvSGE: 2, MaxInlineData: 64}, false)
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 4, MaxSendSGE: 3, MaxRecvSGE: 2, MaxInlineData: 64}, false)
 	sq := r.qp.sq
-	sge := []SGE{{Addr: 0x1000, Length: 100, LKey: 0x11}, {Addr: 0x2000, Length: 0, LKey: 0x12}, {Addr: 0x3000, Length: 7, LKey: 0x13}}
-	atom := []SGE{{Addr: 0x4000, Length: 8, LKey: 0x14}}
-	wrs := []SendWR{
-		{WRID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge, RemoteAddr: 0xaaaa0000, RKey: 0x77},
-		{WRID: 2, Opcode: WRRDMAWriteWithImm, SGL: sge[:1], RemoteAddr: 0xbbbb, RKey: 0x78, Imm: 0x01020304},
-		{WRID: 3, Opcode: WRSend, Flags: SendSolicited, SGL: sge[2:]},
-		{WRID: 4, Opcode: WRSendWithImm, Flags: SendFence | SendSignaled, Imm: 0xdeadbeef},
-		{WRID: 5, Opcode: WRRDMARead, SGL: sge[:1], RemoteAddr: 0xcccc, RKey: 0x79},
-		{WRID: 6, Opcode: WRAtomicCmpAndSwp, SGL: atom, RemoteAddr: 0xdd00, RKey: 0x7a, CompareAdd: 5, Swap: 9},
-		{WRID: 7, Opcode: WRAtomicFetchAdd, SGL: atom, RemoteAddr: 0xee00, RKey: 0x7b, CompareAdd: 3},
+	sge := []verbs.SGE{{Addr: 0x1000, Length: 100, LKey: 0x11}, {Addr: 0x2000, Length: 0, LKey: 0x12}, {Addr: 0x3000, Length: 7, LKey: 0x13}}
+	atom := []verbs.SGE{{Addr: 0x4000, Length: 8, LKey: 0x14}}
+	wrs := []verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: sge, RemoteAddr: 0xaaaa0000, RKey: 0x77},
+		{WRID: 2, Opcode: verbs.WRRDMAWriteWithImm, SGL: sge[:1], RemoteAddr: 0xbbbb, RKey: 0x78, Imm: 0x01020304},
+		{WRID: 3, Opcode: verbs.WRSend, Flags: verbs.SendSolicited, SGL: sge[2:]},
+		{WRID: 4, Opcode: verbs.WRSendWithImm, Flags: verbs.SendFence | verbs.SendSignaled, Imm: 0xdeadbeef},
+		{WRID: 5, Opcode: verbs.WRRDMARead, SGL: sge[:1], RemoteAddr: 0xcccc, RKey: 0x79},
+		{WRID: 6, Opcode: verbs.WRAtomicCmpAndSwp, SGL: atom, RemoteAddr: 0xdd00, RKey: 0x7a, CompareAdd: 5, Swap: 9},
+		{WRID: 7, Opcode: verbs.WRAtomicFetchAdd, SGL: atom, RemoteAddr: 0xee00, RKey: 0x7b, CompareAdd: 3},
 	}
 	if err := r.qp.PostSend(wrs); err != nil {
 		t.Fatal(err)
@@ -33,12 +34,12 @@ func TestPostSendEncodesEveryOpcode(t *testing.T) {
 		if c.WQEIndex != uint16(pos) || c.QPN != 0x1234 || c.Opcode != wrToMlx5[wr.Opcode] {
 			t.Fatalf("wr %d: ctrl %+v", i, c)
 		}
-		if c.Signaled() != (wr.Flags&SendSignaled != 0) || c.Solicited() != (wr.Flags&SendSolicited != 0) ||
-			c.Fenced() != (wr.Flags&SendFence != 0) {
+		if c.Signaled() != (wr.Flags&verbs.SendSignaled != 0) || c.Solicited() != (wr.Flags&verbs.SendSolicited != 0) ||
+			c.Fenced() != (wr.Flags&verbs.SendFence != 0) {
 			t.Errorf("wr %d: flags %#x for %v", i, c.FMCESE, wr.Flags)
 		}
 		wantImm := uint32(0)
-		if wr.Opcode == WRSendWithImm || wr.Opcode == WRRDMAWriteWithImm {
+		if wr.Opcode == verbs.WRSendWithImm || wr.Opcode == verbs.WRRDMAWriteWithImm {
 			wantImm = wr.Imm
 		}
 		if c.Imm != wantImm {
@@ -56,7 +57,7 @@ func TestPostSendEncodesEveryOpcode(t *testing.T) {
 		if atomic {
 			as, _ := mlx5.DecodeAtomicSeg(wqe[p:])
 			want := mlx5.FetchAdd(wr.CompareAdd)
-			if wr.Opcode == WRAtomicCmpAndSwp {
+			if wr.Opcode == verbs.WRAtomicCmpAndSwp {
 				want = mlx5.CompareSwap(wr.CompareAdd, wr.Swap)
 			}
 			if as != want {
@@ -64,12 +65,12 @@ func TestPostSendEncodesEveryOpcode(t *testing.T) {
 			}
 			p += 16
 		}
-		var got []SGE
+		var got []verbs.SGE
 		for ; p < len(wqe); p += 16 {
 			d, _ := mlx5.DecodeDataSeg(wqe[p:])
-			got = append(got, SGE{Addr: d.Addr, Length: d.ByteCount, LKey: d.LKey})
+			got = append(got, verbs.SGE{Addr: d.Addr, Length: d.ByteCount, LKey: d.LKey})
 		}
-		var want []SGE
+		var want []verbs.SGE
 		for _, s := range wr.SGL {
 			if s.Length != 0 {
 				want = append(want, s)
@@ -106,7 +107,7 @@ func TestPostSendEncodesEveryOpcode(t *testing.T) {
 }
 
 func TestPostSendInlineWrapsAndBlueFlame(t *testing.T) {
-	r := newRingQP(t, QPCap{MaxSendWR: 4, MaxSendSGE: 1, MaxInlineData: 100}, true)
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 4, MaxSendSGE: 1, MaxInlineData: 100}, true)
 	sq := r.qp.sq
 	data, err := NewBuffer(256)
 	if err != nil {
@@ -121,8 +122,8 @@ func TestPostSendInlineWrapsAndBlueFlame(t *testing.T) {
 	wrapped := false
 	for n := 0; n < 40; n++ {
 		payload := data.Bytes()[n : n+100]
-		wr := []SendWR{{WRID: uint64(n), Opcode: WRRDMAWrite, Flags: SendInline | SendSignaled,
-			SGL: []SGE{{Addr: sliceAddr(payload), Length: 100}}, RemoteAddr: 0x10, RKey: 1}}
+		wr := []verbs.SendWR{{WRID: uint64(n), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendInline | verbs.SendSignaled,
+			SGL: []verbs.SGE{{Addr: sliceAddr(payload), Length: 100}}, RemoteAddr: 0x10, RKey: 1}}
 		start := sq.cur()
 		if err := r.qp.PostSend(wr); err != nil {
 			t.Fatalf("post %d: %v", n, err)
@@ -147,8 +148,8 @@ func TestPostSendInlineWrapsAndBlueFlame(t *testing.T) {
 		// Complete it so the SQ never fills: a requester CQE for this WQE.
 		pi := r.cq.ring.ci()
 		r.nicCQE(pi, mlx5.CQE64{SopDropQPN: uint32(mlx5.OpcodeRDMAWrite)<<24 | 0x1234, WQECounter: uint16(start), OpOwn: mlx5.CQEReq << 4})
-		var wc [1]WC
-		if k, err := r.cq.Poll(wc[:]); k != 1 || err != nil || wc[0].WRID != uint64(n) || wc[0].Opcode != WCRDMAWrite {
+		var wc [1]verbs.WC
+		if k, err := r.cq.Poll(wc[:]); k != 1 || err != nil || wc[0].WRID != uint64(n) || wc[0].Opcode != verbs.WCRDMAWrite {
 			t.Fatalf("poll: %d %v %+v", k, err, wc[0])
 		}
 	}
@@ -158,45 +159,45 @@ func TestPostSendInlineWrapsAndBlueFlame(t *testing.T) {
 }
 
 func TestPostSendRejectsWithoutSideEffects(t *testing.T) {
-	r := newRingQP(t, QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: 32}, false)
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: 32}, false)
 	q := r.qp
-	ok := SendWR{Opcode: WRSend, SGL: []SGE{{Addr: 1, Length: 1, LKey: 1}}}
+	ok := verbs.SendWR{Opcode: verbs.WRSend, SGL: []verbs.SGE{{Addr: 1, Length: 1, LKey: 1}}}
 	snapshot := func() []byte { return append([]byte(nil), q.mem.Bytes()...) }
 	before := snapshot()
 	maxInl := int(q.cap.MaxInlineData) // 60: the WQE slot rounds the request up
 	big := make([]byte, maxInl+1)
 	cases := []struct {
-		wrs   []SendWR
+		wrs   []verbs.SendWR
 		err   error
 		index int
 		limit int
 	}{
-		{[]SendWR{ok, {Opcode: WRSend, SGL: make([]SGE, 3)}}, ErrTooManySGE, 1, 2},
-		{[]SendWR{ok, ok, {Opcode: WRSend, Flags: SendInline, SGL: []SGE{{Addr: sliceAddr(big), Length: uint32(maxInl + 1)}}}}, ErrInlineTooLarge, 2, maxInl},
-		{[]SendWR{ok, ok, ok, ok, ok}, ErrSQFull, 4, 4},
-		{[]SendWR{{Opcode: 99}}, ErrBadOpcode, 0, 0},
-		{[]SendWR{{Opcode: WRAtomicFetchAdd, SGL: []SGE{{Length: 4}}}}, ErrBadAtomic, 0, 0},
+		{[]verbs.SendWR{ok, {Opcode: verbs.WRSend, SGL: make([]verbs.SGE, 3)}}, verbs.ErrTooManySGE, 1, 2},
+		{[]verbs.SendWR{ok, ok, {Opcode: verbs.WRSend, Flags: verbs.SendInline, SGL: []verbs.SGE{{Addr: sliceAddr(big), Length: uint32(maxInl + 1)}}}}, verbs.ErrInlineTooLarge, 2, maxInl},
+		{[]verbs.SendWR{ok, ok, ok, ok, ok}, verbs.ErrSQFull, 4, 4},
+		{[]verbs.SendWR{{Opcode: 99}}, verbs.ErrBadOpcode, 0, 0},
+		{[]verbs.SendWR{{Opcode: verbs.WRAtomicFetchAdd, SGL: []verbs.SGE{{Length: 4}}}}, verbs.ErrBadAtomic, 0, 0},
 	}
 	for i, tc := range cases {
 		err := q.PostSend(tc.wrs)
-		var we *WRError
+		var we *verbs.WRError
 		if !errors.Is(err, tc.err) || !errors.As(err, &we) || we.Index != tc.index || we.Limit != tc.limit {
 			t.Errorf("case %d: %v, want %v at %d limit %d", i, err, tc.err, tc.index, tc.limit)
 		}
 	}
-	q.state.Store(uint32(QPStateRTR))
-	if err := q.PostSend([]SendWR{ok}); !errors.Is(err, ErrQPState) {
+	q.state.Store(uint32(verbs.QPStateRTR))
+	if err := q.PostSend([]verbs.SendWR{ok}); !errors.Is(err, verbs.ErrQPState) {
 		t.Errorf("post in RTR: %v", err)
 	}
-	q.state.Store(uint32(QPStateReset))
-	if err := q.PostRecv([]RecvWR{{}}); !errors.Is(err, ErrQPState) {
+	q.state.Store(uint32(verbs.QPStateReset))
+	if err := q.PostRecv([]verbs.RecvWR{{}}); !errors.Is(err, verbs.ErrQPState) {
 		t.Errorf("recv in RESET: %v", err)
 	}
-	q.state.Store(uint32(QPStateRTS))
-	if err := q.PostRecv([]RecvWR{{SGL: make([]SGE, 2)}}); !errors.Is(err, ErrTooManySGE) {
+	q.state.Store(uint32(verbs.QPStateRTS))
+	if err := q.PostRecv([]verbs.RecvWR{{SGL: make([]verbs.SGE, 2)}}); !errors.Is(err, verbs.ErrTooManySGE) {
 		t.Errorf("recv 2 SGEs: %v", err)
 	}
-	if err := q.PostRecv(make([]RecvWR, 5)); !errors.Is(err, ErrRQFull) {
+	if err := q.PostRecv(make([]verbs.RecvWR, 5)); !errors.Is(err, verbs.ErrRQFull) {
 		t.Errorf("recv overflow: %v", err)
 	}
 	if !bytes.Equal(before, snapshot()) || q.sq.cur() != 0 || q.sq.head != 0 || q.rq.head != 0 {
@@ -208,11 +209,11 @@ func TestPostSendRejectsWithoutSideEffects(t *testing.T) {
 }
 
 func TestPostRecvAndResponderCompletions(t *testing.T) {
-	r := newRingQP(t, QPCap{MaxSendWR: 4, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 3}, false)
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 3}, false)
 	q := r.qp
-	wrs := []RecvWR{
-		{WRID: 10, SGL: []SGE{{Addr: 0x100, Length: 64, LKey: 5}}},
-		{WRID: 11, SGL: []SGE{{Addr: 0x200, Length: 8, LKey: 6}, {Addr: 0x300, Length: 8, LKey: 7}, {Addr: 0x400, Length: 8, LKey: 8}}},
+	wrs := []verbs.RecvWR{
+		{WRID: 10, SGL: []verbs.SGE{{Addr: 0x100, Length: 64, LKey: 5}}},
+		{WRID: 11, SGL: []verbs.SGE{{Addr: 0x200, Length: 8, LKey: 6}, {Addr: 0x300, Length: 8, LKey: 7}, {Addr: 0x400, Length: 8, LKey: 8}}},
 	}
 	if err := q.PostRecv(wrs); err != nil {
 		t.Fatal(err)
@@ -236,13 +237,13 @@ func TestPostRecvAndResponderCompletions(t *testing.T) {
 		ImmInvalPKey: 0xcafe, FlagsRQPN: 2<<28 | 3<<24 | 0x99, WQECounter: 0})
 	r.nicCQE(1, mlx5.CQE64{OpOwn: mlx5.CQERespWrImm << 4, SopDropQPN: 0x1234, ByteCnt: 0,
 		ImmInvalPKey: 0xbeef, FlagsRQPN: 0x99, WQECounter: 1})
-	var wc [4]WC
+	var wc [4]verbs.WC
 	n, err := r.cq.Poll(wc[:])
 	if n != 2 || err != nil {
 		t.Fatalf("poll %d %v", n, err)
 	}
-	want0 := WC{WRID: 10, Opcode: WCRecv, ByteLen: 50, Imm: 0xcafe, QPNum: 0x1234, SrcQP: 0x99, SL: 3, Flags: WCWithImm | WCWithGRH}
-	want1 := WC{WRID: 11, Opcode: WCRecvRDMAWithImm, Imm: 0xbeef, QPNum: 0x1234, SrcQP: 0x99, Flags: WCWithImm}
+	want0 := verbs.WC{WRID: 10, Opcode: verbs.WCRecv, ByteLen: 50, Imm: 0xcafe, QPNum: 0x1234, SrcQP: 0x99, SL: 3, Flags: verbs.WCFlagWithImm | verbs.WCFlagGRH}
+	want1 := verbs.WC{WRID: 11, Opcode: verbs.WCRecvRDMAWithImm, Imm: 0xbeef, QPNum: 0x1234, SrcQP: 0x99, Flags: verbs.WCFlagWithImm}
 	if wc[0] != want0 || wc[1] != want1 {
 		t.Fatalf("wc\n%+v\n%+v", wc[0], wc[1])
 	}
@@ -254,12 +255,12 @@ func TestPostRecvAndResponderCompletions(t *testing.T) {
 // Every syndrome maps to the status libmlx5 reports, and an unsignaled run is retired by the
 // completion of the signaled WQE that follows it.
 func TestErrorCompletionsAndUnsignaledRetire(t *testing.T) {
-	r := newRingQP(t, QPCap{MaxSendWR: 8, MaxSendSGE: 1}, false)
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 8, MaxSendSGE: 1}, false)
 	q := r.qp
-	wr := SendWR{Opcode: WRRDMAWrite, SGL: []SGE{{Addr: 1, Length: 1}}}
+	wr := verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{{Addr: 1, Length: 1}}}
 	for i := 0; i < 3; i++ {
 		wr.WRID = uint64(i)
-		if err := q.PostSend([]SendWR{wr}); err != nil {
+		if err := q.PostSend([]verbs.SendWR{wr}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -270,12 +271,12 @@ func TestErrorCompletionsAndUnsignaledRetire(t *testing.T) {
 	last := q.sq.startOf[(q.sq.cur()-1)&q.sq.mask]
 	r.nicCQE(0, mlx5.CQE64{OpOwn: mlx5.CQEReqErr << 4, SopDropQPN: uint32(mlx5.OpcodeRDMAWrite)<<24 | 0x1234,
 		WQECounter: uint16(last), Syndrome: mlx5.SyndromeRemoteAccessErr, VendorSyndrome: 0x88})
-	var wc [2]WC
+	var wc [2]verbs.WC
 	n, err := r.cq.Poll(wc[:])
 	if n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
-	if wc[0] != (WC{WRID: 2, Status: WCRemAccessErr, VendorErr: 0x88, QPNum: 0x1234}) {
+	if wc[0] != (verbs.WC{WRID: 2, Status: verbs.WCRemAccessErr, VendorErr: 0x88, QPNum: 0x1234}) {
 		t.Fatalf("%+v", wc[0])
 	}
 	if wc[0].Status.String() != "remote access error" {
@@ -284,16 +285,16 @@ func TestErrorCompletionsAndUnsignaledRetire(t *testing.T) {
 	if q.sq.tail() != 3 || q.sq.done() != q.sq.cur() {
 		t.Fatalf("tail %d done %d cur %d", q.sq.tail(), q.sq.done(), q.sq.cur())
 	}
-	for syn, want := range map[uint8]WCStatus{
-		mlx5.SyndromeLocalLengthErr: WCLocLenErr, mlx5.SyndromeLocalQPOpErr: WCLocQPOpErr,
-		mlx5.SyndromeLocalProtErr: WCLocProtErr, mlx5.SyndromeWRFlushErr: WCWRFlushErr,
-		mlx5.SyndromeMWBindErr: WCMWBindErr, mlx5.SyndromeBadRespErr: WCBadRespErr,
-		mlx5.SyndromeLocalAccessErr: WCLocAccessErr, mlx5.SyndromeRemoteInvalReqErr: WCRemInvReqErr,
-		mlx5.SyndromeRemoteAccessErr: WCRemAccessErr, mlx5.SyndromeRemoteOpErr: WCRemOpErr,
-		mlx5.SyndromeTransportRetryExc: WCRetryExcErr, mlx5.SyndromeRNRRetryExc: WCRNRRetryExcErr,
-		mlx5.SyndromeRemoteAbortedErr: WCRemAbortErr, 0x77: WCGeneralErr,
+	for syn, want := range map[uint8]verbs.WCStatus{
+		mlx5.SyndromeLocalLengthErr: verbs.WCLocLenErr, mlx5.SyndromeLocalQPOpErr: verbs.WCLocQPOpErr,
+		mlx5.SyndromeLocalProtErr: verbs.WCLocProtErr, mlx5.SyndromeWRFlushErr: verbs.WCWRFlushErr,
+		mlx5.SyndromeMWBindErr: verbs.WCMWBindErr, mlx5.SyndromeBadRespErr: verbs.WCBadRespErr,
+		mlx5.SyndromeLocalAccessErr: verbs.WCLocAccessErr, mlx5.SyndromeRemoteInvalReqErr: verbs.WCRemInvReqErr,
+		mlx5.SyndromeRemoteAccessErr: verbs.WCRemAccessErr, mlx5.SyndromeRemoteOpErr: verbs.WCRemOpErr,
+		mlx5.SyndromeTransportRetryExc: verbs.WCRetryExcErr, mlx5.SyndromeRNRRetryExc: verbs.WCRNRRetryExcErr,
+		mlx5.SyndromeRemoteAbortedErr: verbs.WCRemAbortErr, 0x77: verbs.WCGeneralErr,
 	} {
-		if err := q.PostSend([]SendWR{wr}); err != nil {
+		if err := q.PostSend([]verbs.SendWR{wr}); err != nil {
 			t.Fatal(err)
 		}
 		pi := r.cq.ring.ci()
@@ -307,10 +308,10 @@ func TestErrorCompletionsAndUnsignaledRetire(t *testing.T) {
 // The CQ ring wraps many times: the owner bit parity flips each pass and the poller only takes
 // CQEs of the current pass.
 func TestPollOwnershipAcrossWraps(t *testing.T) {
-	r := newRingQP(t, QPCap{MaxSendWR: 4, MaxSendSGE: 1}, false)
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 4, MaxSendSGE: 1}, false)
 	q := r.qp
-	wr := []SendWR{{Opcode: WRSend, Flags: SendSignaled}}
-	var wc [1]WC
+	wr := []verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled}}
+	var wc [1]verbs.WC
 	ncqe := r.cq.ring.ncqe
 	for i := uint32(0); i < 3*ncqe+5; i++ {
 		wr[0].WRID = uint64(i)
@@ -321,33 +322,33 @@ func TestPollOwnershipAcrossWraps(t *testing.T) {
 			t.Fatalf("%d: polled a stale CQE of the previous pass", i)
 		}
 		r.nicCQE(i, mlx5.CQE64{OpOwn: mlx5.CQEReq << 4, SopDropQPN: uint32(mlx5.OpcodeSend)<<24 | 0x1234, WQECounter: uint16(q.sq.cur() - 1)})
-		if n, err := r.cq.Poll(wc[:]); n != 1 || err != nil || wc[0].WRID != uint64(i) || wc[0].Opcode != WCSend {
+		if n, err := r.cq.Poll(wc[:]); n != 1 || err != nil || wc[0].WRID != uint64(i) || wc[0].Opcode != verbs.WCSend {
 			t.Fatalf("%d: %d %v %+v", i, n, err, wc[0])
 		}
 	}
 }
 
 func TestPollUnknownQPN(t *testing.T) {
-	r := newRingQP(t, QPCap{MaxSendWR: 4, MaxSendSGE: 1}, false)
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 4, MaxSendSGE: 1}, false)
 	r.nicCQE(0, mlx5.CQE64{OpOwn: mlx5.CQEReq << 4, SopDropQPN: 0x999})
-	var wc [1]WC
-	if _, err := r.cq.Poll(wc[:]); !errors.Is(err, ErrCQOverrun) {
+	var wc [1]verbs.WC
+	if _, err := r.cq.Poll(wc[:]); !errors.Is(err, verbs.ErrCQOverrun) {
 		t.Fatalf("err %v", err)
 	}
 }
 
 func TestDataPathAllocatesNothing(t *testing.T) {
-	r := newRingQP(t, QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}, true)
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}, true)
 	q := r.qp
 	payload, _ := NewBuffer(64)
 	defer payload.Free()
-	wrs := make([]SendWR, 8)
+	wrs := make([]verbs.SendWR, 8)
 	for i := range wrs {
-		wrs[i] = SendWR{WRID: uint64(i), Opcode: WRRDMAWrite, SGL: []SGE{{Addr: payload.Addr(), Length: 64, LKey: 1}}, RemoteAddr: 1, RKey: 2}
+		wrs[i] = verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{{Addr: payload.Addr(), Length: 64, LKey: 1}}, RemoteAddr: 1, RKey: 2}
 	}
-	inl := []SendWR{{Opcode: WRRDMAWrite, Flags: SendInline, SGL: wrs[0].SGL, RemoteAddr: 1, RKey: 2}}
-	rwr := []RecvWR{{SGL: wrs[0].SGL}}
-	var wc [4]WC
+	inl := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendInline, SGL: wrs[0].SGL, RemoteAddr: 1, RKey: 2}}
+	rwr := []verbs.RecvWR{{SGL: wrs[0].SGL}}
+	var wc [4]verbs.WC
 	check := func(name string, f func()) {
 		if a := testing.AllocsPerRun(200, f); a != 0 {
 			t.Errorf("%s: %v allocs/op", name, a)
@@ -381,27 +382,27 @@ func resetSQ(q *QP) {
 // A QP created without a receive queue (or without a send queue) refuses posts on the
 // missing queue and answers the SHIFT ring operations without touching memory.
 func TestMissingQueues(t *testing.T) {
-	r := newRingQP(t, QPCap{MaxSendWR: 4, MaxSendSGE: 1}, false)
-	if err := r.qp.PostRecv([]RecvWR{{}}); !errors.Is(err, ErrRQFull) {
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 4, MaxSendSGE: 1}, false)
+	if err := r.qp.PostRecv([]verbs.RecvWR{{}}); !errors.Is(err, verbs.ErrRQFull) {
 		t.Fatalf("recv on a QP without RQ: %v", err)
 	}
 	if len(r.qp.OutstandingRecvs(nil)) != 0 {
 		t.Fatal("outstanding receives on a QP without RQ")
 	}
-	s := newRingQP(t, QPCap{MaxRecvWR: 4, MaxRecvSGE: 1}, false)
-	if err := s.qp.PostSend([]SendWR{{Opcode: WRSend}}); !errors.Is(err, ErrSQFull) {
+	s := newRingQP(t, verbs.QPCap{MaxRecvWR: 4, MaxRecvSGE: 1}, false)
+	if err := s.qp.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend}}); !errors.Is(err, verbs.ErrSQFull) {
 		t.Fatalf("send on a QP without SQ: %v", err)
 	}
 	if s.qp.SendProducer() != 0 || len(s.qp.OutstandingSends(nil)) != 0 || s.qp.SendWRID(3) != 0 {
 		t.Fatal("SQ state on a QP without SQ")
 	}
-	if err := s.qp.RingSendDoorbell(1); !errors.Is(err, ErrInvalidArgument) {
+	if err := s.qp.RingSendDoorbell(1); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Fatalf("ring without SQ: %v", err)
 	}
-	if _, err := r.qp.CopySendWQE(s.qp, 0, WQERewrite{}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := r.qp.CopySendWQE(s.qp, 0, WQERewrite{}); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Fatalf("copy from a QP without SQ: %v", err)
 	}
-	if _, err := s.qp.ReadSendWQE(0, make([]byte, 64)); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := s.qp.ReadSendWQE(0, make([]byte, 64)); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Fatalf("read WQE without SQ: %v", err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // BenchmarkEmulatedWrite64 posts a signaled 64-byte inline RDMA WRITE on a QP of the emulated
@@ -13,9 +13,9 @@ import (
 func BenchmarkEmulatedWrite64(b *testing.B) {
 	tb := newTestbed(b)
 	a, r := connectedPair(b, tb, defaultPairOpts())
-	wr := []provider.SendWR{{Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled | provider.SendInline,
-		SGL: []provider.SGE{a.mr.SGE(0, 64)}, RemoteAddr: r.mr.Addr, RKey: r.mr.RKey}}
-	var wc [1]provider.WC
+	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled | verbs.SendInline,
+		SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: r.mr.Addr(), RKey: r.mr.RKey()}}
+	var wc [1]verbs.WC
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := a.qp.PostSend(wr); err != nil {
@@ -23,7 +23,7 @@ func BenchmarkEmulatedWrite64(b *testing.B) {
 		}
 		for {
 			n, err := a.cq.Poll(wc[:])
-			if err != nil || (n == 1 && wc[0].Status != provider.WCSuccess) {
+			if err != nil || (n == 1 && wc[0].Status != verbs.WCSuccess) {
 				b.Fatal(err, wc[0].Status)
 			}
 			if n == 1 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // The end-to-end tests run the same bodies against two emulated hosts (in-process fabric)
@@ -80,17 +81,17 @@ type side struct {
 	qp  *provider.QP
 	buf *provider.Buffer
 	mr  *provider.MR
-	ep  provider.Endpoint
+	ep  verbs.Endpoint
 }
 
 type pairOpts struct {
-	cap     provider.QPCap
+	cap     verbs.QPCap
 	bufSize int
-	attr    provider.ConnectAttr
+	attr    verbs.ConnectAttr
 }
 
 func defaultPairOpts() pairOpts {
-	return pairOpts{cap: provider.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64},
+	return pairOpts{cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64},
 		bufSize: 1 << 20}
 }
 
@@ -102,30 +103,30 @@ func openSide(t testing.TB, name string, o pairOpts, psn uint32) *side {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.ctx.Close() })
-	if s.pd, err = s.ctx.AllocPD(); err != nil {
+	if s.pd, err = as[*provider.PD](s.ctx.AllocPD()); err != nil {
 		t.Fatal(err)
 	}
-	if s.ch, err = s.ctx.CreateCompChannel(); err != nil {
+	if s.ch, err = as[*provider.CompChannel](s.ctx.CreateCompChannel()); err != nil {
 		t.Fatal(err)
 	}
-	if s.cq, err = s.ctx.CreateCQ(256, s.ch, 0); err != nil {
+	if s.cq, err = as[*provider.CQ](s.ctx.CreateCQ(verbs.CQInitAttr{CQE: 256, Channel: s.ch})); err != nil {
 		t.Fatal(err)
 	}
-	if s.qp, err = s.pd.CreateQP(provider.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Cap: o.cap}); err != nil {
+	if s.qp, err = as[*provider.QP](s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Cap: o.cap})); err != nil {
 		t.Fatal(err)
 	}
 	if s.buf, err = provider.NewBuffer(o.bufSize); err != nil {
 		t.Fatal(err)
 	}
-	if s.mr, err = s.pd.RegMR(s.buf.Bytes(), provider.AccessLocalWrite|provider.AccessRemoteWrite|
-		provider.AccessRemoteRead|provider.AccessRemoteAtomic); err != nil {
+	if s.mr, err = as[*provider.MR](s.pd.RegMR(s.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|
+		verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)); err != nil {
 		t.Fatal(err)
 	}
 	g, err := s.ctx.GIDByIndex(o.attr.Defaults().Port, int(o.attr.GIDIndex))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.ep = provider.Endpoint{QPN: s.qp.QPN(), PSN: psn, GID: g.GID}
+	s.ep = verbs.Endpoint{QPN: s.qp.QPN(), PSN: psn, GID: g.GID}
 	t.Cleanup(func() {
 		// Destroy in the order libibverbs requires; errors here would hide the test's own.
 		if s.qp.Destroy() != nil || s.mr.Dereg() != nil || s.cq.Destroy() != nil {
@@ -145,20 +146,20 @@ func connectedPair(t testing.TB, tb *testbed, o pairOpts) (*side, *side) {
 	}
 	a := openSide(t, tb.names[0], o, 0x1000)
 	b := openSide(t, tb.names[1], o, 0x2000)
-	if err := a.qp.Connect(o.attr, a.ep, b.ep); err != nil {
+	if err := verbs.Connect(a.qp, o.attr, a.ep, b.ep); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.qp.Connect(o.attr, b.ep, a.ep); err != nil {
+	if err := verbs.Connect(b.qp, o.attr, b.ep, a.ep); err != nil {
 		t.Fatal(err)
 	}
 	return a, b
 }
 
 // waitWC polls cq until n completions arrived or the guard timeout passes.
-func waitWC(t testing.TB, cq *provider.CQ, n int) []provider.WC {
+func waitWC(t testing.TB, cq *provider.CQ, n int) []verbs.WC {
 	t.Helper()
-	out := make([]provider.WC, 0, n)
-	var wc [16]provider.WC
+	out := make([]verbs.WC, 0, n)
+	var wc [16]verbs.WC
 	deadline := time.Now().Add(20 * time.Second)
 	for len(out) < n {
 		k, err := cq.Poll(wc[:min(16, n-len(out))])
@@ -187,7 +188,7 @@ var bg = context.Background()
 
 // waitAsync reads async events of ctx until one of type want arrives (other events, which a
 // NIC may raise in between, are logged and skipped) or the guard timeout passes.
-func waitAsync(t testing.TB, ctx *provider.Context, want uint32) provider.AsyncEvent {
+func waitAsync(t testing.TB, ctx *provider.Context, want verbs.AsyncEventType) verbs.AsyncEvent {
 	t.Helper()
 	guard, cancel := context.WithTimeout(bg, 20*time.Second)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
 )
 
@@ -73,23 +74,23 @@ func TestE2EMRAccessFlags(t *testing.T) { e2eMRAccessFlags(t, newTestbed(t)) }
 
 func e2eMRAccessFlags(t *testing.T, tb *testbed) {
 	a, b := connectedPair(t, tb, defaultPairOpts())
-	ro, err := b.pd.RegMR(b.buf.Bytes()[:4096], provider.AccessRemoteRead)
+	ro, err := as[*provider.MR](b.pd.RegMR(b.buf.Bytes()[:4096], verbs.AccessRemoteRead))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ro.Dereg()
-	if err := a.qp.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{a.mr.SGE(0, 64)}, RemoteAddr: ro.Addr, RKey: ro.RKey}}); err != nil {
+	if err := a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: ro.Addr(), RKey: ro.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := waitWC(t, a.cq, 1); wc[0].Status != provider.WCSuccess {
+	if wc := waitWC(t, a.cq, 1); wc[0].Status != verbs.WCSuccess {
 		t.Fatalf("READ from a read-only MR: %v", wc[0].Status)
 	}
-	if err := a.qp.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{a.mr.SGE(0, 64)}, RemoteAddr: ro.Addr, RKey: ro.RKey}}); err != nil {
+	if err := a.qp.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: ro.Addr(), RKey: ro.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := waitWC(t, a.cq, 1); wc[0].Status != provider.WCRemAccessErr {
+	if wc := waitWC(t, a.cq, 1); wc[0].Status != verbs.WCRemAccessErr {
 		t.Fatalf("WRITE to a read-only MR: %v, want REM_ACCESS_ERR", wc[0].Status)
 	}
 }
@@ -101,11 +102,11 @@ func e2eCQOverrunEvent(t *testing.T, tb *testbed) {
 	o := defaultPairOpts()
 	o.attr.GIDIndex = tb.gid
 	a, b := connectedPair(t, tb, o)
-	small, err := a.ctx.CreateCQ(1, nil, 0) // 2 CQEs
+	small, err := as[*provider.CQ](a.ctx.CreateCQ(verbs.CQInitAttr{CQE: 1})) // 2 CQEs
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err := a.pd.CreateQP(provider.QPInitAttr{SendCQ: small, RecvCQ: small, Cap: provider.QPCap{MaxSendWR: 8, MaxSendSGE: 1}})
+	qp, err := as[*provider.QP](a.pd.CreateQP(verbs.QPInitAttr{SendCQ: small, RecvCQ: small, Cap: verbs.QPCap{MaxSendWR: 8, MaxSendSGE: 1}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,22 +114,22 @@ func e2eCQOverrunEvent(t *testing.T, tb *testbed) {
 		qp.Destroy()
 		small.Destroy()
 	}()
-	bq, err := b.pd.CreateQP(provider.QPInitAttr{SendCQ: b.cq, RecvCQ: b.cq, Cap: provider.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	bq, err := as[*provider.QP](b.pd.CreateQP(verbs.QPInitAttr{SendCQ: b.cq, RecvCQ: b.cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer bq.Destroy()
-	le := provider.Endpoint{QPN: qp.QPN(), PSN: 1, GID: a.ep.GID}
-	re := provider.Endpoint{QPN: bq.QPN(), PSN: 2, GID: b.ep.GID}
-	if err := qp.Connect(o.attr, le, re); err != nil {
+	le := verbs.Endpoint{QPN: qp.QPN(), PSN: 1, GID: a.ep.GID}
+	re := verbs.Endpoint{QPN: bq.QPN(), PSN: 2, GID: b.ep.GID}
+	if err := verbs.Connect(qp, o.attr, le, re); err != nil {
 		t.Fatal(err)
 	}
-	if err := bq.Connect(o.attr, re, le); err != nil {
+	if err := verbs.Connect(bq, o.attr, re, le); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 4; i++ {
-		if err := qp.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
-			SGL: []provider.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}}); err != nil {
+		if err := qp.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,28 +142,28 @@ func e2eCQOverrunEvent(t *testing.T, tb *testbed) {
 func TestE2EUseAfterDestroy(t *testing.T) {
 	tb := newTestbed(t)
 	s := openSide(t, tb.names[0], defaultPairOpts(), 1)
-	cq, err := s.ctx.CreateCQ(4, nil, 0)
+	cq, err := as[*provider.CQ](s.ctx.CreateCQ(verbs.CQInitAttr{CQE: 4}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err := s.pd.CreateQP(provider.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: provider.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	qp, err := as[*provider.QP](s.pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := qp.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if err := qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}}); !errors.Is(err, provider.ErrClosed) {
+	if err := qp.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend}}); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("post on a destroyed QP: %v", err)
 	}
-	if err := qp.PostRecv([]provider.RecvWR{{}}); !errors.Is(err, provider.ErrClosed) {
+	if err := qp.PostRecv([]verbs.RecvWR{{}}); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("recv on a destroyed QP: %v", err)
 	}
 	if err := cq.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	var wc [1]provider.WC
-	if _, err := cq.Poll(wc[:]); !errors.Is(err, provider.ErrClosed) {
+	var wc [1]verbs.WC
+	if _, err := cq.Poll(wc[:]); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("poll of a destroyed CQ: %v", err)
 	}
 }
@@ -175,15 +176,15 @@ func TestE2ECloseWithLiveObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pd, err := ctx.AllocPD()
+	pd, err := as[*provider.PD](ctx.AllocPD())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cq, err := ctx.CreateCQ(8, nil, 0)
+	cq, err := as[*provider.CQ](ctx.CreateCQ(verbs.CQInitAttr{CQE: 8}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err := pd.CreateQP(provider.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	qp, err := as[*provider.QP](pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +195,11 @@ func TestE2ECloseWithLiveObjects(t *testing.T) {
 	if after := provider.LiveBuffers(); after != before-4 {
 		t.Fatalf("%d buffers mapped after close, want %d (QP and CQ rings and records freed)", after, before-4)
 	}
-	if err := qp.PostRecv([]provider.RecvWR{{}}); !errors.Is(err, provider.ErrClosed) {
+	if err := qp.PostRecv([]verbs.RecvWR{{}}); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("post after close: %v", err)
 	}
-	var wc [1]provider.WC
-	if _, err := cq.Poll(wc[:]); !errors.Is(err, provider.ErrClosed) {
+	var wc [1]verbs.WC
+	if _, err := cq.Poll(wc[:]); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("poll after close: %v", err)
 	}
 	if err := qp.Destroy(); err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
 )
 
@@ -20,15 +20,15 @@ func everyOpcodeBody(t *testing.T, tb *testbed) {
 
 	// RDMA WRITE of 8 KiB in two SGEs, unsignaled, then a signaled inline WRITE.
 	fill(ab[:8192], 1)
-	if err := a.qp.PostSend([]provider.SendWR{
-		{WRID: 1, Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{a.mr.SGE(0, 4096), a.mr.SGE(4096, 4096)},
-			RemoteAddr: b.mr.Addr + 65536, RKey: b.mr.RKey},
-		{WRID: 2, Opcode: provider.WRRDMAWrite, Flags: provider.SendInline | provider.SendSignaled,
-			SGL: []provider.SGE{a.mr.SGE(0, 48)}, RemoteAddr: b.mr.Addr + 131072, RKey: b.mr.RKey},
+	if err := a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{a.mr.SGE(0, 4096), a.mr.SGE(4096, 4096)},
+			RemoteAddr: b.mr.Addr() + 65536, RKey: b.mr.RKey()},
+		{WRID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendInline | verbs.SendSignaled,
+			SGL: []verbs.SGE{a.mr.SGE(0, 48)}, RemoteAddr: b.mr.Addr() + 131072, RKey: b.mr.RKey()},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := waitWC(t, a.cq, 1); wc[0].WRID != 2 || wc[0].Status != provider.WCSuccess || wc[0].Opcode != provider.WCRDMAWrite {
+	if wc := waitWC(t, a.cq, 1); wc[0].WRID != 2 || wc[0].Status != verbs.WCSuccess || wc[0].Opcode != verbs.WCRDMAWrite {
 		t.Fatalf("write wc %+v", wc[0])
 	}
 	if !bytes.Equal(bb[65536:65536+8192], ab[:8192]) || !bytes.Equal(bb[131072:131072+48], ab[:48]) {
@@ -36,28 +36,28 @@ func everyOpcodeBody(t *testing.T, tb *testbed) {
 	}
 
 	// SEND with immediate into a posted receive; WRITE with immediate consumes the next one.
-	if err := b.qp.PostRecv([]provider.RecvWR{{WRID: 10, SGL: []provider.SGE{b.mr.SGE(0, 1024)}},
-		{WRID: 11, SGL: []provider.SGE{b.mr.SGE(1024, 16)}}}); err != nil {
+	if err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 10, SGL: []verbs.SGE{b.mr.SGE(0, 1024)}},
+		{WRID: 11, SGL: []verbs.SGE{b.mr.SGE(1024, 16)}}}); err != nil {
 		t.Fatal(err)
 	}
 	fill(ab[200000:200000+700], 2)
-	if err := a.qp.PostSend([]provider.SendWR{
-		{WRID: 3, Opcode: provider.WRSendWithImm, Flags: provider.SendSignaled, Imm: 0xfeedf00d, SGL: []provider.SGE{a.mr.SGE(200000, 700)}},
-		{WRID: 4, Opcode: provider.WRRDMAWriteWithImm, Flags: provider.SendSignaled, Imm: 42,
-			SGL: []provider.SGE{a.mr.SGE(200000, 100)}, RemoteAddr: b.mr.Addr + 300000, RKey: b.mr.RKey},
+	if err := a.qp.PostSend([]verbs.SendWR{
+		{WRID: 3, Opcode: verbs.WRSendWithImm, Flags: verbs.SendSignaled, Imm: 0xfeedf00d, SGL: []verbs.SGE{a.mr.SGE(200000, 700)}},
+		{WRID: 4, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, Imm: 42,
+			SGL: []verbs.SGE{a.mr.SGE(200000, 100)}, RemoteAddr: b.mr.Addr() + 300000, RKey: b.mr.RKey()},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	swc := waitWC(t, a.cq, 2)
-	if swc[0].WRID != 3 || swc[0].Opcode != provider.WCSend || swc[1].WRID != 4 || swc[1].Opcode != provider.WCRDMAWrite {
+	if swc[0].WRID != 3 || swc[0].Opcode != verbs.WCSend || swc[1].WRID != 4 || swc[1].Opcode != verbs.WCRDMAWrite {
 		t.Fatalf("sender wcs %+v", swc)
 	}
 	rwc := waitWC(t, b.cq, 2)
-	if rwc[0].WRID != 10 || rwc[0].Opcode != provider.WCRecv || rwc[0].ByteLen != 700 || rwc[0].Imm != 0xfeedf00d ||
-		rwc[0].Flags&provider.WCWithImm == 0 || rwc[0].SrcQP != a.qp.QPN() || rwc[0].QPNum != b.qp.QPN() {
+	if rwc[0].WRID != 10 || rwc[0].Opcode != verbs.WCRecv || rwc[0].ByteLen != 700 || rwc[0].Imm != 0xfeedf00d ||
+		rwc[0].Flags&verbs.WCFlagWithImm == 0 || rwc[0].SrcQP != a.qp.QPN() || rwc[0].QPNum != b.qp.QPN() {
 		t.Fatalf("recv wc %+v", rwc[0])
 	}
-	if rwc[1].WRID != 11 || rwc[1].Opcode != provider.WCRecvRDMAWithImm || rwc[1].Imm != 42 {
+	if rwc[1].WRID != 11 || rwc[1].Opcode != verbs.WCRecvRDMAWithImm || rwc[1].Imm != 42 {
 		t.Fatalf("write-imm wc %+v", rwc[1])
 	}
 	if !bytes.Equal(bb[:700], ab[200000:200700]) || !bytes.Equal(bb[300000:300100], ab[200000:200100]) {
@@ -66,11 +66,11 @@ func everyOpcodeBody(t *testing.T, tb *testbed) {
 
 	// RDMA READ back 4 KiB from b.
 	fill(bb[400000:404096], 3)
-	if err := a.qp.PostSend([]provider.SendWR{{WRID: 5, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{a.mr.SGE(500000, 4096)}, RemoteAddr: b.mr.Addr + 400000, RKey: b.mr.RKey}}); err != nil {
+	if err := a.qp.PostSend([]verbs.SendWR{{WRID: 5, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{a.mr.SGE(500000, 4096)}, RemoteAddr: b.mr.Addr() + 400000, RKey: b.mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := waitWC(t, a.cq, 1); wc[0].Opcode != provider.WCRDMARead || wc[0].ByteLen != 4096 || wc[0].Status != provider.WCSuccess {
+	if wc := waitWC(t, a.cq, 1); wc[0].Opcode != verbs.WCRDMARead || wc[0].ByteLen != 4096 || wc[0].Status != verbs.WCSuccess {
 		t.Fatalf("read wc %+v", wc[0])
 	}
 	if !bytes.Equal(ab[500000:504096], bb[400000:404096]) {
@@ -79,19 +79,19 @@ func everyOpcodeBody(t *testing.T, tb *testbed) {
 
 	// Atomics on an 8-byte word of b: CAS 7→9 (hit), CAS 7→11 (miss), FADD +5.
 	binary.NativeEndian.PutUint64(bb[600000:], 7)
-	at := []provider.SendWR{
-		{WRID: 6, Opcode: provider.WRAtomicCmpAndSwp, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(600000, 8)},
-			RemoteAddr: b.mr.Addr + 600000, RKey: b.mr.RKey, CompareAdd: 7, Swap: 9},
-		{WRID: 7, Opcode: provider.WRAtomicCmpAndSwp, Flags: provider.SendSignaled | provider.SendFence, SGL: []provider.SGE{a.mr.SGE(600008, 8)},
-			RemoteAddr: b.mr.Addr + 600000, RKey: b.mr.RKey, CompareAdd: 7, Swap: 11},
-		{WRID: 8, Opcode: provider.WRAtomicFetchAdd, Flags: provider.SendSignaled | provider.SendFence, SGL: []provider.SGE{a.mr.SGE(600016, 8)},
-			RemoteAddr: b.mr.Addr + 600000, RKey: b.mr.RKey, CompareAdd: 5},
+	at := []verbs.SendWR{
+		{WRID: 6, Opcode: verbs.WRAtomicCmpAndSwp, Flags: verbs.SendSignaled, SGL: []verbs.SGE{a.mr.SGE(600000, 8)},
+			RemoteAddr: b.mr.Addr() + 600000, RKey: b.mr.RKey(), CompareAdd: 7, Swap: 9},
+		{WRID: 7, Opcode: verbs.WRAtomicCmpAndSwp, Flags: verbs.SendSignaled | verbs.SendFence, SGL: []verbs.SGE{a.mr.SGE(600008, 8)},
+			RemoteAddr: b.mr.Addr() + 600000, RKey: b.mr.RKey(), CompareAdd: 7, Swap: 11},
+		{WRID: 8, Opcode: verbs.WRAtomicFetchAdd, Flags: verbs.SendSignaled | verbs.SendFence, SGL: []verbs.SGE{a.mr.SGE(600016, 8)},
+			RemoteAddr: b.mr.Addr() + 600000, RKey: b.mr.RKey(), CompareAdd: 5},
 	}
 	if err := a.qp.PostSend(at); err != nil {
 		t.Fatal(err)
 	}
 	wcs := waitWC(t, a.cq, 3)
-	if wcs[0].Opcode != provider.WCCompSwap || wcs[2].Opcode != provider.WCFetchAdd || wcs[2].ByteLen != 8 {
+	if wcs[0].Opcode != verbs.WCCompSwap || wcs[2].Opcode != verbs.WCFetchAdd || wcs[2].ByteLen != 8 {
 		t.Fatalf("atomic wcs %+v", wcs)
 	}
 	// The initiator's buffers receive the original values of the target word.
@@ -111,7 +111,7 @@ func e2ePingPong(t *testing.T, tb *testbed) {
 	const iters, size = 200, 256
 	// Each side keeps one receive posted at offset 0 and sends from offset 4096.
 	post := func(s *side) {
-		if err := s.qp.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{s.mr.SGE(0, size)}}}); err != nil {
+		if err := s.qp.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{s.mr.SGE(0, size)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -124,19 +124,19 @@ func e2ePingPong(t *testing.T, tb *testbed) {
 		}
 		msg := from.buf.Bytes()[4096 : 4096+size]
 		fill(msg, uint64(i))
-		if err := from.qp.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled,
-			SGL: []provider.SGE{from.mr.SGE(4096, size)}}}); err != nil {
+		if err := from.qp.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{from.mr.SGE(4096, size)}}}); err != nil {
 			t.Fatal(err)
 		}
 		wc := waitWC(t, to.cq, 1)
-		if wc[0].Status != provider.WCSuccess || wc[0].Opcode != provider.WCRecv || wc[0].ByteLen != size {
+		if wc[0].Status != verbs.WCSuccess || wc[0].Opcode != verbs.WCRecv || wc[0].ByteLen != size {
 			t.Fatalf("iter %d: recv %+v", i, wc[0])
 		}
 		if !bytes.Equal(to.buf.Bytes()[:size], msg) {
 			t.Fatalf("iter %d: payload differs", i)
 		}
 		post(to)
-		if wc := waitWC(t, from.cq, 1); wc[0].WRID != uint64(i) || wc[0].Status != provider.WCSuccess {
+		if wc := waitWC(t, from.cq, 1); wc[0].WRID != uint64(i) || wc[0].Status != verbs.WCSuccess {
 			t.Fatalf("iter %d: send %+v", i, wc[0])
 		}
 	}
@@ -154,16 +154,16 @@ func e2eBandwidthWrites(t *testing.T, tb *testbed) {
 	src := a.buf.Bytes()[:size*depth]
 	fill(src, 77)
 	posted, done := 0, 0
-	wr := make([]provider.SendWR, 8)
-	var wc [32]provider.WC
+	wr := make([]verbs.SendWR, 8)
+	var wc [32]verbs.WC
 	deadline := time.Now().Add(30 * time.Second)
 	for done < total {
 		for posted < total && posted-done+len(wr) <= depth {
 			for k := range wr {
 				n := posted + k
 				slot := n % depth
-				wr[k] = provider.SendWR{WRID: uint64(n), Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
-					SGL: []provider.SGE{a.mr.SGE(slot*size, size)}, RemoteAddr: b.mr.Addr + uint64(n%(len(b.buf.Bytes())/size))*size, RKey: b.mr.RKey}
+				wr[k] = verbs.SendWR{WRID: uint64(n), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+					SGL: []verbs.SGE{a.mr.SGE(slot*size, size)}, RemoteAddr: b.mr.Addr() + uint64(n%(len(b.buf.Bytes())/size))*size, RKey: b.mr.RKey()}
 			}
 			if err := a.qp.PostSend(wr); err != nil {
 				t.Fatal(err)
@@ -175,7 +175,7 @@ func e2eBandwidthWrites(t *testing.T, tb *testbed) {
 			t.Fatal(err)
 		}
 		for _, w := range wc[:n] {
-			if w.Status != provider.WCSuccess || w.WRID != uint64(done) {
+			if w.Status != verbs.WCSuccess || w.WRID != uint64(done) {
 				t.Fatalf("wc %+v, want wr_id %d", w, done)
 			}
 			done++
@@ -197,22 +197,22 @@ func TestE2EBadRKeyThenFlush(t *testing.T) { e2eBadRKeyThenFlush(t, newTestbed(t
 
 func e2eBadRKeyThenFlush(t *testing.T, tb *testbed) {
 	a, b := connectedPair(t, tb, defaultPairOpts())
-	if err := a.qp.PostSend([]provider.SendWR{
-		{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(0, 64)},
-			RemoteAddr: b.mr.Addr, RKey: b.mr.RKey ^ 0x5500},
-		{WRID: 2, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(0, 64)},
-			RemoteAddr: b.mr.Addr, RKey: b.mr.RKey},
+	if err := a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{a.mr.SGE(0, 64)},
+			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x5500},
+		{WRID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{a.mr.SGE(0, 64)},
+			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	wc := waitWC(t, a.cq, 2)
-	if wc[0].WRID != 1 || wc[0].Status != provider.WCRemAccessErr {
+	if wc[0].WRID != 1 || wc[0].Status != verbs.WCRemAccessErr {
 		t.Fatalf("first wc %+v (%v), want REM_ACCESS_ERR", wc[0], wc[0].Status)
 	}
-	if wc[1].WRID != 2 || wc[1].Status != provider.WCWRFlushErr {
+	if wc[1].WRID != 2 || wc[1].Status != verbs.WCWRFlushErr {
 		t.Fatalf("second wc %+v (%v), want WR_FLUSH_ERR", wc[1], wc[1].Status)
 	}
-	if attr, err := a.qp.Query(0); err != nil || provider.QPState(attr.State) != provider.QPStateErr {
+	if attr, err := a.qp.Query(0); err != nil || verbs.QPState(attr.State) != verbs.QPStateErr {
 		t.Fatalf("QP state after error: %v %v", attr.State, err)
 	}
 	// The responder refused the access and its QP went to ERR: mlx5 reports that as the
@@ -221,8 +221,8 @@ func e2eBadRKeyThenFlush(t *testing.T, tb *testbed) {
 		t.Fatalf("QP_ACCESS_ERR for %+v, want the responder's QP", ev)
 	}
 	// Posting on an errored QP is refused with a state error, nothing written.
-	err := a.qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}})
-	if !errors.Is(err, provider.ErrQPState) {
+	err := a.qp.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend}})
+	if !errors.Is(err, verbs.ErrQPState) {
 		t.Fatalf("post on ERR QP: %v", err)
 	}
 	// Reset and reconnect: the QP is reusable.
@@ -250,18 +250,18 @@ func linkDownBody(t *testing.T, tb *testbed, down func()) {
 	o.attr.RetryCnt = 2
 	a, b := connectedPair(t, tb, o)
 	down()
-	if err := a.qp.PostSend([]provider.SendWR{
-		{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(0, 65536)},
-			RemoteAddr: b.mr.Addr, RKey: b.mr.RKey},
-		{WRID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(0, 64)}},
+	if err := a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{a.mr.SGE(0, 65536)},
+			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
+		{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{a.mr.SGE(0, 64)}},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	wc := waitWC(t, a.cq, 2)
-	if wc[0].WRID != 1 || wc[0].Status != provider.WCRetryExcErr {
+	if wc[0].WRID != 1 || wc[0].Status != verbs.WCRetryExcErr {
 		t.Fatalf("first wc %+v (%v), want RETRY_EXC_ERR", wc[0], wc[0].Status)
 	}
-	if wc[1].WRID != 2 || wc[1].Status != provider.WCWRFlushErr {
+	if wc[1].WRID != 2 || wc[1].Status != verbs.WCWRFlushErr {
 		t.Fatalf("second wc %+v (%v), want WR_FLUSH_ERR", wc[1], wc[1].Status)
 	}
 }
@@ -270,7 +270,7 @@ func TestE2ECompletionEvent(t *testing.T) { e2eCompletionEvent(t, newTestbed(t))
 
 func e2eCompletionEvent(t *testing.T, tb *testbed) {
 	a, b := connectedPair(t, tb, defaultPairOpts())
-	if err := b.qp.PostRecv([]provider.RecvWR{{WRID: 9, SGL: []provider.SGE{b.mr.SGE(0, 64)}}}); err != nil {
+	if err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 9, SGL: []verbs.SGE{b.mr.SGE(0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.cq.Arm(false); err != nil {
@@ -280,10 +280,10 @@ func e2eCompletionEvent(t *testing.T, tb *testbed) {
 	short, cancel := context.WithTimeout(bg, 20*time.Millisecond)
 	_, err := b.ch.GetEvent(short)
 	cancel()
-	if !errors.Is(err, provider.ErrTimeout) {
+	if !errors.Is(err, verbs.ErrTimeout) {
 		t.Fatalf("event before any completion: %v", err)
 	}
-	if err := a.qp.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, SGL: []provider.SGE{a.mr.SGE(0, 64)}}}); err != nil {
+	if err := a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, SGL: []verbs.SGE{a.mr.SGE(0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	guard, cancel := context.WithTimeout(bg, 20*time.Second)

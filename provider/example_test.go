@@ -6,6 +6,7 @@ import (
 
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Two emulated hosts, one RC connection, one RDMA WRITE.
@@ -23,37 +24,37 @@ func Example() {
 		qp  *provider.QP
 		buf *provider.Buffer
 		mr  *provider.MR
-		ep  provider.Endpoint
+		ep  verbs.Endpoint
 	}
 	open := func(dev string, psn uint32) *end {
 		e := &end{}
 		e.ctx, _ = provider.Open(dev)
-		e.pd, _ = e.ctx.AllocPD()
-		e.cq, _ = e.ctx.CreateCQ(16, nil, 0)
-		e.qp, _ = e.pd.CreateQP(provider.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq,
-			Cap: provider.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		e.pd, _ = as[*provider.PD](e.ctx.AllocPD())
+		e.cq, _ = as[*provider.CQ](e.ctx.CreateCQ(verbs.CQInitAttr{CQE: 16}))
+		e.qp, _ = as[*provider.QP](e.pd.CreateQP(verbs.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq,
+			Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}))
 		e.buf, _ = provider.NewBuffer(4096)
-		e.mr, _ = e.pd.RegMR(e.buf.Bytes(), provider.AccessLocalWrite|provider.AccessRemoteWrite)
+		e.mr, _ = as[*provider.MR](e.pd.RegMR(e.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
 		gid, _ := e.ctx.GIDByIndex(1, 0)
-		e.ep = provider.Endpoint{QPN: e.qp.QPN(), PSN: psn, GID: gid.GID}
+		e.ep = verbs.Endpoint{QPN: e.qp.QPN(), PSN: psn, GID: gid.GID}
 		return e
 	}
 	a, b := open("example_0", 100), open("example_1", 200)
-	var attr provider.ConnectAttr // perftest defaults
-	if err := a.qp.Connect(attr, a.ep, b.ep); err != nil {
+	var attr verbs.ConnectAttr // perftest defaults
+	if err := verbs.Connect(a.qp, attr, a.ep, b.ep); err != nil {
 		panic(err)
 	}
-	if err := b.qp.Connect(attr, b.ep, a.ep); err != nil {
+	if err := verbs.Connect(b.qp, attr, b.ep, a.ep); err != nil {
 		panic(err)
 	}
 
 	copy(a.buf.Bytes(), "hello, RDMA")
-	err = a.qp.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{a.mr.SGE(0, 11)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}})
+	err = a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{a.mr.SGE(0, 11)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}})
 	if err != nil {
 		panic(err)
 	}
-	var wc [1]provider.WC
+	var wc [1]verbs.WC
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		if n, _ := a.cq.Poll(wc[:]); n == 1 {
 			break

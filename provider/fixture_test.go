@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // ConnectX-6-like limits, as mlx5_ib reports them in alloc_ucontext.
@@ -17,7 +18,7 @@ type ringQP struct {
 	uar *Buffer
 }
 
-func newRingQP(t testing.TB, c QPCap, blueFlame bool) *ringQP {
+func newRingQP(t testing.TB, c verbs.QPCap, blueFlame bool) *ringQP {
 	t.Helper()
 	l, err := calcQPLayout(testLimits, c)
 	if err != nil {
@@ -57,7 +58,7 @@ func newRingQP(t testing.TB, c QPCap, blueFlame bool) *ringQP {
 	if err := qp.initRings(l, false, bf); err != nil {
 		t.Fatal(err)
 	}
-	qp.state.Store(uint32(QPStateRTS))
+	qp.state.Store(uint32(verbs.QPStateRTS))
 	cqdb, err := mlx5.NewDBRec(db.Bytes()[8:16])
 	if err != nil {
 		t.Fatal(err)
@@ -99,4 +100,13 @@ func (r *ringQP) sqWQE(t testing.TB, pos uint32) (mlx5.CtrlSeg, []byte) {
 		out = append(out, sq.seg(off+i)...)
 	}
 	return c, out
+}
+
+// as converts the interface a verbs constructor returns to the provider's concrete type.
+func as[T any](v any, err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v.(T), nil
 }

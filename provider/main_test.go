@@ -12,3 +12,12 @@ import (
 func TestMain(m *testing.M) {
 	leakcheck.Main(m, leakcheck.Counter("provider buffers still mapped", provider.LiveBuffers))
 }
+
+// as converts the interface a verbs constructor returns to the provider's concrete type.
+func as[T any](v any, err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v.(T), nil
+}

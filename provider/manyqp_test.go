@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // manyQPs is how many QPs TestManyQPsOneContext puts on each of its two contexts: far more
@@ -40,23 +41,23 @@ func TestManyQPsOneContext(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.ctx.Close() })
-		if e.pd, err = e.ctx.AllocPD(); err != nil {
+		if e.pd, err = as[*provider.PD](e.ctx.AllocPD()); err != nil {
 			t.Fatal(err)
 		}
 		if e.buf, err = provider.NewBuffer(2 * manyQPs * slot); err != nil {
 			t.Fatal(err)
 		}
-		if e.mr, err = e.pd.RegMR(e.buf.Bytes(), provider.AccessLocalWrite|provider.AccessRemoteWrite); err != nil {
+		if e.mr, err = as[*provider.MR](e.pd.RegMR(e.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)); err != nil {
 			t.Fatal(err)
 		}
 		shared := map[uint32]int{}
 		for i := range manyQPs {
-			cq, err := e.ctx.CreateCQ(2*msgs, nil, 0)
+			cq, err := as[*provider.CQ](e.ctx.CreateCQ(verbs.CQInitAttr{CQE: 2 * msgs}))
 			if err != nil {
 				t.Fatalf("CQ %d: %v", i, err)
 			}
-			q, err := e.pd.CreateQP(provider.QPInitAttr{SendCQ: cq, RecvCQ: cq,
-				Cap: provider.QPCap{MaxSendWR: msgs, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			q, err := as[*provider.QP](e.pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+				Cap: verbs.QPCap{MaxSendWR: msgs, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}))
 			if err != nil {
 				t.Fatalf("QP %d of one context: %v", i, err)
 			}
@@ -92,7 +93,7 @@ func TestManyQPsOneContext(t *testing.T) {
 	// The ACK timer runs on the real clock and nothing is lost on this fabric: a timeout is
 	// the machine stalling under 600 busy QPs (race detector, loaded cores), so allow ~1 s per
 	// try (4.096 us * 2^18) instead of the default 67 ms.
-	attr := provider.ConnectAttr{GIDIndex: tb.gid, Timeout: 18}
+	attr := verbs.ConnectAttr{GIDIndex: tb.gid, Timeout: 18}
 	gid := func(e *end) [16]byte {
 		g, err := e.ctx.GIDByIndex(attr.Defaults().Port, int(attr.GIDIndex))
 		if err != nil {
@@ -102,12 +103,12 @@ func TestManyQPsOneContext(t *testing.T) {
 	}
 	ga, gb := gid(a), gid(b)
 	for i := range manyQPs {
-		ea := provider.Endpoint{QPN: a.qps[i].QPN(), PSN: uint32(i), GID: ga}
-		eb := provider.Endpoint{QPN: b.qps[i].QPN(), PSN: uint32(i) + 7, GID: gb}
-		if err := a.qps[i].Connect(attr, ea, eb); err != nil {
+		ea := verbs.Endpoint{QPN: a.qps[i].QPN(), PSN: uint32(i), GID: ga}
+		eb := verbs.Endpoint{QPN: b.qps[i].QPN(), PSN: uint32(i) + 7, GID: gb}
+		if err := verbs.Connect(a.qps[i], attr, ea, eb); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.qps[i].Connect(attr, eb, ea); err != nil {
+		if err := verbs.Connect(b.qps[i], attr, eb, ea); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -123,18 +124,18 @@ func TestManyQPsOneContext(t *testing.T) {
 		for m := range msgs {
 			off := i*slot + m*msgLen
 			// Every other WRITE signaled; the last always, so the CQ ends with msgs/2.
-			fl := provider.SendFlags(0)
+			fl := verbs.SendFlags(0)
 			if m%2 == 1 {
-				fl = provider.SendSignaled
+				fl = verbs.SendSignaled
 			}
-			if err := q.PostSend([]provider.SendWR{{WRID: uint64(m), Opcode: provider.WRRDMAWrite, Flags: fl,
-				SGL:        []provider.SGE{from.mr.SGE(off, msgLen)},
-				RemoteAddr: to.mr.Addr + uint64(manyQPs*slot+off), RKey: to.mr.RKey}}); err != nil {
+			if err := q.PostSend([]verbs.SendWR{{WRID: uint64(m), Opcode: verbs.WRRDMAWrite, Flags: fl,
+				SGL:        []verbs.SGE{from.mr.SGE(off, msgLen)},
+				RemoteAddr: to.mr.Addr() + uint64(manyQPs*slot+off), RKey: to.mr.RKey()}}); err != nil {
 				errs <- fmt.Errorf("QP %d WRITE %d: %w", i, m, err)
 				return
 			}
 		}
-		var wc [msgs]provider.WC
+		var wc [msgs]verbs.WC
 		got := 0
 		deadline := time.Now().Add(60 * time.Second) // failure guard only
 		for got < msgs/2 {
@@ -144,7 +145,7 @@ func TestManyQPsOneContext(t *testing.T) {
 				return
 			}
 			for _, w := range wc[got : got+k] {
-				if w.Status != provider.WCSuccess {
+				if w.Status != verbs.WCSuccess {
 					errs <- fmt.Errorf("QP %d: %+v", i, w)
 					return
 				}

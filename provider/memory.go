@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/shift-rdma/shift/provider/verbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +22,7 @@ type Buffer struct {
 // NewBuffer maps size bytes (rounded up to the page size) of zeroed, page-aligned memory.
 func NewBuffer(size int) (*Buffer, error) {
 	if size <= 0 {
-		return nil, fmt.Errorf("provider: new buffer: %w: size %d", ErrInvalidArgument, size)
+		return nil, fmt.Errorf("provider: new buffer: %w: size %d", verbs.ErrInvalidArgument, size)
 	}
 	ps := unix.Getpagesize()
 	n := alignUp(size, ps)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // QP is an RC queue pair. Its data path (PostSend, PostRecv) runs without locks against the
@@ -18,7 +19,7 @@ type QP struct {
 	recvCQ *CQ
 	handle uint32
 	qpn    uint32
-	cap    QPCap
+	cap    verbs.QPCap
 
 	state atomic.Uint32 // QPState
 	mu    sync.Mutex
@@ -36,7 +37,7 @@ type QP struct {
 func (q *QP) QPN() uint32 { return q.qpn }
 
 // Cap is what the QP really provides (rounded as libmlx5 reports it back).
-func (q *QP) Cap() QPCap { return q.cap }
+func (q *QP) Cap() verbs.QPCap { return q.cap }
 
 // initRings lays the rings over the QP buffer as mlx5_alloc_qp_buf does (RQ at offset 0, SQ
 // at sqOffset) and binds them to the doorbell record and the bfreg.
@@ -65,7 +66,7 @@ func (q *QP) initRings(l qpLayout, signalAll bool, bf *mlx5.BFReg) error {
 	} else {
 		q.rq = &recvQueue{db: db}
 	}
-	q.cap = QPCap{MaxSendWR: uint32(l.sqMaxPost), MaxRecvWR: uint32(l.rqMaxPost),
+	q.cap = verbs.QPCap{MaxSendWR: uint32(l.sqMaxPost), MaxRecvWR: uint32(l.rqMaxPost),
 		MaxSendSGE: uint32(l.sqMaxGS), MaxRecvSGE: uint32(l.rqMaxGS), MaxInlineData: uint32(max(l.maxInline, 0))}
 	return nil
 }

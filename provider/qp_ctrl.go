@@ -4,32 +4,35 @@ import (
 	"fmt"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
 )
-
-// QPInitAttr is struct ibv_qp_init_attr for an RC QP.
-type QPInitAttr struct {
-	SendCQ, RecvCQ *CQ
-	Cap            QPCap
-	// SigAll makes every send WR signaled (sq_sig_all).
-	SigAll bool
-}
 
 // CreateQP is ibv_create_qp for an RC QP, following mlx5_create_qp: the rings are sized as
 // libmlx5 sizes them (so Cap reports the same rounded values), allocated in one page-aligned
 // buffer (RQ first), with a doorbell record; the kernel returns the QPN and the bfreg the QP
 // rings its doorbell through.
-func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
+func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
+	q, err := p.createQP(a)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return q, nil
+}
+
+func (p *PD) createQP(a verbs.QPInitAttr) (*QP, error) {
 	c := p.ctx
-	if a.SendCQ == nil || a.RecvCQ == nil {
-		return nil, fmt.Errorf("provider: create qp: %w: send and receive CQs required", ErrInvalidArgument)
+	scq, _ := a.SendCQ.(*CQ)
+	rcq, _ := a.RecvCQ.(*CQ)
+	if scq == nil || rcq == nil || scq.ctx != c || rcq.ctx != c {
+		return nil, fmt.Errorf("provider: create qp: %w: send and receive CQs of this context required", verbs.ErrInvalidArgument)
 	}
 	l, err := calcQPLayout(c.lim, a.Cap)
 	if err != nil {
 		return nil, opError("create qp", err)
 	}
 	if l.bufSize == 0 {
-		return nil, fmt.Errorf("provider: create qp: %w: no send and no receive queue", ErrInvalidArgument)
+		return nil, fmt.Errorf("provider: create qp: %w: no send and no receive queue", verbs.ErrInvalidArgument)
 	}
 	mem, err := NewBuffer(l.bufSize)
 	if err != nil {
@@ -40,7 +43,11 @@ func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
 		mem.Free()
 		return nil, opError("create qp", err)
 	}
-	q := &QP{ctx: c, pd: p, sendCQ: a.SendCQ, recvCQ: a.RecvCQ, id: c.newID(), mem: mem, dbMem: dbMem,
+	id := a.Handle
+	if id == 0 {
+		id = c.newID()
+	}
+	q := &QP{ctx: c, pd: p, sendCQ: scq, recvCQ: rcq, id: id, mem: mem, dbMem: dbMem,
 		dbrec: dbMem.Bytes()[:mlx5.DBRecSize]}
 	fail := func(err error) (*QP, error) { mem.Free(); dbMem.Free(); return nil, opError("create qp", err) }
 
@@ -57,7 +64,7 @@ func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
 		reqCap.MaxInlineData = uint32(l.maxInline)
 	}
 	r, err := uverbs.CreateQP(c.f, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{
-		Type: uverbs.QPTypeRC, PD: p.handle, SendCQ: a.SendCQ.handle, RecvCQ: a.RecvCQ.handle,
+		Type: uverbs.QPTypeRC, PD: p.handle, SendCQ: scq.handle, RecvCQ: rcq.handle,
 		Cap:    uverbs.QPCap{Send_wr: reqCap.MaxSendWR, Recv_wr: reqCap.MaxRecvWR, Send_sge: reqCap.MaxSendSGE, Recv_sge: reqCap.MaxRecvSGE, Inline_data: reqCap.MaxInlineData},
 		SigAll: a.SigAll, UserHandle: q.id, AsyncFD: c.asyncFD,
 	}, in[:], out[:])
@@ -80,9 +87,9 @@ func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
 	if err := q.initRings(l, a.SigAll, bf); err != nil {
 		return destroy(err)
 	}
-	a.SendCQ.attach(q)
-	if a.RecvCQ != a.SendCQ {
-		a.RecvCQ.attach(q)
+	scq.attach(q)
+	if rcq != scq {
+		rcq.attach(q)
 	}
 	c.mu.Lock()
 	c.qpByID[q.id] = q
@@ -93,21 +100,18 @@ func (p *PD) CreateQP(a QPInitAttr) (*QP, error) {
 // noUserIndex is libmlx5's uidx for CQE version 0 contexts.
 const noUserIndex = 0xffffff
 
-// QPAttr is struct ibv_qp_attr in the form package uverbs carries it; the mask bits are the
-// uverbs.QPAttr* constants (IBV_QP_*).
-type QPAttr = uverbs.QPAttr
-
 // Modify is ibv_modify_qp. On a transition to RESET the QP's rings are reset and its
 // unpolled completions removed from its CQs, as libmlx5 does, so the QP can be reused.
-func (q *QP) Modify(a *QPAttr, mask uint32) error {
+func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if err := uverbs.ModifyQP(q.ctx.f, q.handle, a, mask, nil); err != nil {
+	ua := toUverbsQPAttr(a)
+	if err := uverbs.ModifyQP(q.ctx.f, q.handle, &ua, uint32(mask), nil); err != nil {
 		return opError(fmt.Sprintf("modify qp %#x", q.qpn), err)
 	}
-	if mask&uverbs.QPAttrState != 0 {
-		to := QPState(a.State)
-		if to == QPStateReset {
+	if mask&verbs.QPAttrState != 0 {
+		to := a.State
+		if to == verbs.QPStateReset {
 			q.recvCQ.ring.clean(q.qpn)
 			if q.sendCQ != q.recvCQ {
 				q.sendCQ.ring.clean(q.qpn)
@@ -121,18 +125,18 @@ func (q *QP) Modify(a *QPAttr, mask uint32) error {
 
 // Query is ibv_query_qp; it also refreshes the state the data path checks (a QP the NIC moved
 // to ERR is seen as such afterwards).
-func (q *QP) Query(mask uint32) (QPAttr, error) {
-	a, err := uverbs.QueryQP(q.ctx.f, q.handle, mask|uverbs.QPAttrState, nil)
+func (q *QP) Query(mask verbs.QPAttrMask) (verbs.QPAttr, error) {
+	ua, err := uverbs.QueryQP(q.ctx.f, q.handle, uint32(mask|verbs.QPAttrState), nil)
 	if err != nil {
-		return a, opError(fmt.Sprintf("query qp %#x", q.qpn), err)
+		return verbs.QPAttr{}, opError(fmt.Sprintf("query qp %#x", q.qpn), err)
 	}
-	q.state.Store(uint32(a.State))
-	return a, nil
+	q.state.Store(uint32(ua.State))
+	return fromUverbsQPAttr(&ua), nil
 }
 
 // Reset moves the QP to RESET for reuse (see Modify).
 func (q *QP) Reset() error {
-	return q.Modify(&QPAttr{State: uint8(QPStateReset)}, uverbs.QPAttrState)
+	return q.Modify(&verbs.QPAttr{State: verbs.QPStateReset}, verbs.QPAttrState)
 }
 
 // Destroy is ibv_destroy_qp: the kernel object goes first, then the CQs forget the QP (its
@@ -147,7 +151,7 @@ func (q *QP) Destroy() error {
 		return opError(fmt.Sprintf("destroy qp %#x", q.qpn), err)
 	}
 	// Posts check the state before touching the rings: RESET stops them, dead names why.
-	q.state.Store(uint32(QPStateReset))
+	q.state.Store(uint32(verbs.QPStateReset))
 	q.dead.Store(true)
 	q.recvCQ.ring.clean(q.qpn)
 	q.recvCQ.detach(q)

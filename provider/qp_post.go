@@ -1,10 +1,12 @@
 package provider
 
+import "github.com/shift-rdma/shift/provider/verbs"
+
 // PostSend posts a list of send WRs with one doorbell (ibv_post_send). The whole list is
 // validated first — QP state, SQ room, SGE count, inline size, opcode — and on any error
 // nothing is written and a *WRError names the WR and the limit. It allocates nothing and
 // takes no lock; calls on one QP must not run concurrently (as with one libmlx5 sq.lock).
-func (q *QP) PostSend(wrs []SendWR) error {
+func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
@@ -16,27 +18,27 @@ func (q *QP) PostSend(wrs []SendWR) error {
 	return nil
 }
 
-func (q *QP) checkSend(wrs []SendWR) error {
-	if st := q.State(); !st.canSend() {
-		return &WRError{Op: "post_send", Index: 0, Err: q.stateErr()}
+func (q *QP) checkSend(wrs []verbs.SendWR) error {
+	if st := q.State(); !canSend(st) {
+		return &verbs.WRError{Op: "post_send", Index: 0, Err: q.stateErr()}
 	}
 	if q.sq == nil || q.sq.wqeCnt == 0 {
-		return &WRError{Op: "post_send", Index: 0, Err: ErrSQFull}
+		return &verbs.WRError{Op: "post_send", Index: 0, Err: verbs.ErrSQFull}
 	}
 	return q.sq.validate(wrs)
 }
 
 // PostRecv posts receive WRs (ibv_post_recv): validated as a whole, then written and published
 // with one doorbell-record update. It allocates nothing and takes no lock.
-func (q *QP) PostRecv(wrs []RecvWR) error {
+func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
-	if st := q.State(); !st.canRecv() {
-		return &WRError{Op: "post_recv", Index: 0, Err: q.stateErr()}
+	if st := q.State(); !canRecv(st) {
+		return &verbs.WRError{Op: "post_recv", Index: 0, Err: q.stateErr()}
 	}
 	if q.rq == nil || q.rq.wqeCnt == 0 {
-		return &WRError{Op: "post_recv", Index: 0, Err: ErrRQFull}
+		return &verbs.WRError{Op: "post_recv", Index: 0, Err: verbs.ErrRQFull}
 	}
 	if err := q.rq.validate(wrs); err != nil {
 		return err
@@ -46,12 +48,12 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 }
 
 // State is the QP state as last set by Modify (an atomic load; the data path checks it).
-func (q *QP) State() QPState { return QPState(q.state.Load()) }
+func (q *QP) State() verbs.QPState { return verbs.QPState(q.state.Load()) }
 
 // stateErr tells a destroyed QP from one in the wrong state (error path only).
 func (q *QP) stateErr() error {
 	if q.dead.Load() {
-		return ErrClosed
+		return verbs.ErrClosed
 	}
-	return ErrQPState
+	return verbs.ErrQPState
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // recvQueue is the software side of an mlx5 RQ: WQEs of 1<<shift bytes holding data segments,
@@ -31,15 +32,15 @@ func newRecvQueue(ring *mlx5.RQ, buf []byte, db mlx5.DBRec, shift int, maxPost u
 		maxPost: maxPost, maxGS: ring.MaxSGE(), wrid: make([]uint64, n), scratch: make([]mlx5.DataSeg, ring.MaxSGE())}
 }
 
-func (q *recvQueue) validate(wrs []RecvWR) error {
+func (q *recvQueue) validate(wrs []verbs.RecvWR) error {
 	outstanding := q.head - q.tail.Load()
 	if outstanding+uint32(len(wrs)) > q.maxPost {
-		return &WRError{Op: "post_recv", Index: int(q.maxPost - min(outstanding, q.maxPost)),
-			Limit: int(q.maxPost), Got: int(outstanding) + len(wrs), Err: ErrRQFull}
+		return &verbs.WRError{Op: "post_recv", Index: int(q.maxPost - min(outstanding, q.maxPost)),
+			Limit: int(q.maxPost), Got: int(outstanding) + len(wrs), Err: verbs.ErrRQFull}
 	}
 	for i := range wrs {
 		if len(wrs[i].SGL) > q.maxGS {
-			return &WRError{Op: "post_recv", Index: i, Limit: q.maxGS, Got: len(wrs[i].SGL), Err: ErrTooManySGE}
+			return &verbs.WRError{Op: "post_recv", Index: i, Limit: q.maxGS, Got: len(wrs[i].SGL), Err: verbs.ErrTooManySGE}
 		}
 	}
 	return nil
@@ -47,7 +48,7 @@ func (q *recvQueue) validate(wrs []RecvWR) error {
 
 // write builds the receive WQEs (mlx5_post_recv) and publishes them through the doorbell
 // record with package mlx5's RQ.
-func (q *recvQueue) write(wrs []RecvWR) {
+func (q *recvQueue) write(wrs []verbs.RecvWR) {
 	for i := range wrs {
 		wr := &wrs[i]
 		sg := q.scratch[:len(wr.SGL)]

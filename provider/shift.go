@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Ring operations for SHIFT's failover layer. They work on the same rings as PostSend and
@@ -60,7 +61,7 @@ func (q *QP) OutstandingRecvs(dst []RecvWQE) []RecvWQE {
 
 // RecvSGL appends the scatter list of the receive WQE at counter value index, read back from
 // the ring.
-func (q *QP) RecvSGL(index uint32, dst []SGE) []SGE {
+func (q *QP) RecvSGL(index uint32, dst []verbs.SGE) []verbs.SGE {
 	rq := q.rq
 	base := int(index&rq.mask) << rq.shift
 	for j := 0; j < rq.maxGS; j++ {
@@ -69,7 +70,7 @@ func (q *QP) RecvSGL(index uint32, dst []SGE) []SGE {
 		if d.IsTerminator() {
 			break
 		}
-		dst = append(dst, SGE{Addr: d.Addr, Length: d.ByteCount, LKey: d.LKey})
+		dst = append(dst, verbs.SGE{Addr: d.Addr, Length: d.ByteCount, LKey: d.LKey})
 	}
 	return dst
 }
@@ -94,7 +95,7 @@ func (q *QP) SendWRID(pos uint32) uint64 {
 // record nor writes the UAR: the NIC cannot see them until RingSendDoorbell (or a later
 // PostSend, whose doorbell covers everything before it). It returns the producer position
 // after the list.
-func (q *QP) PostSendNoDoorbell(wrs []SendWR) (uint32, error) {
+func (q *QP) PostSendNoDoorbell(wrs []verbs.SendWR) (uint32, error) {
 	if len(wrs) == 0 {
 		return q.sq.cur(), nil
 	}
@@ -112,18 +113,18 @@ func (q *QP) RingSendDoorbell(upTo uint32) error {
 	sq := q.sq
 	cur := sq.cur()
 	if sq.wqeCnt == 0 {
-		return fmt.Errorf("provider: ring doorbell: %w: QP %#x has no send queue", ErrInvalidArgument, q.qpn)
+		return fmt.Errorf("provider: ring doorbell: %w: QP %#x has no send queue", verbs.ErrInvalidArgument, q.qpn)
 	}
 	if int32(upTo-sq.rung) < 0 || int32(cur-upTo) < 0 {
 		return fmt.Errorf("provider: ring doorbell: %w: position %d outside rung %d..producer %d",
-			ErrInvalidArgument, upTo, sq.rung, cur)
+			verbs.ErrInvalidArgument, upTo, sq.rung, cur)
 	}
 	if upTo == sq.rung {
 		return nil
 	}
 	start := sq.startOf[(upTo-1)&sq.mask]
 	if start+uint32(sq.nbb[start&sq.mask]) != upTo {
-		return fmt.Errorf("provider: ring doorbell: %w: position %d is not a WQE boundary", ErrInvalidArgument, upTo)
+		return fmt.Errorf("provider: ring doorbell: %w: position %d is not a WQE boundary", verbs.ErrInvalidArgument, upTo)
 	}
 	ctrlOff := int(start&sq.mask) * mlx5.SendWQEBB
 	c, _ := mlx5.DecodeCtrlSeg(sq.buf[ctrlOff : ctrlOff+16])
@@ -147,21 +148,21 @@ type WQERewrite struct {
 func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 	ssq, dsq := src.sq, q.sq
 	if ssq.wqeCnt == 0 || dsq.wqeCnt == 0 {
-		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: QP without a send queue", ErrInvalidArgument)
+		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: QP without a send queue", verbs.ErrInvalidArgument)
 	}
 	sidx := pos & ssq.mask
 	if int32(pos-ssq.done()) < 0 || int32(ssq.cur()-pos) <= 0 || ssq.pos[sidx] != pos {
 		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: position %d is not an outstanding WQE of QP %#x",
-			ErrInvalidArgument, pos, src.qpn)
+			verbs.ErrInvalidArgument, pos, src.qpn)
 	}
 	nbb := uint32(ssq.nbb[sidx])
 	if dsq.head-dsq.tail()+1 > dsq.maxPost {
-		return dsq.cur(), &WRError{Op: "copy_wqe", Limit: int(dsq.maxPost), Got: int(dsq.head-dsq.tail()) + 1, Err: ErrSQFull}
+		return dsq.cur(), &verbs.WRError{Op: "copy_wqe", Limit: int(dsq.maxPost), Got: int(dsq.head-dsq.tail()) + 1, Err: verbs.ErrSQFull}
 	}
 	if nbb > dsq.slotBB {
 		// The destination's max_post assumes WQEs of at most its own slot size.
 		return dsq.cur(), fmt.Errorf("provider: copy WQE: %w: %d WQEBBs exceed the destination's %d-block WQE slot",
-			ErrInvalidArgument, nbb, dsq.slotBB)
+			verbs.ErrInvalidArgument, nbb, dsq.slotBB)
 	}
 	var wqe [mlx5.MaxDS * mlx5.SegSize]byte
 	n, err := ssq.ring.ReadWQE(pos, wqe[:])
@@ -181,7 +182,7 @@ func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 // returns its length, for callers that keep or inspect WQEs themselves.
 func (q *QP) ReadSendWQE(pos uint32, dst []byte) (int, error) {
 	if q.sq.wqeCnt == 0 {
-		return 0, fmt.Errorf("provider: read WQE: %w: QP %#x has no send queue", ErrInvalidArgument, q.qpn)
+		return 0, fmt.Errorf("provider: read WQE: %w: QP %#x has no send queue", verbs.ErrInvalidArgument, q.qpn)
 	}
 	n, err := q.sq.ring.ReadWQE(pos, dst)
 	if err != nil {
@@ -285,15 +286,15 @@ func (c *cqRing) clean(qpn uint32) {
 // will complete any more: an unsignaled WQE that succeeded produces no completion of its
 // own and would otherwise stay outstanding, and polling the marker retires it.
 func (q *QP) PostDrainMarker(wrid uint64) error {
-	if st := q.State(); st != QPStateErr {
-		return &WRError{Op: "post_drain_marker", Index: 0, Err: fmt.Errorf("%w: QP %#x in %v, not ERR", ErrQPState, q.qpn, st)}
+	if st := q.State(); st != verbs.QPStateErr {
+		return &verbs.WRError{Op: "post_drain_marker", Index: 0, Err: fmt.Errorf("%w: QP %#x in %v, not ERR", verbs.ErrQPState, q.qpn, st)}
 	}
 	sq := q.sq
 	if sq == nil || sq.wqeCnt == 0 {
-		return &WRError{Op: "post_drain_marker", Index: 0, Err: ErrSQFull}
+		return &verbs.WRError{Op: "post_drain_marker", Index: 0, Err: verbs.ErrSQFull}
 	}
 	if sq.head-sq.tail()+1 > sq.maxPost {
-		return &WRError{Op: "post_drain_marker", Index: 0, Limit: int(sq.maxPost), Got: int(sq.head-sq.tail()) + 1, Err: ErrSQFull}
+		return &verbs.WRError{Op: "post_drain_marker", Index: 0, Limit: int(sq.maxPost), Got: int(sq.head-sq.tail()) + 1, Err: verbs.ErrSQFull}
 	}
 	cur := sq.ring.CurPost()
 	var b mlx5.FastWQE

@@ -6,17 +6,18 @@ import (
 	"testing"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 func TestOutstandingWithheldRingAndCopy(t *testing.T) {
-	a := newRingQP(t, QPCap{MaxSendWR: 16, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 32}, false)
-	b := newRingQP(t, QPCap{MaxSendWR: 16, MaxSendSGE: 2, MaxInlineData: 32}, false)
+	a := newRingQP(t, verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 32}, false)
+	b := newRingQP(t, verbs.QPCap{MaxSendWR: 16, MaxSendSGE: 2, MaxInlineData: 32}, false)
 	b.qp.qpn = 0x4321
 	b.qp.sq.qpn = 0x4321
-	sge := []SGE{{Addr: 0x1000, Length: 10, LKey: 0x100}, {Addr: 0x2000, Length: 20, LKey: 0x200}}
-	if err := a.qp.PostSend([]SendWR{
-		{WRID: 1, Opcode: WRRDMAWrite, SGL: sge, RemoteAddr: 0x50, RKey: 0x60},
-		{WRID: 2, Opcode: WRSend, Flags: SendSignaled, SGL: sge[:1]},
+	sge := []verbs.SGE{{Addr: 0x1000, Length: 10, LKey: 0x100}, {Addr: 0x2000, Length: 20, LKey: 0x200}}
+	if err := a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, SGL: sge, RemoteAddr: 0x50, RKey: 0x60},
+		{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: sge[:1]},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -24,11 +25,11 @@ func TestOutstandingWithheldRingAndCopy(t *testing.T) {
 	// Withheld: written, but neither the doorbell record nor the UAR changes.
 	dbBefore := binary.BigEndian.Uint32(a.qp.dbrec[4:])
 	uarBefore := append([]byte(nil), a.uar.Bytes()[0x800:0xa00]...)
-	end3, err := a.qp.PostSendNoDoorbell([]SendWR{{WRID: 3, Opcode: WRRDMAWriteWithImm, SGL: sge, RemoteAddr: 0x70, RKey: 0x60, Imm: 9}})
+	end3, err := a.qp.PostSendNoDoorbell([]verbs.SendWR{{WRID: 3, Opcode: verbs.WRRDMAWriteWithImm, SGL: sge, RemoteAddr: 0x70, RKey: 0x60, Imm: 9}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	end4, err := a.qp.PostSendNoDoorbell([]SendWR{{WRID: 4, Opcode: WRAtomicFetchAdd, SGL: []SGE{{Addr: 0x3000, Length: 8, LKey: 0x300}}, RemoteAddr: 0x80, RKey: 0x61, CompareAdd: 1}})
+	end4, err := a.qp.PostSendNoDoorbell([]verbs.SendWR{{WRID: 4, Opcode: verbs.WRAtomicFetchAdd, SGL: []verbs.SGE{{Addr: 0x3000, Length: 8, LKey: 0x300}}, RemoteAddr: 0x80, RKey: 0x61, CompareAdd: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestOutstandingWithheldRingAndCopy(t *testing.T) {
 	if db.WQEIndex != uint16(out[2].Pos) || db.Opcode != mlx5.OpcodeRDMAWriteImm || db.QPN != 0x1234 {
 		t.Fatalf("doorbell %+v", db)
 	}
-	if err := a.qp.RingSendDoorbell(end3 - 1); !errors.Is(err, ErrInvalidArgument) {
+	if err := a.qp.RingSendDoorbell(end3 - 1); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Fatalf("ring backwards: %v", err)
 	}
 	if a.qp.SendRung() == rung || a.qp.SendProducer() != end4 {
@@ -66,7 +67,7 @@ func TestOutstandingWithheldRingAndCopy(t *testing.T) {
 	}
 	// A completion for WR 2 retires 1 and 2.
 	a.nicCQE(0, mlx5.CQE64{OpOwn: mlx5.CQEReq << 4, SopDropQPN: uint32(mlx5.OpcodeSend)<<24 | 0x1234, WQECounter: uint16(out[1].Pos)})
-	var wc [2]WC
+	var wc [2]verbs.WC
 	if n, _ := a.cq.Poll(wc[:]); n != 1 || wc[0].WRID != 2 {
 		t.Fatalf("poll %+v", wc[0])
 	}
@@ -104,11 +105,11 @@ func TestOutstandingWithheldRingAndCopy(t *testing.T) {
 	if err := b.qp.RingSendDoorbell(b.qp.SendProducer()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.qp.CopySendWQE(a.qp, 0, rw); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := b.qp.CopySendWQE(a.qp, 0, rw); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Fatalf("copy of a retired WQE: %v", err)
 	}
 	// Receives: outstanding list and scatter lists read back.
-	if err := a.qp.PostRecv([]RecvWR{{WRID: 7, SGL: sge}, {WRID: 8, SGL: sge[1:]}}); err != nil {
+	if err := a.qp.PostRecv([]verbs.RecvWR{{WRID: 7, SGL: sge}, {WRID: 8, SGL: sge[1:]}}); err != nil {
 		t.Fatal(err)
 	}
 	rs := a.qp.OutstandingRecvs(nil)
@@ -124,7 +125,7 @@ func TestOutstandingWithheldRingAndCopy(t *testing.T) {
 }
 
 func TestCQCleanAndResetIndices(t *testing.T) {
-	r := newRingQP(t, QPCap{MaxSendWR: 8, MaxSendSGE: 1}, false)
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 8, MaxSendSGE: 1}, false)
 	other := &QP{qpn: 0x77, sq: &sendQueue{}, rq: &recvQueue{}}
 	otherRing, _ := mlx5.NewSQ(make([]byte, 256), 4)
 	other.sq = newSendQueue(otherRing, nil, mlx5.DBRec{}, 64, 4, 1, 0, 0x77, false)
@@ -132,7 +133,7 @@ func TestCQCleanAndResetIndices(t *testing.T) {
 	other.sq.nbb[1] = 1
 	other.sq.pos[1] = 1
 	r.cq.attach(other)
-	wr := []SendWR{{Opcode: WRSend, Flags: SendSignaled}}
+	wr := []verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled}}
 	for i := 0; i < 3; i++ {
 		wr[0].WRID = uint64(i)
 		mustPost(t, r.qp.PostSend(wr))
@@ -146,7 +147,7 @@ func TestCQCleanAndResetIndices(t *testing.T) {
 		r.nicCQE(uint32(i), mlx5.CQE64{OpOwn: mlx5.CQEReq << 4, SopDropQPN: uint32(mlx5.OpcodeSend)<<24 | s.qpn, WQECounter: s.ctr})
 	}
 	r.cq.ring.clean(0x1234)
-	var wc [8]WC
+	var wc [8]verbs.WC
 	n, err := r.cq.Poll(wc[:])
 	if err != nil || n != 2 || wc[0].QPNum != 0x77 || wc[1].QPNum != 0x77 || wc[0].WRID != 99 {
 		t.Fatalf("after clean: %d %v %+v", n, err, wc[:n])

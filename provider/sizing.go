@@ -1,6 +1,10 @@
 package provider
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
 
 // Sizes of the PRM segments, in bytes (struct mlx5_wqe_*_seg, infiniband/mlx5dv.h). The
 // sizing arithmetic below only needs their lengths; their contents belong to package mlx5.
@@ -23,16 +27,6 @@ type queueLimits struct {
 	MaxRQDescSize int // max_rq_desc_sz
 	MaxSendWQEBB  int // max_send_wqebb
 	MaxRecvWR     int // device max_qp_wr
-}
-
-// QPCap is struct ibv_qp_cap: what the caller asks for at create time and, after creation,
-// what the QP really provides (rounded up, as libmlx5 reports it back).
-type QPCap struct {
-	MaxSendWR     uint32
-	MaxRecvWR     uint32
-	MaxSendSGE    uint32
-	MaxRecvSGE    uint32
-	MaxInlineData uint32
 }
 
 // qpLayout is the outcome of rdma-core's mlx5_calc_wq_size for an RC QP: one buffer holding
@@ -80,7 +74,7 @@ func ilog2(v int) int {
 }
 
 // calcSendWQE is mlx5_calc_send_wqe: the bytes of one send WQE slot.
-func calcSendWQE(lim queueLimits, c QPCap) (int, error) {
+func calcSendWQE(lim queueLimits, c verbs.QPCap) (int, error) {
 	size := rcSQOverhead()
 	inlSize := 0
 	if c.MaxInlineData > 0 {
@@ -88,21 +82,21 @@ func calcSendWQE(lim queueLimits, c QPCap) (int, error) {
 	}
 	maxGather := (lim.MaxSQDescSize - size) / dataSegSize
 	if int(c.MaxSendSGE) > maxGather {
-		return 0, fmt.Errorf("%w: max_send_sge %d > %d", ErrInvalidArgument, c.MaxSendSGE, maxGather)
+		return 0, fmt.Errorf("%w: max_send_sge %d > %d", verbs.ErrInvalidArgument, c.MaxSendSGE, maxGather)
 	}
 	size += int(c.MaxSendSGE) * dataSegSize
 	tot := max(size, inlSize)
 	if tot > lim.MaxSQDescSize {
-		return 0, fmt.Errorf("%w: send WQE of %d bytes > max_sq_desc_sz %d", ErrInvalidArgument, tot, lim.MaxSQDescSize)
+		return 0, fmt.Errorf("%w: send WQE of %d bytes > max_sq_desc_sz %d", verbs.ErrInvalidArgument, tot, lim.MaxSQDescSize)
 	}
 	return alignUp(tot, sendWQEBB), nil
 }
 
 // calcRecvWQE is mlx5_calc_rcv_wqe (no SRQ, no signature).
-func calcRecvWQE(lim queueLimits, c QPCap) (int, error) {
+func calcRecvWQE(lim queueLimits, c verbs.QPCap) (int, error) {
 	size := dataSegSize * max(int(c.MaxRecvSGE), 1)
 	if size > lim.MaxRQDescSize {
-		return 0, fmt.Errorf("%w: receive WQE of %d bytes > max_rq_desc_sz %d", ErrInvalidArgument, size, lim.MaxRQDescSize)
+		return 0, fmt.Errorf("%w: receive WQE of %d bytes > max_rq_desc_sz %d", verbs.ErrInvalidArgument, size, lim.MaxRQDescSize)
 	}
 	return roundupPow2(size), nil
 }
@@ -110,7 +104,7 @@ func calcRecvWQE(lim queueLimits, c QPCap) (int, error) {
 // calcQPLayout is mlx5_calc_wq_size for an RC QP without SRQ: SQ and RQ sizes, and what the
 // caps become (libmlx5 writes max_inline_data back; max_send_wr/max_recv_wr come back as the
 // max_post values, as mlx5_create_qp reports them).
-func calcQPLayout(lim queueLimits, c QPCap) (qpLayout, error) {
+func calcQPLayout(lim queueLimits, c verbs.QPCap) (qpLayout, error) {
 	var l qpLayout
 	if c.MaxSendWR > 0 {
 		w, err := calcSendWQE(lim, c)
@@ -119,13 +113,13 @@ func calcQPLayout(lim queueLimits, c QPCap) (qpLayout, error) {
 		}
 		l.maxInline = w - rcSQOverhead() - inlineHdrSize
 		if int(c.MaxSendWR) > 0x7fffffff/lim.MaxSQDescSize {
-			return l, fmt.Errorf("%w: max_send_wr %d too large", ErrInvalidArgument, c.MaxSendWR)
+			return l, fmt.Errorf("%w: max_send_wr %d too large", verbs.ErrInvalidArgument, c.MaxSendWR)
 		}
 		wq := roundupPow2(int(c.MaxSendWR) * w)
 		l.sqWQESize = w
 		l.sqWQECnt = wq / sendWQEBB
 		if l.sqWQECnt > lim.MaxSendWQEBB {
-			return l, fmt.Errorf("%w: SQ of %d WQEBBs > max_send_wqebb %d", ErrInvalidArgument, l.sqWQECnt, lim.MaxSendWQEBB)
+			return l, fmt.Errorf("%w: SQ of %d WQEBBs > max_send_wqebb %d", verbs.ErrInvalidArgument, l.sqWQECnt, lim.MaxSendWQEBB)
 		}
 		l.sqMaxPost = wq / w
 		l.sqMaxGS = int(c.MaxSendSGE)
@@ -133,7 +127,7 @@ func calcQPLayout(lim queueLimits, c QPCap) (qpLayout, error) {
 	rqBytes := 0
 	if c.MaxRecvWR > 0 {
 		if lim.MaxRecvWR > 0 && int(c.MaxRecvWR) > lim.MaxRecvWR {
-			return l, fmt.Errorf("%w: max_recv_wr %d > device max %d", ErrInvalidArgument, c.MaxRecvWR, lim.MaxRecvWR)
+			return l, fmt.Errorf("%w: max_recv_wr %d > device max %d", verbs.ErrInvalidArgument, c.MaxRecvWR, lim.MaxRecvWR)
 		}
 		w, err := calcRecvWQE(lim, c)
 		if err != nil {
@@ -154,11 +148,11 @@ func calcQPLayout(lim queueLimits, c QPCap) (qpLayout, error) {
 // of CQEs and the CQ reports one less to the caller.
 func calcCQEntries(cqe int) (int, error) {
 	if cqe < 1 {
-		return 0, fmt.Errorf("%w: cqe %d < 1", ErrInvalidArgument, cqe)
+		return 0, fmt.Errorf("%w: cqe %d < 1", verbs.ErrInvalidArgument, cqe)
 	}
 	n := roundupPow2(cqe + 1)
 	if n > 1<<24 {
-		return 0, fmt.Errorf("%w: cqe %d > %d", ErrInvalidArgument, cqe, 1<<24-1)
+		return 0, fmt.Errorf("%w: cqe %d > %d", verbs.ErrInvalidArgument, cqe, 1<<24-1)
 	}
 	return n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // sendQueue is the software side of an mlx5 SQ (struct mlx5_wq + the per-WQE tables of
@@ -74,45 +75,45 @@ func (q *sendQueue) seg(off int) []byte {
 }
 
 var wrToMlx5 = [...]mlx5.Opcode{
-	WRRDMAWrite:        mlx5.OpcodeRDMAWrite,
-	WRRDMAWriteWithImm: mlx5.OpcodeRDMAWriteImm,
-	WRSend:             mlx5.OpcodeSend,
-	WRSendWithImm:      mlx5.OpcodeSendImm,
-	WRRDMARead:         mlx5.OpcodeRDMARead,
-	WRAtomicCmpAndSwp:  mlx5.OpcodeAtomicCS,
-	WRAtomicFetchAdd:   mlx5.OpcodeAtomicFA,
+	verbs.WRRDMAWrite:        mlx5.OpcodeRDMAWrite,
+	verbs.WRRDMAWriteWithImm: mlx5.OpcodeRDMAWriteImm,
+	verbs.WRSend:             mlx5.OpcodeSend,
+	verbs.WRSendWithImm:      mlx5.OpcodeSendImm,
+	verbs.WRRDMARead:         mlx5.OpcodeRDMARead,
+	verbs.WRAtomicCmpAndSwp:  mlx5.OpcodeAtomicCS,
+	verbs.WRAtomicFetchAdd:   mlx5.OpcodeAtomicFA,
 }
 
 // validate checks a whole WR list against the QP limits before anything is written, so a
 // rejected list leaves the ring untouched (libmlx5 posts the prefix before the bad WR; this
 // provider posts nothing).
-func (q *sendQueue) validate(wrs []SendWR) error {
+func (q *sendQueue) validate(wrs []verbs.SendWR) error {
 	outstanding := q.head - q.tail()
 	if outstanding+uint32(len(wrs)) > q.maxPost {
-		return &WRError{Op: "post_send", Index: int(q.maxPost - min(outstanding, q.maxPost)),
-			Limit: int(q.maxPost), Got: int(outstanding) + len(wrs), Err: ErrSQFull}
+		return &verbs.WRError{Op: "post_send", Index: int(q.maxPost - min(outstanding, q.maxPost)),
+			Limit: int(q.maxPost), Got: int(outstanding) + len(wrs), Err: verbs.ErrSQFull}
 	}
 	for i := range wrs {
 		wr := &wrs[i]
 		if int(wr.Opcode) >= len(wrToMlx5) {
-			return &WRError{Op: "post_send", Index: i, Err: ErrBadOpcode}
+			return &verbs.WRError{Op: "post_send", Index: i, Err: verbs.ErrBadOpcode}
 		}
 		if len(wr.SGL) > q.maxGS {
-			return &WRError{Op: "post_send", Index: i, Limit: q.maxGS, Got: len(wr.SGL), Err: ErrTooManySGE}
+			return &verbs.WRError{Op: "post_send", Index: i, Limit: q.maxGS, Got: len(wr.SGL), Err: verbs.ErrTooManySGE}
 		}
 		switch wr.Opcode {
-		case WRAtomicCmpAndSwp, WRAtomicFetchAdd:
+		case verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAdd:
 			if len(wr.SGL) != 1 || wr.SGL[0].Length != mlx5.AtomicSize {
-				return &WRError{Op: "post_send", Index: i, Err: ErrBadAtomic}
+				return &verbs.WRError{Op: "post_send", Index: i, Err: verbs.ErrBadAtomic}
 			}
 		}
-		if wr.Flags&SendInline != 0 && isInlineable(wr.Opcode) {
+		if wr.Flags&verbs.SendInline != 0 && isInlineable(wr.Opcode) {
 			n := 0
 			for _, s := range wr.SGL {
 				n += int(s.Length)
 			}
 			if n > q.maxInl {
-				return &WRError{Op: "post_send", Index: i, Limit: q.maxInl, Got: n, Err: ErrInlineTooLarge}
+				return &verbs.WRError{Op: "post_send", Index: i, Limit: q.maxInl, Got: n, Err: verbs.ErrInlineTooLarge}
 			}
 		}
 	}
@@ -121,9 +122,9 @@ func (q *sendQueue) validate(wrs []SendWR) error {
 
 // isInlineable: rdma-core honours IBV_SEND_INLINE for any opcode with SGEs; for READ and
 // atomics the SGE is a local destination, so inlining makes no sense and the flag is ignored.
-func isInlineable(op WROpcode) bool {
+func isInlineable(op verbs.WROpcode) bool {
 	switch op {
-	case WRRDMAWrite, WRRDMAWriteWithImm, WRSend, WRSendWithImm:
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRSend, verbs.WRSendWithImm:
 		return true
 	}
 	return false
@@ -133,7 +134,7 @@ func isInlineable(op WROpcode) bool {
 // same bytes as its WQEBuilder, without the builder's own limit checks, which validate has
 // already made), as _mlx5_post_send lays them out, and returns the last WQE and whether it was
 // inline (what post_send_db needs to choose BlueFlame).
-func (q *sendQueue) write(wrs []SendWR) (last mlx5.Posted, inl bool) {
+func (q *sendQueue) write(wrs []verbs.SendWR) (last mlx5.Posted, inl bool) {
 	nextFence := q.fmCache
 	var ce uint8
 	if q.signalAll {
@@ -144,36 +145,36 @@ func (q *sendQueue) write(wrs []SendWR) (last mlx5.Posted, inl bool) {
 	for i := range wrs {
 		wr := &wrs[i]
 		fm := ce | nextFence
-		if wr.Flags&SendFence != 0 {
+		if wr.Flags&verbs.SendFence != 0 {
 			fm = ce | mlx5.CtrlFence
 		}
 		nextFence = 0
-		if wr.Flags&SendSignaled != 0 {
+		if wr.Flags&verbs.SendSignaled != 0 {
 			fm |= mlx5.CtrlCQUpdate
 		}
-		if wr.Flags&SendSolicited != 0 {
+		if wr.Flags&verbs.SendSolicited != 0 {
 			fm |= mlx5.CtrlSolicited
 		}
 		cur := ring.CurPost()
 		b.Begin(ring)
 		var imm uint32
 		switch wr.Opcode {
-		case WRRDMAWrite, WRRDMARead:
+		case verbs.WRRDMAWrite, verbs.WRRDMARead:
 			b.Raddr(wr.RemoteAddr, wr.RKey)
-		case WRRDMAWriteWithImm:
+		case verbs.WRRDMAWriteWithImm:
 			b.Raddr(wr.RemoteAddr, wr.RKey)
 			imm = wr.Imm
-		case WRSendWithImm:
+		case verbs.WRSendWithImm:
 			imm = wr.Imm
-		case WRAtomicCmpAndSwp: // mlx5.CompareSwap's layout: swap_add = swap, compare
+		case verbs.WRAtomicCmpAndSwp: // mlx5.CompareSwap's layout: swap_add = swap, compare
 			b.Raddr(wr.RemoteAddr, wr.RKey)
 			b.Atomic(wr.Swap, wr.CompareAdd)
-		case WRAtomicFetchAdd: // mlx5.FetchAdd's layout: swap_add = addend, compare 0
+		case verbs.WRAtomicFetchAdd: // mlx5.FetchAdd's layout: swap_add = addend, compare 0
 			b.Raddr(wr.RemoteAddr, wr.RKey)
 			b.Atomic(wr.CompareAdd, 0)
 		}
 		inl = false
-		if wr.Flags&SendInline != 0 && isInlineable(wr.Opcode) {
+		if wr.Flags&verbs.SendInline != 0 && isInlineable(wr.Opcode) {
 			for _, s := range wr.SGL {
 				if s.Length > 0 {
 					b.Inline(memAt(s.Addr, int(s.Length)))

@@ -16,6 +16,8 @@ import (
 	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,7 +28,7 @@ type foHost struct {
 	pd  *failover.PD
 	cq  *failover.CQ
 	qp  *failover.QP
-	buf *failover.Buffer
+	buf *provider.Buffer
 	mr  *failover.MR
 	gid [16]byte
 }
@@ -78,20 +80,20 @@ func openFOHost(t *testing.T, prefix string, h int, store kv.Store, job string, 
 			t.Errorf("host %d teardown: %v", h, err)
 		}
 	})
-	if fh.pd, err = c.AllocPD(); err != nil {
+	if fh.pd, err = as[*failover.PD](c.AllocPD()); err != nil {
 		t.Fatal(err)
 	}
-	if fh.cq, err = c.CreateCQ(64); err != nil {
+	if fh.cq, err = as[*failover.CQ](c.CreateCQ(verbs.CQInitAttr{CQE: 64})); err != nil {
 		t.Fatal(err)
 	}
-	if fh.buf, err = failover.NewBuffer(foBufSize); err != nil {
+	if fh.buf, err = provider.NewBuffer(foBufSize); err != nil {
 		t.Fatal(err)
 	}
-	if fh.mr, err = fh.pd.RegMR(fh.buf.Bytes(), failover.AccessLocalWrite|failover.AccessRemoteWrite); err != nil {
+	if fh.mr, err = as[*failover.MR](fh.pd.RegMR(fh.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)); err != nil {
 		t.Fatal(err)
 	}
-	if fh.qp, err = fh.pd.CreateQP(failover.QPInitAttr{SendCQ: fh.cq, RecvCQ: fh.cq,
-		Cap: failover.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+	if fh.qp, err = as[*failover.QP](fh.pd.CreateQP(verbs.QPInitAttr{SendCQ: fh.cq, RecvCQ: fh.cq,
+		Cap: verbs.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}})); err != nil {
 		t.Fatal(err)
 	}
 	g, err := c.GIDByIndex(1, 0)
@@ -106,13 +108,13 @@ func openFOHost(t *testing.T, prefix string, h int, store kv.Store, job string, 
 // contexts replayed their shadow verbs on the backups.
 func connectFOPair(t *testing.T, a, b *foHost, psnA, psnB uint32) {
 	t.Helper()
-	attr := failover.ConnectAttr{Timeout: 12, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
-	ea := failover.Endpoint{QPN: a.qp.QPN(), PSN: psnA, GID: a.gid}
-	eb := failover.Endpoint{QPN: b.qp.QPN(), PSN: psnB, GID: b.gid}
-	if err := a.qp.Connect(attr, ea, eb); err != nil {
+	attr := verbs.ConnectAttr{Timeout: 12, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
+	ea := verbs.Endpoint{QPN: a.qp.QPN(), PSN: psnA, GID: a.gid}
+	eb := verbs.Endpoint{QPN: b.qp.QPN(), PSN: psnB, GID: b.gid}
+	if err := verbs.Connect(a.qp, attr, ea, eb); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.qp.Connect(attr, eb, ea); err != nil {
+	if err := verbs.Connect(b.qp, attr, eb, ea); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -126,16 +128,16 @@ func connectFOPair(t *testing.T, a, b *foHost, psnA, psnB uint32) {
 
 // writeAndWait posts one signaled WRITE of buffer slot i from a to b and waits for its
 // completion, polling b's CQ too (never expecting anything there).
-func writeAndWait(t *testing.T, a, b *foHost, i int, payload []byte) failover.WC {
+func writeAndWait(t *testing.T, a, b *foHost, i int, payload []byte) verbs.WC {
 	t.Helper()
 	off := i * len(payload)
 	copy(a.buf.Bytes()[off:], payload)
-	w := failover.SendWR{WRID: uint64(1000 + i), Opcode: failover.WRRDMAWrite, Flags: failover.SendSignaled,
-		SGL: []failover.SGE{a.mr.SGE(off, len(payload))}, RemoteAddr: b.mr.Addr + uint64(off), RKey: b.mr.RKey}
-	if err := a.qp.PostSend([]failover.SendWR{w}); err != nil {
+	w := verbs.SendWR{WRID: uint64(1000 + i), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{a.mr.SGE(off, len(payload))}, RemoteAddr: b.mr.Addr() + uint64(off), RKey: b.mr.RKey()}
+	if err := a.qp.PostSend([]verbs.SendWR{w}); err != nil {
 		t.Fatalf("post WRITE %d: %v", i, err)
 	}
-	var wcs [4]failover.WC
+	var wcs [4]verbs.WC
 	deadline := time.Now().Add(60 * time.Second) // failure guard only
 	for time.Now().Before(deadline) {
 		n, err := a.cq.Poll(wcs[:])
@@ -157,7 +159,7 @@ func writeAndWait(t *testing.T, a, b *foHost, i int, payload []byte) failover.WC
 		time.Sleep(50 * time.Microsecond)
 	}
 	t.Fatalf("WRITE %d: no completion (send state %v)", i, a.qp.SendState())
-	return failover.WC{}
+	return verbs.WC{}
 }
 
 // End to end: this test process runs a failover context with SHIFT_INJECT_SHM=1 (so it maps
@@ -203,7 +205,7 @@ func TestInjectEndToEnd(t *testing.T) {
 		return p
 	}
 	for i := range 3 {
-		if wc := writeAndWait(t, a, b, i, payload()); wc.Status != failover.WCSuccess {
+		if wc := writeAndWait(t, a, b, i, payload()); wc.Status != verbs.WCSuccess {
 			t.Fatalf("seed %d: WRITE %d before injection: %v", seed, i, wc.Status)
 		}
 	}
@@ -219,7 +221,7 @@ func TestInjectEndToEnd(t *testing.T) {
 	if !strings.Contains(out.String(), "armed pid "+strconv.Itoa(os.Getpid())) {
 		t.Errorf("output %q", out.String())
 	}
-	if wc := writeAndWait(t, a, b, 3, payload()); wc.Status != failover.WCSuccess || wc.WRID != 1003 {
+	if wc := writeAndWait(t, a, b, 3, payload()); wc.Status != verbs.WCSuccess || wc.WRID != 1003 {
 		t.Fatalf("seed %d: injected WRITE: %+v", seed, wc)
 	}
 	if st := a.ctx.Stats(); st.Fallbacks != 1 {
@@ -237,7 +239,7 @@ func TestInjectEndToEnd(t *testing.T) {
 	if qpn, n := loadInject(mem); n != 0 || qpn != a.qp.QPN() {
 		t.Errorf("injection words after the fault: qpn %#x countdown %d", qpn, n)
 	}
-	if wc := writeAndWait(t, a, b, 4, payload()); wc.Status != failover.WCSuccess {
+	if wc := writeAndWait(t, a, b, 4, payload()); wc.Status != verbs.WCSuccess {
 		t.Fatalf("seed %d: WRITE after fallback: %v", seed, wc.Status)
 	}
 	if st := a.ctx.Stats(); st.Fallbacks != 1 {
@@ -306,4 +308,13 @@ func TestInjectFileErrors(t *testing.T) {
 	if !strings.Contains(out.String(), "disarmed") {
 		t.Errorf("output %q", out.String())
 	}
+}
+
+// as converts the interface a verbs constructor returns to the implementation's type.
+func as[T any](v any, err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v.(T), nil
 }

@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // perfGuard bounds how long a test waits without progress before it gives up.
@@ -180,11 +181,11 @@ type qpInfo struct {
 type perfSide struct {
 	c      perfConfig
 	ctx    *provider.Context
-	pd     *provider.PD
-	cq     *provider.CQ
-	qps    []*provider.QP
+	pd     verbs.PD
+	cq     verbs.CQ
+	qps    []verbs.QP
 	buf    *provider.Buffer
-	mr     *provider.MR
+	mr     verbs.MR
 	slot   int
 	remote []qpInfo
 }
@@ -199,11 +200,11 @@ func newPerfSide(c perfConfig) (*perfSide, error) {
 	if s.pd, err = s.ctx.AllocPD(); err != nil {
 		return fail(err)
 	}
-	if s.cq, err = s.ctx.CreateCQ(c.qps*c.depth*2, nil, 0); err != nil {
+	if s.cq, err = s.ctx.CreateCQ(verbs.CQInitAttr{CQE: c.qps * c.depth * 2}); err != nil {
 		return fail(err)
 	}
 	for range c.qps {
-		qp, err := s.pd.CreateQP(provider.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Cap: provider.QPCap{
+		qp, err := s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Cap: verbs.QPCap{
 			MaxSendWR: uint32(c.depth), MaxRecvWR: uint32(c.depth), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: uint32(c.inline)}})
 		if err != nil {
 			return fail(err)
@@ -213,7 +214,7 @@ func newPerfSide(c perfConfig) (*perfSide, error) {
 	if s.buf, err = provider.NewBuffer(2 * s.slot * c.qps); err != nil {
 		return fail(err)
 	}
-	if s.mr, err = s.pd.RegMR(s.buf.Bytes(), provider.AccessLocalWrite|provider.AccessRemoteWrite|provider.AccessRemoteRead); err != nil {
+	if s.mr, err = s.pd.RegMR(s.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead); err != nil {
 		return fail(err)
 	}
 	return s, nil
@@ -253,7 +254,7 @@ func (s *perfSide) connect(conn net.Conn, client bool) error {
 	local := make([]qpInfo, len(s.qps))
 	for i, q := range s.qps {
 		local[i] = qpInfo{QPN: q.QPN(), PSN: rand.Uint32() & 0xffffff, GID: g.GID,
-			DstAddr: s.mr.Addr + uint64(2*i*s.slot), SrcAddr: s.mr.Addr + uint64((2*i+1)*s.slot), RKey: s.mr.RKey}
+			DstAddr: s.mr.Addr() + uint64(2*i*s.slot), SrcAddr: s.mr.Addr() + uint64((2*i+1)*s.slot), RKey: s.mr.RKey()}
 	}
 	if client {
 		if err := writeMsg(conn, local); err != nil {
@@ -273,11 +274,11 @@ func (s *perfSide) connect(conn net.Conn, client bool) error {
 	if len(s.remote) != len(s.qps) {
 		return fmt.Errorf("peer has %d QPs, this side %d", len(s.remote), len(s.qps))
 	}
-	attr := provider.ConnectAttr{Port: uint8(s.c.ibPort), GIDIndex: uint8(s.c.gidIdx), PathMTU: pa.ActiveMTU, Timeout: uint8(s.c.timeout)}
+	attr := verbs.ConnectAttr{Port: uint8(s.c.ibPort), GIDIndex: uint8(s.c.gidIdx), PathMTU: pa.ActiveMTU, Timeout: uint8(s.c.timeout)}
 	for i, q := range s.qps {
 		r := s.remote[i]
-		if err := q.Connect(attr, provider.Endpoint{QPN: local[i].QPN, PSN: local[i].PSN},
-			provider.Endpoint{QPN: r.QPN, PSN: r.PSN, GID: r.GID}); err != nil {
+		if err := verbs.Connect(q, attr, verbs.Endpoint{QPN: local[i].QPN, PSN: local[i].PSN},
+			verbs.Endpoint{QPN: r.QPN, PSN: r.PSN, GID: r.GID}); err != nil {
 			return err
 		}
 	}
@@ -386,26 +387,26 @@ func (s *perfSide) src(i int) []byte {
 	return s.buf.Bytes()[(2*i+1)*s.slot : (2*i+1)*s.slot+s.c.size]
 }
 
-func (s *perfSide) dstSGE(i int) provider.SGE { return s.mr.SGE(2*i*s.slot, s.c.size) }
+func (s *perfSide) dstSGE(i int) verbs.SGE { return s.mr.SGE(2*i*s.slot, s.c.size) }
 
-func (s *perfSide) srcSGE(i int) provider.SGE { return s.mr.SGE((2*i+1)*s.slot, s.c.size) }
+func (s *perfSide) srcSGE(i int) verbs.SGE { return s.mr.SGE((2*i+1)*s.slot, s.c.size) }
 
 // waitOne polls until one completion arrives and checks it succeeded.
-func (s *perfSide) waitOne(wc []provider.WC, deadline time.Time) (provider.WC, error) {
+func (s *perfSide) waitOne(wc []verbs.WC, deadline time.Time) (verbs.WC, error) {
 	for n := 0; ; n++ {
 		k, err := s.cq.Poll(wc[:1])
 		if err != nil {
-			return provider.WC{}, err
+			return verbs.WC{}, err
 		}
 		if k == 1 {
-			if wc[0].Status != provider.WCSuccess {
+			if wc[0].Status != verbs.WCSuccess {
 				return wc[0], fmt.Errorf("completion wr_id %d: %v", wc[0].WRID, wc[0].Status)
 			}
 			return wc[0], nil
 		}
 		s.idle()
 		if n&1023 == 1023 && time.Now().After(deadline) {
-			return provider.WC{}, errors.New("timed out waiting for a completion")
+			return verbs.WC{}, errors.New("timed out waiting for a completion")
 		}
 	}
 }
@@ -415,11 +416,11 @@ func (s *perfSide) waitOne(wc []provider.WC, deadline time.Time) (provider.WC, e
 func (s *perfSide) bandwidth(conn net.Conn, client bool) (*perfResult, error) {
 	c := s.c
 	deadline := time.Now().Add(perfGuard)
-	var wc [64]provider.WC
+	var wc [64]verbs.WC
 	recvTotal := 0
 	if !client && c.test == "send" {
 		for i, q := range s.qps {
-			rw := []provider.RecvWR{{WRID: uint64(i), SGL: []provider.SGE{s.dstSGE(i)}}}
+			rw := []verbs.RecvWR{{WRID: uint64(i), SGL: []verbs.SGE{s.dstSGE(i)}}}
 			for range c.depth {
 				if err := q.PostRecv(rw); err != nil {
 					return nil, err
@@ -438,12 +439,12 @@ func (s *perfSide) bandwidth(conn net.Conn, client bool) (*perfResult, error) {
 					return nil, err
 				}
 				for _, w := range wc[:k] {
-					if w.Status != provider.WCSuccess {
+					if w.Status != verbs.WCSuccess {
 						return nil, fmt.Errorf("receive completion: %v", w.Status)
 					}
 					recvTotal++
 					i := int(w.WRID)
-					if err := s.qps[i].PostRecv([]provider.RecvWR{{WRID: uint64(i), SGL: []provider.SGE{s.dstSGE(i)}}}); err != nil {
+					if err := s.qps[i].PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: []verbs.SGE{s.dstSGE(i)}}}); err != nil {
 						return nil, err
 					}
 				}
@@ -460,19 +461,19 @@ func (s *perfSide) bandwidth(conn net.Conn, client bool) (*perfResult, error) {
 		// Wait for the client's end-of-test marker.
 		return nil, barrier(conn)
 	}
-	op := provider.WRRDMAWrite
+	op := verbs.WRRDMAWrite
 	switch c.test {
 	case "send":
-		op = provider.WRSend
+		op = verbs.WRSend
 	case "read":
-		op = provider.WRRDMARead
+		op = verbs.WRRDMARead
 	}
-	flags := provider.SendSignaled
-	if c.size <= c.inline && op != provider.WRRDMARead {
-		flags |= provider.SendInline
+	flags := verbs.SendSignaled
+	if c.size <= c.inline && op != verbs.WRRDMARead {
+		flags |= verbs.SendInline
 	}
 	outstanding := make([]int, len(s.qps))
-	wr := make([]provider.SendWR, 1)
+	wr := make([]verbs.SendWR, 1)
 	posted, done := 0, 0
 	start := time.Now()
 	for done < c.iters {
@@ -481,8 +482,8 @@ func (s *perfSide) bandwidth(conn net.Conn, client bool) (*perfResult, error) {
 				continue
 			}
 			r := s.remote[i]
-			wr[0] = provider.SendWR{WRID: uint64(i), Opcode: op, Flags: flags, SGL: []provider.SGE{s.srcSGE(i)}, RemoteAddr: r.DstAddr, RKey: r.RKey}
-			if op == provider.WRRDMARead {
+			wr[0] = verbs.SendWR{WRID: uint64(i), Opcode: op, Flags: flags, SGL: []verbs.SGE{s.srcSGE(i)}, RemoteAddr: r.DstAddr, RKey: r.RKey}
+			if op == verbs.WRRDMARead {
 				wr[0].SGL[0], wr[0].RemoteAddr = s.dstSGE(i), r.SrcAddr
 			}
 			if err := q.PostSend(wr); err != nil {
@@ -496,7 +497,7 @@ func (s *perfSide) bandwidth(conn net.Conn, client bool) (*perfResult, error) {
 			return nil, err
 		}
 		for _, w := range wc[:k] {
-			if w.Status != provider.WCSuccess {
+			if w.Status != verbs.WCSuccess {
 				return nil, fmt.Errorf("completion on QP %d: %v", w.WRID, w.Status)
 			}
 			outstanding[w.WRID]--
@@ -524,11 +525,11 @@ func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 	c := s.c
 	q, r := s.qps[0], s.remote[0]
 	deadline := time.Now().Add(perfGuard)
-	var wc [4]provider.WC
+	var wc [4]verbs.WC
 	samples := make([]time.Duration, 0, c.iters)
-	flags := provider.SendSignaled
+	flags := verbs.SendSignaled
 	if c.size <= c.inline && c.test != "read" {
-		flags |= provider.SendInline
+		flags |= verbs.SendInline
 	}
 	buf := s.src(0)
 	// The last byte of the message carries the iteration number for write ping-pong; it is
@@ -547,7 +548,7 @@ func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 			return err
 		}
 		for _, w := range wc[:k] {
-			if w.Status != provider.WCSuccess {
+			if w.Status != verbs.WCSuccess {
 				return fmt.Errorf("completion wr_id %d: %v", w.WRID, w.Status)
 			}
 			pending--
@@ -568,11 +569,11 @@ func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 			}
 		}
 	}
-	send := func(op provider.WROpcode, i int) error {
+	send := func(op verbs.WROpcode, i int) error {
 		buf[c.size-1] = byte(i)
-		return q.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: op, Flags: flags, SGL: []provider.SGE{s.srcSGE(0)}, RemoteAddr: r.DstAddr, RKey: r.RKey}})
+		return q.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: op, Flags: flags, SGL: []verbs.SGE{s.srcSGE(0)}, RemoteAddr: r.DstAddr, RKey: r.RKey}})
 	}
-	recv := []provider.RecvWR{{SGL: []provider.SGE{s.dstSGE(0)}}}
+	recv := []verbs.RecvWR{{SGL: []verbs.SGE{s.dstSGE(0)}}}
 	if c.test == "send" {
 		if err := q.PostRecv(recv); err != nil {
 			return nil, err
@@ -586,8 +587,8 @@ func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 			for i := 0; i < c.iters; i++ {
 				deadline = time.Now().Add(perfGuard)
 				t0 := time.Now()
-				if err := q.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
-					SGL: []provider.SGE{s.dstSGE(0)}, RemoteAddr: r.SrcAddr, RKey: r.RKey}}); err != nil {
+				if err := q.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+					SGL: []verbs.SGE{s.dstSGE(0)}, RemoteAddr: r.SrcAddr, RKey: r.RKey}}); err != nil {
 					return nil, err
 				}
 				if _, err := s.waitOne(wc[:], deadline); err != nil {
@@ -624,7 +625,7 @@ func (s *perfSide) latency(conn net.Conn, client bool) (*perfResult, error) {
 				if err != nil {
 					return nil, err
 				}
-				if w.Opcode == provider.WCRecv {
+				if w.Opcode == verbs.WCRecv {
 					break
 				}
 			}
@@ -680,9 +681,9 @@ func (s *perfSide) idle() {
 	}
 }
 
-func (s *perfSide) ping(send func(provider.WROpcode, int) error, i int) error {
+func (s *perfSide) ping(send func(verbs.WROpcode, int) error, i int) error {
 	if s.c.test == "write" {
-		return send(provider.WRRDMAWrite, i)
+		return send(verbs.WRRDMAWrite, i)
 	}
-	return send(provider.WRSend, i)
+	return send(verbs.WRSend, i)
 }

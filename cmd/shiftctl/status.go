@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -77,11 +78,11 @@ type netdevStatus struct {
 }
 
 // portQuerier opens a device by name for query_port; tests replace it.
-type portQuerier func(name string) (func(port uint8) (provider.PortAttr, error), func() error, error)
+type portQuerier func(name string) (func(port uint8) (verbs.PortAttr, error), func() error, error)
 
 // providerQuerier opens the device through the Go provider (the mlx5 ucontext that the
 // kernel requires before QUERY_PORT) and queries its ports.
-func providerQuerier(name string) (func(uint8) (provider.PortAttr, error), func() error, error) {
+func providerQuerier(name string) (func(uint8) (verbs.PortAttr, error), func() error, error) {
 	c, err := provider.Open(name)
 	if err != nil {
 		return nil, nil, err
@@ -141,7 +142,7 @@ func collectStatus(root string, query portQuerier) (*statusReport, error) {
 	}
 	for _, d := range devs {
 		ds := deviceStatus{Name: d.Name, Uverbs: d.Uverbs, Emulated: d.Emulated, NodeGUID: d.NodeGUID, ABIVersion: d.ABIVersion}
-		var qp func(uint8) (provider.PortAttr, error)
+		var qp func(uint8) (verbs.PortAttr, error)
 		if query != nil && (d.Emulated || openSysfs) {
 			q, closeFn, err := query(d.Name)
 			if err != nil {
@@ -163,7 +164,7 @@ func collectStatus(root string, query portQuerier) (*statusReport, error) {
 					ds.QueryError = err.Error()
 					ds.Queried = false
 				} else {
-					ps.State = portStateName(a.State)
+					ps.State = portStateName(uint8(a.State))
 					if d.Emulated {
 						// An emulated device's discovery record is a snapshot taken at
 						// registration; query_port does not report the physical state.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/shift-rdma/shift/mlx5/emu"
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -240,7 +240,7 @@ func TestStatusQueryError(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	fail := func(name string) (func(uint8) (provider.PortAttr, error), func() error, error) {
+	fail := func(name string) (func(uint8) (verbs.PortAttr, error), func() error, error) {
 		return nil, nil, fmt.Errorf("provider: open %s: %w", name, unix.EACCES)
 	}
 	rep, err := collectStatus(t.TempDir(), fail)

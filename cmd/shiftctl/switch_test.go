@@ -13,6 +13,7 @@ import (
 	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -119,7 +120,7 @@ func TestSwitchEndToEnd(t *testing.T) {
 	a := openFOHost(t, prefix, 0, store, job, func(o *failover.Options) { o.InjectFile = file })
 	connectFOPair(t, a, b, 0x200, 0x9200)
 	data := func(i int) []byte { return []byte(strings.Repeat(fmt.Sprintf("switch %d ", i), 200)) }
-	if wc := writeAndWait(t, a, b, 0, data(0)); wc.Status != failover.WCSuccess {
+	if wc := writeAndWait(t, a, b, 0, data(0)); wc.Status != verbs.WCSuccess {
 		t.Fatalf("WRITE before the switch: %v", wc.Status)
 	}
 	me := strconv.Itoa(os.Getpid())
@@ -151,7 +152,7 @@ func TestSwitchEndToEnd(t *testing.T) {
 	waitState("both QPs on the backup", func() bool {
 		return a.qp.SendState() == failover.SendFallback && b.qp.SendState() == failover.SendFallback
 	})
-	if wc := writeAndWait(t, a, b, 1, data(1)); wc.Status != failover.WCSuccess || wc.WRID != 1001 {
+	if wc := writeAndWait(t, a, b, 1, data(1)); wc.Status != verbs.WCSuccess || wc.WRID != 1001 {
 		t.Fatalf("WRITE on the backup: %+v", wc)
 	}
 	if out := shiftctl("backup", 1); !strings.Contains(out, "refuse the switch") || !strings.Contains(out, "switch QP "+qpn+" to the backup") {
@@ -164,7 +165,7 @@ func TestSwitchEndToEnd(t *testing.T) {
 		return a.qp.SendState() == failover.SendDefault && b.qp.SendState() == failover.SendDefault &&
 			a.qp.RecvState() == failover.RecvDefault && b.qp.RecvState() == failover.RecvDefault
 	})
-	if wc := writeAndWait(t, a, b, 2, data(2)); wc.Status != failover.WCSuccess {
+	if wc := writeAndWait(t, a, b, 2, data(2)); wc.Status != verbs.WCSuccess {
 		t.Fatalf("WRITE after the switch back: %v", wc.Status)
 	}
 	if st := a.ctx.Stats(); st.Fallbacks != 1 || st.Recoveries != 1 {

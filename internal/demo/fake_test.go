@@ -3,7 +3,7 @@ package demo
 import (
 	"sync"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // fakeLink joins two fakeSides with an instantaneous, in-order, lossless RC "wire" in Go
@@ -12,7 +12,7 @@ type fakeLink struct {
 	mu sync.Mutex
 	// tamper sees every send WR before it executes, with the bytes it carries (its SGL
 	// gathered); it may change data and asks to drop or duplicate the WR.
-	tamper func(wr *provider.SendWR, data []byte) (drop, dup bool)
+	tamper func(wr *verbs.SendWR, data []byte) (drop, dup bool)
 }
 
 type fakeSide struct {
@@ -20,14 +20,14 @@ type fakeSide struct {
 	peer  *fakeSide
 	base  uint64
 	buf   []byte
-	recvs []provider.RecvWR
-	cq    []provider.WC
+	recvs []verbs.RecvWR
+	cq    []verbs.WC
 	// backlog holds arrivals that found no receive posted; they complete, in order, as
 	// receives are posted, as RNR retries would deliver them.
-	backlog []func(provider.RecvWR)
+	backlog []func(verbs.RecvWR)
 }
 
-func newFakePair(size int, tamper func(*provider.SendWR, []byte) (bool, bool)) (*fakeSide, *fakeSide) {
+func newFakePair(size int, tamper func(*verbs.SendWR, []byte) (bool, bool)) (*fakeSide, *fakeSide) {
 	l := &fakeLink{tamper: tamper}
 	a := &fakeSide{link: l, base: 0x10000000, buf: make([]byte, size)}
 	b := &fakeSide{link: l, base: 0x70000000, buf: make([]byte, size)}
@@ -40,7 +40,7 @@ func (f *fakeSide) mem(addr uint64, n uint32) []byte {
 	return f.buf[o : o+uint64(n)]
 }
 
-func (f *fakeSide) PostSend(wrs []provider.SendWR) error {
+func (f *fakeSide) PostSend(wrs []verbs.SendWR) error {
 	f.link.mu.Lock()
 	defer f.link.mu.Unlock()
 	for i := range wrs {
@@ -58,41 +58,41 @@ func (f *fakeSide) PostSend(wrs []provider.SendWR) error {
 				return err
 			}
 		}
-		if wr.Flags&provider.SendSignaled != 0 {
-			f.cq = append(f.cq, provider.WC{WRID: wr.WRID, Status: provider.WCSuccess})
+		if wr.Flags&verbs.SendSignaled != 0 {
+			f.cq = append(f.cq, verbs.WC{WRID: wr.WRID, Status: verbs.WCSuccess})
 		}
 	}
 	return nil
 }
 
-func (f *fakeSide) exec(wr *provider.SendWR, data []byte) error {
+func (f *fakeSide) exec(wr *verbs.SendWR, data []byte) error {
 	p := f.peer
 	switch wr.Opcode {
-	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
 		copy(p.mem(wr.RemoteAddr, uint32(len(data))), data)
-		if wr.Opcode == provider.WRRDMAWrite {
+		if wr.Opcode == verbs.WRRDMAWrite {
 			return nil
 		}
 		imm, n := wr.Imm, uint32(len(data))
-		p.arrive(func(r provider.RecvWR) {
-			p.cq = append(p.cq, provider.WC{WRID: r.WRID, Opcode: provider.WCRecvRDMAWithImm, Imm: imm,
-				Flags: provider.WCWithImm, ByteLen: n})
+		p.arrive(func(r verbs.RecvWR) {
+			p.cq = append(p.cq, verbs.WC{WRID: r.WRID, Opcode: verbs.WCRecvRDMAWithImm, Imm: imm,
+				Flags: verbs.WCFlagWithImm, ByteLen: n})
 		})
-	case provider.WRSend:
+	case verbs.WRSend:
 		data = append([]byte(nil), data...)
-		p.arrive(func(r provider.RecvWR) {
+		p.arrive(func(r verbs.RecvWR) {
 			copy(p.mem(r.SGL[0].Addr, r.SGL[0].Length), data)
-			p.cq = append(p.cq, provider.WC{WRID: r.WRID, Opcode: provider.WCRecv, ByteLen: uint32(len(data))})
+			p.cq = append(p.cq, verbs.WC{WRID: r.WRID, Opcode: verbs.WCRecv, ByteLen: uint32(len(data))})
 		})
 	}
 	return nil
 }
 
-func (f *fakeSide) PostRecv(wrs []provider.RecvWR) error {
+func (f *fakeSide) PostRecv(wrs []verbs.RecvWR) error {
 	f.link.mu.Lock()
 	defer f.link.mu.Unlock()
 	for _, w := range wrs {
-		w.SGL = append([]provider.SGE(nil), w.SGL...)
+		w.SGL = append([]verbs.SGE(nil), w.SGL...)
 		f.recvs = append(f.recvs, w)
 	}
 	for len(f.backlog) > 0 && len(f.recvs) > 0 {
@@ -104,7 +104,7 @@ func (f *fakeSide) PostRecv(wrs []provider.RecvWR) error {
 }
 
 // arrive delivers a receive-consuming arrival now, or after the next PostRecv.
-func (f *fakeSide) arrive(fn func(provider.RecvWR)) {
+func (f *fakeSide) arrive(fn func(verbs.RecvWR)) {
 	if len(f.recvs) == 0 || len(f.backlog) > 0 {
 		f.backlog = append(f.backlog, fn)
 		return
@@ -112,13 +112,13 @@ func (f *fakeSide) arrive(fn func(provider.RecvWR)) {
 	f.consume(fn)
 }
 
-func (f *fakeSide) consume(fn func(provider.RecvWR)) {
+func (f *fakeSide) consume(fn func(verbs.RecvWR)) {
 	r := f.recvs[0]
 	f.recvs = f.recvs[1:]
 	fn(r)
 }
 
-func (f *fakeSide) Poll(wcs []provider.WC) (int, error) {
+func (f *fakeSide) Poll(wcs []verbs.WC) (int, error) {
 	f.link.mu.Lock()
 	defer f.link.mu.Unlock()
 	n := copy(wcs, f.cq)
@@ -126,13 +126,13 @@ func (f *fakeSide) Poll(wcs []provider.WC) (int, error) {
 	return n, nil
 }
 
-func (f *fakeSide) Buf() []byte                            { return f.buf }
-func (f *fakeSide) LKey() uint32                           { return 1 }
-func (f *fakeSide) RKey() uint32                           { return 2 }
-func (f *fakeSide) Addr() uint64                           { return f.base }
-func (f *fakeSide) Endpoint() provider.Endpoint            { return provider.Endpoint{} }
-func (f *fakeSide) Connect(remote provider.Endpoint) error { return nil }
-func (f *fakeSide) Close() error                           { return nil }
+func (f *fakeSide) Buf() []byte                         { return f.buf }
+func (f *fakeSide) LKey() uint32                        { return 1 }
+func (f *fakeSide) RKey() uint32                        { return 2 }
+func (f *fakeSide) Addr() uint64                        { return f.base }
+func (f *fakeSide) Endpoint() verbs.Endpoint            { return verbs.Endpoint{} }
+func (f *fakeSide) Connect(remote verbs.Endpoint) error { return nil }
+func (f *fakeSide) Close() error                        { return nil }
 
 func b2i(b bool) int {
 	if b {

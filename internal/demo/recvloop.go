@@ -4,19 +4,19 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // receiveLoop polls rcv until ctx ends and hands each successful completion to handle, in
 // the order polled. A poll error or an error completion ends the stream, recorded in st as the
 // receiver's failure; handle returns false when it has recorded a failure of its own.
-func receiveLoop(ctx context.Context, st *streamStats, rcv Side, handle func(wc *provider.WC) bool) {
-	var wcs [16]provider.WC
+func receiveLoop(ctx context.Context, st *streamStats, rcv Side, handle func(wc *verbs.WC) bool) {
+	var wcs [16]verbs.WC
 	var id idler
 	for ctx.Err() == nil {
 		n, err := rcv.Poll(wcs[:])
 		if err != nil {
-			st.fail("receiver", "poll: "+err.Error(), provider.WCSuccess)
+			st.fail("receiver", "poll: "+err.Error(), verbs.WCSuccess)
 			return
 		}
 		if n == 0 {
@@ -26,7 +26,7 @@ func receiveLoop(ctx context.Context, st *streamStats, rcv Side, handle func(wc 
 		id.busy()
 		for i := range wcs[:n] {
 			wc := &wcs[i]
-			if wc.Status != provider.WCSuccess {
+			if wc.Status != verbs.WCSuccess {
 				st.fail("receiver", fmt.Sprintf("receive completion %v", wc.Status), wc.Status)
 				return
 			}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/mlx5/emu"
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Series names of a run's timeline, in Sample.Bytes order: the two streams' verified bytes,
@@ -145,9 +145,9 @@ func Run(ctx context.Context, cfg Config, mode Mode, progress io.Writer) (res *R
 
 	slotsW := cfg.WriteSlots * cfg.WriteChunk * cfg.WriteParts
 	sc := SideConfig{
-		Cap: provider.QPCap{MaxSendWR: uint32((cfg.WriteParts+1)*cfg.WriteSlots + cfg.SendSlots + 8),
+		Cap: verbs.QPCap{MaxSendWR: uint32((cfg.WriteParts+1)*cfg.WriteSlots + cfg.SendSlots + 8),
 			MaxRecvWR: uint32(2*cfg.WriteSlots + cfg.SendSlots + 8), MaxSendSGE: 1, MaxRecvSGE: 1},
-		Attr: provider.ConnectAttr{Timeout: cfg.Timeout},
+		Attr: verbs.ConnectAttr{Timeout: cfg.Timeout},
 		CQE:  4 * (cfg.WriteSlots*(cfg.WriteParts+1) + cfg.SendSlots + 8),
 	}
 	stack, err := newStack(devs, sc)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // shortConfig is a 1.5 s run with the failure at 0.5 s and the recovery at 1 s, and an RC
@@ -80,13 +80,13 @@ func TestProviderRunDiesAtTheFailure(t *testing.T) {
 	}
 	var retryExc bool
 	for _, e := range errs {
-		if e.Status == provider.WCSuccess {
+		if e.Status == verbs.WCSuccess {
 			t.Errorf("application error that is not an error completion (verification or post failure): %v", e)
 		}
 		if e.At < cfg.FailAt {
 			t.Errorf("error before the failure was injected: %v", e)
 		}
-		retryExc = retryExc || e.Status == provider.WCRetryExcErr && e.Side == "sender"
+		retryExc = retryExc || e.Status == verbs.WCRetryExcErr && e.Side == "sender"
 	}
 	if !retryExc {
 		t.Errorf("no RETRY_EXC_ERR at a sender: %v", errs)
@@ -180,7 +180,7 @@ func TestMainWritesOutputs(t *testing.T) {
 }
 
 func TestBrokenVerdict(t *testing.T) {
-	dead := []StreamResult{{Name: "SEND", Errors: []AppError{{What: "x", Status: provider.WCRetryExcErr}}}}
+	dead := []StreamResult{{Name: "SEND", Errors: []AppError{{What: "x", Status: verbs.WCRetryExcErr}}}}
 	for _, c := range []struct {
 		r    Result
 		want bool

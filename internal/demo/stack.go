@@ -3,16 +3,16 @@ package demo
 import (
 	"context"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Side is one end of an RC connection as the workload uses it: a QP with its own CQ (send and
 // receive completions on one CQ) and a registered buffer. Posting and polling follow the
 // provider's rules: posts on one Side are serialised by the caller, as are polls.
 type Side interface {
-	PostSend(wrs []provider.SendWR) error
-	PostRecv(wrs []provider.RecvWR) error
-	Poll(wcs []provider.WC) (int, error)
+	PostSend(wrs []verbs.SendWR) error
+	PostRecv(wrs []verbs.RecvWR) error
+	Poll(wcs []verbs.WC) (int, error)
 	// Buf is the registered memory; LKey and RKey are its keys, Addr its first byte's
 	// address (the remote address peers write to).
 	Buf() []byte
@@ -20,9 +20,9 @@ type Side interface {
 	RKey() uint32
 	Addr() uint64
 	// Endpoint is the connection record the peer needs.
-	Endpoint() provider.Endpoint
+	Endpoint() verbs.Endpoint
 	// Connect moves the QP to RTS towards remote.
-	Connect(remote provider.Endpoint) error
+	Connect(remote verbs.Endpoint) error
 	// Close releases the Side; a second Close does nothing.
 	Close() error
 }
@@ -44,7 +44,7 @@ type Stack interface {
 
 // SideConfig is what every Side gets: queue sizes and the RC connection attributes.
 type SideConfig struct {
-	Cap  provider.QPCap
-	Attr provider.ConnectAttr
+	Cap  verbs.QPCap
+	Attr verbs.ConnectAttr
 	CQE  int
 }

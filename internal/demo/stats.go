@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // AppError is an error the application saw: a failed post, an error completion, or data
@@ -16,7 +16,7 @@ type AppError struct {
 	Stream string
 	Side   string // "sender" or "receiver"
 	What   string
-	Status provider.WCStatus // for error completions; WCSuccess otherwise
+	Status verbs.WCStatus // for error completions; WCSuccess otherwise
 }
 
 func (e AppError) String() string {
@@ -50,7 +50,7 @@ func (s *streamStats) verified(n int) {
 	s.lastAt.Store(now)
 }
 
-func (s *streamStats) fail(side, what string, st provider.WCStatus) {
+func (s *streamStats) fail(side, what string, st verbs.WCStatus) {
 	s.mu.Lock()
 	s.errs = append(s.errs, AppError{At: time.Since(s.start), Stream: s.name, Side: side, What: what, Status: st})
 	s.mu.Unlock()

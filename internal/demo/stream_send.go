@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 const sendTag = 'S'
@@ -22,19 +22,19 @@ type sendStream struct {
 }
 
 func (s *sendStream) sender(ctx context.Context) {
-	sge := make([]provider.SGE, 1)
-	wr := []provider.SendWR{{Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: sge}}
-	var wcs [16]provider.WC
+	sge := make([]verbs.SGE, 1)
+	wr := []verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: sge}}
+	var wcs [16]verbs.WC
 	var next, completed uint64
 	var id idler
 	for ctx.Err() == nil {
 		n, err := s.snd.Poll(wcs[:])
 		if err != nil {
-			s.st.fail("sender", "poll: "+err.Error(), provider.WCSuccess)
+			s.st.fail("sender", "poll: "+err.Error(), verbs.WCSuccess)
 			return
 		}
 		for _, wc := range wcs[:n] {
-			if wc.Status != provider.WCSuccess {
+			if wc.Status != verbs.WCSuccess {
 				s.st.fail("sender", fmt.Sprintf("SEND completion %v (wr_id %d)", wc.Status, wc.WRID), wc.Status)
 				return
 			}
@@ -52,10 +52,10 @@ func (s *sendStream) sender(ctx context.Context) {
 		b := s.snd.Buf()[off : off+s.size]
 		binary.LittleEndian.PutUint64(b, next)
 		fillPattern(b[8:], sendTag, next)
-		sge[0] = provider.SGE{Addr: s.snd.Addr() + uint64(off), Length: uint32(s.size), LKey: s.snd.LKey()}
+		sge[0] = verbs.SGE{Addr: s.snd.Addr() + uint64(off), Length: uint32(s.size), LKey: s.snd.LKey()}
 		wr[0].WRID = next
 		if err := s.snd.PostSend(wr); err != nil {
-			s.st.fail("sender", "post_send: "+err.Error(), provider.WCSuccess)
+			s.st.fail("sender", "post_send: "+err.Error(), verbs.WCSuccess)
 			return
 		}
 		next++
@@ -63,23 +63,23 @@ func (s *sendStream) sender(ctx context.Context) {
 }
 
 func (s *sendStream) receiver(ctx context.Context) {
-	sge := make([]provider.SGE, 1)
-	wr := []provider.RecvWR{{SGL: sge}}
+	sge := make([]verbs.SGE, 1)
+	wr := []verbs.RecvWR{{SGL: sge}}
 	post := func(slot int) error {
-		sge[0] = provider.SGE{Addr: s.rcv.Addr() + uint64(slot*s.size), Length: uint32(s.size), LKey: s.rcv.LKey()}
+		sge[0] = verbs.SGE{Addr: s.rcv.Addr() + uint64(slot*s.size), Length: uint32(s.size), LKey: s.rcv.LKey()}
 		wr[0].WRID = uint64(slot)
 		return s.rcv.PostRecv(wr)
 	}
 	for i := range s.slots {
 		if err := post(i); err != nil {
-			s.st.fail("receiver", "post_recv: "+err.Error(), provider.WCSuccess)
+			s.st.fail("receiver", "post_recv: "+err.Error(), verbs.WCSuccess)
 			return
 		}
 	}
 	var expect uint64
-	receiveLoop(ctx, s.st, s.rcv, func(wc *provider.WC) bool {
+	receiveLoop(ctx, s.st, s.rcv, func(wc *verbs.WC) bool {
 		slot := int(wc.WRID)
-		if wc.Opcode != provider.WCRecv || slot >= s.slots || slot != int(expect%uint64(s.slots)) || wc.ByteLen != uint32(s.size) {
+		if wc.Opcode != verbs.WCRecv || slot >= s.slots || slot != int(expect%uint64(s.slots)) || wc.ByteLen != uint32(s.size) {
 			s.st.fail("receiver", fmt.Sprintf("receive completion opcode %v wr_id %d byte_len %d, expected RECV in slot %d of %d bytes",
 				wc.Opcode, wc.WRID, wc.ByteLen, expect%uint64(s.slots), s.size), wc.Status)
 			return false
@@ -96,7 +96,7 @@ func (s *sendStream) receiver(ctx context.Context) {
 		s.st.verified(s.size)
 		expect++
 		if err := post(slot); err != nil {
-			s.st.fail("receiver", "post_recv: "+err.Error(), provider.WCSuccess)
+			s.st.fail("receiver", "post_recv: "+err.Error(), verbs.WCSuccess)
 			return false
 		}
 		s.reposted.Add(1)

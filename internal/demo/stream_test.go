@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // runStreams runs a stream's sender and receiver over a fake pair until the receiver has
@@ -32,13 +32,13 @@ func runStreams(t *testing.T, st *streamStats, target uint64, sender, receiver f
 	wg.Wait()
 }
 
-func newWriteFake(tamper func(*provider.SendWR, []byte) (bool, bool)) *writeStream {
+func newWriteFake(tamper func(*verbs.SendWR, []byte) (bool, bool)) *writeStream {
 	w := &writeStream{slots: 4, chunk: 256, parts: 3, st: &streamStats{name: "WRITE", start: time.Now()}}
 	w.snd, w.rcv = newFakePair(w.slots*w.slotSize(), tamper)
 	return w
 }
 
-func newSendFake(tamper func(*provider.SendWR, []byte) (bool, bool)) *sendStream {
+func newSendFake(tamper func(*verbs.SendWR, []byte) (bool, bool)) *sendStream {
 	s := &sendStream{slots: 4, size: 512, st: &streamStats{name: "SEND", start: time.Now()}}
 	s.snd, s.rcv = newFakePair(s.slots*s.size, tamper)
 	return s
@@ -67,9 +67,9 @@ func TestStreamsVerifyCleanTraffic(t *testing.T) {
 // corrupted SEND.
 func TestStreamsCatchFaults(t *testing.T) {
 	const at = 37 // the message that goes wrong
-	nthOf := func(op provider.WROpcode, n int) func(*provider.SendWR) bool {
+	nthOf := func(op verbs.WROpcode, n int) func(*verbs.SendWR) bool {
 		seen := 0
-		return func(wr *provider.SendWR) bool {
+		return func(wr *verbs.SendWR) bool {
 			if wr.Opcode != op {
 				return false
 			}
@@ -80,28 +80,28 @@ func TestStreamsCatchFaults(t *testing.T) {
 	cases := []struct {
 		name   string
 		write  bool
-		match  func(*provider.SendWR) bool
+		match  func(*verbs.SendWR) bool
 		act    func(data []byte) (drop, dup bool)
 		expect string
 	}{
-		{"write data corrupted", true, nthOf(provider.WRRDMAWrite, 3*at+2),
+		{"write data corrupted", true, nthOf(verbs.WRRDMAWrite, 3*at+2),
 			func(d []byte) (bool, bool) { d[100] ^= 1; return false, false }, "data wrong"},
-		{"write chunk lost", true, nthOf(provider.WRRDMAWrite, 3*at+1),
+		{"write chunk lost", true, nthOf(verbs.WRRDMAWrite, 3*at+1),
 			func([]byte) (bool, bool) { return true, false }, "data wrong"},
-		{"flag lost", true, nthOf(provider.WRRDMAWriteWithImm, at),
+		{"flag lost", true, nthOf(verbs.WRRDMAWriteWithImm, at),
 			func([]byte) (bool, bool) { return true, false }, "lost or duplicated flag"},
-		{"flag repeated", true, nthOf(provider.WRRDMAWriteWithImm, at),
+		{"flag repeated", true, nthOf(verbs.WRRDMAWriteWithImm, at),
 			func([]byte) (bool, bool) { return false, true }, "lost or duplicated flag"},
-		{"send duplicated", false, nthOf(provider.WRSend, at),
+		{"send duplicated", false, nthOf(verbs.WRSend, at),
 			func([]byte) (bool, bool) { return false, true }, "not exactly once"},
-		{"send lost", false, nthOf(provider.WRSend, at),
+		{"send lost", false, nthOf(verbs.WRSend, at),
 			func([]byte) (bool, bool) { return true, false }, "not exactly once"},
-		{"send corrupted", false, nthOf(provider.WRSend, at),
+		{"send corrupted", false, nthOf(verbs.WRSend, at),
 			func(d []byte) (bool, bool) { binary.LittleEndian.PutUint64(d[64:], 0); return false, false }, "data wrong"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tamper := func(wr *provider.SendWR, data []byte) (bool, bool) {
+			tamper := func(wr *verbs.SendWR, data []byte) (bool, bool) {
 				if !c.match(wr) {
 					return false, false
 				}

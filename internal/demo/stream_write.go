@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 const writeTag = 'W'
@@ -24,26 +24,26 @@ func (w *writeStream) slotSize() int { return w.chunk * w.parts }
 
 // sender posts messages while it has credits and ring room, and stops at the first error.
 func (w *writeStream) sender(ctx context.Context) {
-	wrs := make([]provider.SendWR, w.parts+1)
-	sges := make([]provider.SGE, w.parts)
+	wrs := make([]verbs.SendWR, w.parts+1)
+	sges := make([]verbs.SGE, w.parts)
 	for i := range wrs {
 		if i < w.parts {
-			wrs[i] = provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: sges[i : i+1], RKey: w.rcv.RKey()}
+			wrs[i] = verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGL: sges[i : i+1], RKey: w.rcv.RKey()}
 		} else {
-			wrs[i] = provider.SendWR{Opcode: provider.WRRDMAWriteWithImm, Flags: provider.SendSignaled, RKey: w.rcv.RKey()}
+			wrs[i] = verbs.SendWR{Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, RKey: w.rcv.RKey()}
 		}
 	}
-	var wcs [16]provider.WC
+	var wcs [16]verbs.WC
 	var next, completed uint64
 	var id idler
 	for ctx.Err() == nil {
 		n, err := w.snd.Poll(wcs[:])
 		if err != nil {
-			w.st.fail("sender", "poll: "+err.Error(), provider.WCSuccess)
+			w.st.fail("sender", "poll: "+err.Error(), verbs.WCSuccess)
 			return
 		}
 		for _, wc := range wcs[:n] {
-			if wc.Status != provider.WCSuccess {
+			if wc.Status != verbs.WCSuccess {
 				w.st.fail("sender", fmt.Sprintf("WRITE_WITH_IMM completion %v (wr_id %d)", wc.Status, wc.WRID), wc.Status)
 				return
 			}
@@ -60,14 +60,14 @@ func (w *writeStream) sender(ctx context.Context) {
 		fillPattern(w.snd.Buf()[off:off+w.slotSize()], writeTag, next)
 		for p := range w.parts {
 			o := off + p*w.chunk
-			sges[p] = provider.SGE{Addr: w.snd.Addr() + uint64(o), Length: uint32(w.chunk), LKey: w.snd.LKey()}
+			sges[p] = verbs.SGE{Addr: w.snd.Addr() + uint64(o), Length: uint32(w.chunk), LKey: w.snd.LKey()}
 			wrs[p].RemoteAddr = w.rcv.Addr() + uint64(o)
 			wrs[p].WRID = next<<8 | uint64(p)
 		}
 		flag := &wrs[w.parts]
 		flag.WRID, flag.Imm, flag.RemoteAddr = next<<8|0xff, uint32(next), w.rcv.Addr()+uint64(off)
 		if err := w.snd.PostSend(wrs); err != nil {
-			w.st.fail("sender", "post_send: "+err.Error(), provider.WCSuccess)
+			w.st.fail("sender", "post_send: "+err.Error(), verbs.WCSuccess)
 			return
 		}
 		next++
@@ -77,16 +77,16 @@ func (w *writeStream) sender(ctx context.Context) {
 // receiver checks each slot when its flag arrives: the flags come in order, each names the
 // next message, and the slot holds exactly that message's bytes.
 func (w *writeStream) receiver(ctx context.Context) {
-	recv := []provider.RecvWR{{}}
+	recv := []verbs.RecvWR{{}}
 	for range 2 * w.slots {
 		if err := w.rcv.PostRecv(recv); err != nil {
-			w.st.fail("receiver", "post_recv: "+err.Error(), provider.WCSuccess)
+			w.st.fail("receiver", "post_recv: "+err.Error(), verbs.WCSuccess)
 			return
 		}
 	}
 	var expect uint64
-	receiveLoop(ctx, w.st, w.rcv, func(wc *provider.WC) bool {
-		if wc.Opcode != provider.WCRecvRDMAWithImm || wc.Flags&provider.WCWithImm == 0 {
+	receiveLoop(ctx, w.st, w.rcv, func(wc *verbs.WC) bool {
+		if wc.Opcode != verbs.WCRecvRDMAWithImm || wc.Flags&verbs.WCFlagWithImm == 0 {
 			w.st.fail("receiver", fmt.Sprintf("flag completion with opcode %v, flags %#x", wc.Opcode, wc.Flags), wc.Status)
 			return false
 		}
@@ -103,7 +103,7 @@ func (w *writeStream) receiver(ctx context.Context) {
 		expect++
 		w.verified.Store(expect)
 		if err := w.rcv.PostRecv(recv); err != nil {
-			w.st.fail("receiver", "post_recv: "+err.Error(), provider.WCSuccess)
+			w.st.fail("receiver", "post_recv: "+err.Error(), verbs.WCSuccess)
 			return false
 		}
 		return true

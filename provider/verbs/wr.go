@@ -1,9 +1,9 @@
-package provider
+package verbs
 
-// WROpcode is a send work request opcode, numbered as enum ibv_wr_opcode (infiniband/verbs.h).
+// WROpcode is a send work request opcode, numbered as enum ibv_wr_opcode.
 type WROpcode uint32
 
-// Send opcodes this provider posts on RC QPs.
+// Send opcodes of RC QPs.
 const (
 	WRRDMAWrite        WROpcode = 0 // IBV_WR_RDMA_WRITE
 	WRRDMAWriteWithImm WROpcode = 1 // IBV_WR_RDMA_WRITE_WITH_IMM
@@ -23,6 +23,16 @@ func (o WROpcode) String() string {
 	}
 	return "WR_OPCODE_UNKNOWN"
 }
+
+// TwoSided reports whether the opcode consumes a receive WQE at the responder (SEND,
+// SEND_WITH_IMM, RDMA_WRITE_WITH_IMM).
+func (o WROpcode) TwoSided() bool {
+	return o == WRSend || o == WRSendWithImm || o == WRRDMAWriteWithImm
+}
+
+// Atomic reports whether the opcode is an atomic (executed once at the responder, never
+// safely retried by anyone but the responder itself).
+func (o WROpcode) Atomic() bool { return o == WRAtomicCmpAndSwp || o == WRAtomicFetchAdd }
 
 // SendFlags are enum ibv_send_flags.
 type SendFlags uint32
