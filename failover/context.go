@@ -28,7 +28,9 @@ type Options struct {
 	// Job namespaces the KV keys (shift/<Job>/...); empty means $SHIFT_JOB, then "default".
 	Job string
 	// Port and GIDIndex select the GID that names this host's default and backup devices in
-	// the KV keys and that the backup QPs use (0: port 1, index 0).
+	// the KV keys and that the backup QPs use (0: port 1, index 0). A negative GIDIndex picks
+	// each device's preferred GID (verbs.PreferredGID: the RoCE v2 GID of an IPv4 address,
+	// as perftest and NCCL pick theirs; on a ConnectX index 0 is a RoCE v1 link-local GID).
 	Port     uint8
 	GIDIndex int
 	// KVTimeout bounds one KV operation on the fallback path (0: 2 s).
@@ -135,6 +137,26 @@ func Open(name string, opts Options) (*Context, error) {
 	if opts.KV == nil {
 		return nil, fmt.Errorf("failover: open %s: %w: no KV store", name, ErrBadConfig)
 	}
+	def, err := provider.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("failover: open %s: %w", name, err)
+	}
+	c, err := OpenContext(def, opts)
+	if err != nil {
+		def.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// OpenContext is Open over a default context already open (a C provider opens it on the
+// command file libibverbs opened). On success the failover Context owns def and closes it
+// with itself; on error the caller closes def (a provider Context closes once).
+func OpenContext(def *provider.Context, opts Options) (*Context, error) {
+	name := def.Name()
+	if opts.KV == nil {
+		return nil, fmt.Errorf("failover: open %s: %w: no KV store", name, ErrBadConfig)
+	}
 	if opts.Job == "" {
 		opts.Job = os.Getenv("SHIFT_JOB")
 		if opts.Job == "" {
@@ -178,19 +200,14 @@ func Open(name string, opts Options) (*Context, error) {
 		}
 		c.injArmed, c.injQPN = c.injFile.words()
 	}
-	if c.def, err = provider.Open(name); err != nil {
-		c.releaseInject()
-		return nil, fmt.Errorf("failover: open %s: %w", name, err)
-	}
-	g, err := c.def.GIDByIndex(opts.Port, opts.GIDIndex)
+	c.def = def
+	g, err := chooseGID(def, opts.Port, opts.GIDIndex)
 	if err != nil {
-		c.def.Close()
 		c.releaseInject()
 		return nil, fmt.Errorf("failover: open %s: default GID: %w", name, err)
 	}
 	c.gid = g.GID
 	if c.bk, err = openBackup(c, backups[0]); err != nil {
-		c.def.Close()
 		c.releaseInject()
 		return nil, err
 	}
@@ -212,6 +229,22 @@ func Open(name string, opts Options) (*Context, error) {
 		go c.watchLinks(opts.LinkEvents)
 	}
 	return c, nil
+}
+
+// chooseGID is GID index idx of port, or the device's preferred GID when idx is negative.
+func chooseGID(c *provider.Context, port uint8, idx int) (verbs.GID, error) {
+	if idx >= 0 {
+		return c.GIDByIndex(port, idx)
+	}
+	gs, err := c.GIDs()
+	if err != nil {
+		return verbs.GID{}, err
+	}
+	g, ok := verbs.PreferredGID(gs, port)
+	if !ok {
+		return verbs.GID{}, fmt.Errorf("no GID on port %d: %w", port, verbs.ErrNotFound)
+	}
+	return g, nil
 }
 
 // Default is the default provider context (for tools and tests).

@@ -217,7 +217,7 @@ func (q *QP) createBackup() error {
 		if err != nil {
 			return err
 		}
-		ca := verbs.ConnectAttr{Port: c.opts.Port, GIDIndex: uint8(c.opts.GIDIndex)}
+		ca := verbs.ConnectAttr{Port: c.opts.Port, GIDIndex: c.bk.gidIndex}
 		if err := verbs.ToInit(b, ca); err != nil {
 			b.Destroy()
 			return err
@@ -418,7 +418,7 @@ func (q *QP) connectBackup(remote verbs.Endpoint) error {
 	q.mu.Lock()
 	ba := q.attr
 	q.mu.Unlock()
-	ba.Port, ba.GIDIndex = c.opts.Port, uint8(c.opts.GIDIndex)
+	ba.Port, ba.GIDIndex = c.opts.Port, c.bk.gidIndex
 	if err := verbs.ToRTR(b, ba, peer); err != nil {
 		return err
 	}

@@ -28,6 +28,8 @@ type backupDev struct {
 	ctx *provider.Context
 	ch  *provider.CompChannel
 	gid [16]byte
+	// gidIndex is the backup port's GID index the backup QPs use as their source.
+	gidIndex uint8
 
 	mu      sync.Mutex
 	ops     []*shadowOp
@@ -51,12 +53,12 @@ func openBackup(c *Context, name string) (*backupDev, error) {
 	if b.ctx, err = provider.Open(name); err != nil {
 		return nil, fmt.Errorf("failover: open backup %s: %w", name, err)
 	}
-	g, err := b.ctx.GIDByIndex(c.opts.Port, c.opts.GIDIndex)
+	g, err := chooseGID(b.ctx, c.opts.Port, c.opts.GIDIndex)
 	if err != nil {
 		b.ctx.Close()
 		return nil, fmt.Errorf("failover: open backup %s: GID: %w", name, err)
 	}
-	b.gid = g.GID
+	b.gid, b.gidIndex = g.GID, uint8(g.Index)
 	if b.ch, err = as[*provider.CompChannel](b.ctx.CreateCompChannel()); err != nil {
 		b.ctx.Close()
 		return nil, fmt.Errorf("failover: open backup %s: %w", name, err)

@@ -16,8 +16,9 @@ import (
 // CompChannel is a completion event channel (ibv_comp_channel): an fd the kernel writes one
 // struct ib_uverbs_comp_event_desc to per completion event of an armed CQ bound to it.
 type CompChannel struct {
-	ctx *Context
-	fd  int
+	ctx      *Context
+	fd       int
+	borrowed bool // the fd belongs to the caller (ImportCompChannel): Close leaves it open
 }
 
 // CreateCompChannel is ibv_create_comp_channel.
@@ -29,12 +30,23 @@ func (c *Context) CreateCompChannel() (verbs.CompChannel, error) {
 	return &CompChannel{ctx: c, fd: fd}, nil
 }
 
+// ImportCompChannel wraps fd, a completion channel created on this context's command file by
+// someone else (libibverbs' ibv_create_comp_channel, for a C provider), so that CQs can be
+// bound to it. Close leaves fd open: its creator closes it.
+func (c *Context) ImportCompChannel(fd int) verbs.CompChannel {
+	return &CompChannel{ctx: c, fd: fd, borrowed: true}
+}
+
 // Fd is the channel's descriptor (readable when an event is pending).
 func (ch *CompChannel) Fd() int { return ch.fd }
 
 // Close is ibv_destroy_comp_channel.
 func (ch *CompChannel) Close() error {
 	if ch.fd < 0 {
+		return nil
+	}
+	if ch.borrowed {
+		ch.fd = -1
 		return nil
 	}
 	err := unix.Close(ch.fd)
@@ -56,9 +68,16 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 	if cq == nil {
 		return nil, fmt.Errorf("provider: get cq event: unknown CQ %d: %w", h, verbs.ErrNotFound)
 	}
-	cq.ring.armSN.Add(1) // mlx5_cq_event: the next arm uses the next sequence number
-	cq.events.Add(1)
+	cq.EventReceived()
 	return cq, nil
+}
+
+// EventReceived is mlx5_cq_event: a completion event of the CQ was read from its channel, so
+// the next arm uses the next sequence number. GetEvent calls it; a caller that reads the
+// channel itself (libibverbs' ibv_get_cq_event, through the plugin's cq_event op) must.
+func (c *CQ) EventReceived() {
+	c.ring.armSN.Add(1)
+	c.events.Add(1)
 }
 
 // readEvent waits for fd to become readable (bounded by ctx) and reads one event record.

@@ -74,6 +74,13 @@ func Open(name string) (*Context, error) {
 	return c, nil
 }
 
+// OpenFile creates a context on f, a command file already open on the device info describes
+// (the command fd libibverbs opened, wrapped by uverbs.NewCdev, or an emulated file). On
+// success the context owns f; on error the caller still does.
+func OpenFile(info uverbs.DeviceInfo, f uverbs.File) (*Context, error) {
+	return newContext(info.Name, info, f)
+}
+
 func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, error) {
 	if !info.Emulated {
 		if err := info.CheckDriverABI(mlx5.ABIVersion, mlx5.ABIVersion); err != nil {
@@ -125,6 +132,9 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 			return nil, opError(fmt.Sprintf("mmap UAR page %d", i), err)
 		}
 		c.maps = append(c.maps, m)
+		// mlx5_ib maps UAR pages VM_DONTCOPY; mark them the same where the file is not the
+		// kernel (an emulated UAR is ordinary memory): a forked child gets no doorbells.
+		_ = unix.Madvise(m, unix.MADV_DONTFORK)
 		p, err := mlx5.NewUARPage(m)
 		if err != nil {
 			c.release()
@@ -333,6 +343,10 @@ func (c *Context) GIDByIP(port uint8, ip net.IP) (verbs.GID, error) {
 	}
 	return verbs.GID{}, fmt.Errorf("provider: RoCEv2 GID for %v on port %d: %w", ip, port, verbs.ErrNotFound)
 }
+
+// NumCompVectors is the number of completion vectors the kernel reported
+// (ibv_context.num_comp_vectors).
+func (c *Context) NumCompVectors() int { return int(c.numCompV) }
 
 // AsyncFD is the context's async event descriptor (ibv_context.async_fd).
 func (c *Context) AsyncFD() int { return c.asyncFD }

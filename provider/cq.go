@@ -49,11 +49,11 @@ func (c *Context) createCQ(a verbs.CQInitAttr) (*CQ, error) {
 	if err != nil {
 		return nil, opError("create cq", err)
 	}
-	mem, err := NewBuffer(ncqe * mlx5.CQE64Size)
+	mem, err := newRingBuffer(ncqe * mlx5.CQE64Size)
 	if err != nil {
 		return nil, opError("create cq", err)
 	}
-	dbMem, err := NewBuffer(mlx5.DBRecSize)
+	dbMem, err := newRingBuffer(mlx5.DBRecSize)
 	if err != nil {
 		mem.Free()
 		return nil, opError("create cq", err)

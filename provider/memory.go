@@ -34,6 +34,22 @@ func NewBuffer(size int) (*Buffer, error) {
 	return &Buffer{b: b[:size:n]}, nil
 }
 
+// newRingBuffer is NewBuffer for memory the device reads or writes on its own (rings,
+// doorbell records), marked MADV_DONTFORK as libibverbs marks provider buffers: a child of
+// fork never gets a copy-on-write copy of memory the NIC is still writing to the parent's
+// pages, and cannot post on the parent's rings.
+func newRingBuffer(size int) (*Buffer, error) {
+	b, err := NewBuffer(size)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Madvise(b.b[:cap(b.b)], unix.MADV_DONTFORK); err != nil {
+		b.Free()
+		return nil, fmt.Errorf("provider: new ring buffer: madvise: %w", err)
+	}
+	return b, nil
+}
+
 // liveBuffers counts mapped Buffers, for the leak check of the tests.
 var liveBuffers atomic.Int64
 

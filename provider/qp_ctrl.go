@@ -34,11 +34,11 @@ func (p *PD) createQP(a verbs.QPInitAttr) (*QP, error) {
 	if l.bufSize == 0 {
 		return nil, fmt.Errorf("provider: create qp: %w: no send and no receive queue", verbs.ErrInvalidArgument)
 	}
-	mem, err := NewBuffer(l.bufSize)
+	mem, err := newRingBuffer(l.bufSize)
 	if err != nil {
 		return nil, opError("create qp", err)
 	}
-	dbMem, err := NewBuffer(mlx5.DBRecSize)
+	dbMem, err := newRingBuffer(mlx5.DBRecSize)
 	if err != nil {
 		mem.Free()
 		return nil, opError("create qp", err)

@@ -27,6 +27,10 @@ func OpenCdev(path string) (*Cdev, error) {
 	return &Cdev{fd: fd, path: path}, nil
 }
 
+// NewCdev wraps fd, an open uverbs character device (a C provider hands over the command fd
+// libibverbs opened). The Cdev owns fd from here on: Close closes it.
+func NewCdev(fd int, path string) *Cdev { return &Cdev{fd: fd, path: path} }
+
 func (c *Cdev) use() (int, func(), error) {
 	c.mu.RLock()
 	if c.fd < 0 {

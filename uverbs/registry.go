@@ -64,13 +64,25 @@ func DefaultSysfs() Sysfs { return Sysfs{Root: os.Getenv("SYSFS_PATH")} }
 // Devices lists the real devices in sysfs and the registered emulated ones, sorted by name.
 func Devices() ([]DeviceInfo, error) { return DefaultSysfs().ListAll() }
 
-// ListAll is Devices over this sysfs.
+// ListAll is Devices over this sysfs. A registered device shadows a sysfs device of the same
+// name (as Open prefers it).
 func (s Sysfs) ListAll() ([]DeviceInfo, error) {
-	real, err := s.Devices()
+	found, err := s.Devices()
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range registeredDevices() {
+	regs := registeredDevices()
+	byName := map[string]bool{}
+	for _, r := range regs {
+		byName[r.info.Name] = true
+	}
+	real := found[:0]
+	for _, d := range found {
+		if !byName[d.Name] {
+			real = append(real, d)
+		}
+	}
+	for _, r := range regs {
 		real = append(real, r.info)
 	}
 	sort.Slice(real, func(i, j int) bool { return real[i].Name < real[j].Name })

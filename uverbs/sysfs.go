@@ -30,6 +30,7 @@ type DeviceInfo struct {
 	ABIVersion int    // uverbsN/abi_version: the driver's uverbs ABI (mlx5: 1, rxe: 2)
 	NodeGUID   string // as sysfs prints it, e.g. 0002:c903:0031:7d41
 	NodeType   string // e.g. "1: CA"
+	Modalias   string // device/modalias, which providers match on ("" when there is none)
 	Ports      []PortInfo
 	Emulated   bool // registered by an emulated kernel rather than found in sysfs
 }
@@ -139,6 +140,7 @@ func (s Sysfs) device(uverbs string) (DeviceInfo, error) {
 	ib := filepath.Join(s.root(), "class/infiniband", d.Name)
 	d.NodeGUID, _ = readTrim(filepath.Join(ib, "node_guid"))
 	d.NodeType, _ = readTrim(filepath.Join(ib, "node_type"))
+	d.Modalias, _ = readTrim(filepath.Join(ib, "device/modalias"))
 	ports, err := os.ReadDir(filepath.Join(ib, "ports"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return d, fmt.Errorf("uverbs: sysfs %s ports: %w", d.Name, err)

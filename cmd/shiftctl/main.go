@@ -4,6 +4,7 @@
 //	shiftctl inject -pid PID [-qpn QPN|all] [-n N]   arm failure injection in a process
 //	shiftctl switch -pid PID -qpn QPN -to backup|default   move a process's QP between NICs
 //	shiftctl kv get|put|list|purge -kv URL -job JOB [KEY [VALUE]]
+//	shiftctl emu up|env|down -root DIR [NAME=IP ...]  emulated devices for unmodified programs
 //	shiftctl demo [flags]                            the failover demo on emulated hosts
 //
 // and perf, a perftest-like latency and bandwidth tool over the Go provider:
@@ -49,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return report(stderr, "switch", switchMain(args[1:], stdout))
 	case "kv":
 		return report(stderr, "kv", kvMain(args[1:], stdout, os.Getenv))
+	case "emu":
+		return report(stderr, "emu", emuMain(args[1:], stdout))
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -78,6 +81,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, injectUsage)
 	fmt.Fprintln(w, switchUsage)
 	fmt.Fprintln(w, kvUsage)
+	fmt.Fprintln(w, emuUsage)
 	fmt.Fprintln(w, "  perf   RDMA latency/bandwidth test (write, send, read) over the Go mlx5 provider")
 	fmt.Fprintln(w, demoUsage)
 	fmt.Fprintln(w, "run 'shiftctl <command> -h' for a command's flags (perf, demo)")

@@ -36,6 +36,14 @@ type PortConfig struct {
 	NetdevMTU int
 }
 
+// NodeGUIDFor is the node GUID a device called name gets when its config names none: the
+// Mellanox OUI 00:02:c9, then 0x03 and a hash of the name, as ConnectX GUIDs look.
+func NodeGUIDFor(name string) uint64 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return 0x0002c90300000000 | uint64(h.Sum32())
+}
+
 // NewDevice creates an emulated HCA over the given links and starts its NIC. Close stops it.
 func NewDevice(cfg DeviceConfig) (*Device, error) {
 	if cfg.Name == "" || len(cfg.Ports) == 0 {
@@ -53,10 +61,7 @@ func NewDevice(cfg DeviceConfig) (*Device, error) {
 		d.caps = *cfg.Caps
 	}
 	if d.nodeGUID == 0 {
-		h := fnv.New32a()
-		h.Write([]byte(cfg.Name))
-		// Mellanox OUI 00:02:c9, then 0x03 and a hash of the name, as ConnectX GUIDs look.
-		d.nodeGUID = 0x0002c90300000000 | uint64(h.Sum32())
+		d.nodeGUID = NodeGUIDFor(cfg.Name)
 	}
 	var nports []nic.PortConfig
 	for i, pc := range cfg.Ports {

@@ -44,6 +44,7 @@ type UDPLink struct {
 	done       chan struct{}
 	bufs       sync.Pool
 	netdev     *netdevState
+	ownNetdev  bool // the watch is the link's own (not a LazyUDPLink's)
 	sockDrops  atomic.Uint64 // latest socket drop count read, kept for Stats after Close
 }
 
@@ -57,6 +58,11 @@ func ListenUDP(addr netip.Addr) (*UDPLink, error) {
 	if !addr.IsValid() || addr.IsUnspecified() || addr.IsMulticast() {
 		return nil, fmt.Errorf("fabric: listen udp %v: %w", addr, ErrBadAddr)
 	}
+	return listenUDP(addr, nil)
+}
+
+// listenUDP binds addr:4791 and follows nd, or a netdev watch of its own when nd is nil.
+func listenUDP(addr netip.Addr, nd *netdevState) (*UDPLink, error) {
 	network := "udp4"
 	if addr.Is6() {
 		network = "udp6"
@@ -72,19 +78,24 @@ func ListenUDP(addr netip.Addr) (*UDPLink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fabric: listen udp %v: %w", addr, err)
 	}
-	nd, err := watchNetdev(addr)
-	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("fabric: listen udp %v: %w", addr, err)
+	own := nd == nil
+	if own {
+		var err error
+		if nd, err = watchNetdev(addr); err != nil {
+			pc.Close()
+			return nil, fmt.Errorf("fabric: listen udp %v: %w", addr, err)
+		}
 	}
 	conn := pc.(*net.UDPConn)
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		pc.Close()
-		nd.close()
+		if own {
+			nd.close()
+		}
 		return nil, fmt.Errorf("fabric: listen udp %v: %w", addr, err)
 	}
-	l := &UDPLink{conn: conn, raw: raw, addr: addr, port: roce.UDPPort, done: make(chan struct{}), netdev: nd}
+	l := &UDPLink{conn: conn, raw: raw, addr: addr, port: roce.UDPPort, done: make(chan struct{}), netdev: nd, ownNetdev: own}
 	l.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	go l.readLoop()
 	return l, nil
@@ -265,7 +276,9 @@ func (l *UDPLink) Close() error {
 	l.readSocketDrops() // the last count, before the socket goes
 	err := l.conn.Close()
 	<-l.done
-	l.netdev.close()
+	if l.ownNetdev {
+		l.netdev.close()
+	}
 	if err != nil {
 		return fmt.Errorf("fabric: close udp %v: %w", l.addr, err)
 	}

@@ -1,0 +1,45 @@
+package kv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultDirPath is where the embedded default store of processes on one host lives when no
+// SHIFT_KV is set: $XDG_RUNTIME_DIR/shift/kv where XDG_RUNTIME_DIR is set, else
+// /dev/shm/shift-<uid>/kv. getenv reads the environment.
+func DefaultDirPath(getenv func(string) string) string {
+	if x := getenv("XDG_RUNTIME_DIR"); x != "" {
+		return filepath.Join(x, "shift", "kv")
+	}
+	return filepath.Join("/dev/shm", fmt.Sprintf("shift-%d", os.Getuid()), "kv")
+}
+
+// PrivateDir creates dir and its parent as 0700 directories where missing and checks that
+// both belong to the caller and let no other user write: another local user must not be
+// able to plant or read attribute entries there, nor swap the directory for a link. It
+// returns the directory, ready for NewDir.
+func PrivateDir(dir string) (string, error) {
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
+			return "", fmt.Errorf("kv: private dir %s: %w", d, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(d, &st); err != nil {
+			return "", fmt.Errorf("kv: private dir %s: %w", d, err)
+		}
+		switch {
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return "", fmt.Errorf("kv: private dir %s: not a directory (a link?): %w", d, syscall.ENOTDIR)
+		case int(st.Uid) != os.Getuid():
+			return "", fmt.Errorf("kv: private dir %s: owned by uid %d, not by this user (%d): %w", d, st.Uid, os.Getuid(), syscall.EPERM)
+		case st.Mode&0o022 != 0:
+			return "", fmt.Errorf("kv: private dir %s: mode %o lets other users write: %w", d, st.Mode&0o777, syscall.EPERM)
+		}
+	}
+	return dir, nil
+}

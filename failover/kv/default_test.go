@@ -1,0 +1,59 @@
+package kv_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/shift-rdma/shift/failover/kv"
+)
+
+func TestDefaultDirPath(t *testing.T) {
+	env := map[string]string{"XDG_RUNTIME_DIR": "/run/user/7"}
+	if got := kv.DefaultDirPath(func(k string) string { return env[k] }); got != "/run/user/7/shift/kv" {
+		t.Errorf("with XDG_RUNTIME_DIR: %s", got)
+	}
+	if got := kv.DefaultDirPath(func(string) string { return "" }); filepath.Dir(filepath.Dir(got)) != "/dev/shm" {
+		t.Errorf("without: %s", got)
+	}
+}
+
+func TestPrivateDir(t *testing.T) {
+	base := t.TempDir()
+	d, err := kv.PrivateDir(filepath.Join(base, "shift", "kv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{d, filepath.Dir(d)} {
+		st, err := os.Lstat(p)
+		if err != nil || st.Mode().Perm() != 0o700 || !st.IsDir() {
+			t.Errorf("%s: %v %v, want a 0700 directory", p, st.Mode(), err)
+		}
+	}
+	if _, err := kv.PrivateDir(d); err != nil {
+		t.Errorf("second call: %v", err)
+	}
+	loose := filepath.Join(base, "loose")
+	if err := os.Mkdir(loose, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(loose, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.PrivateDir(filepath.Join(loose, "kv")); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("group/other-writable parent: %v, want EPERM", err)
+	}
+	target := filepath.Join(base, "target")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "linked")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.PrivateDir(filepath.Join(link, "kv")); !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("a symlinked parent: %v, want ENOTDIR", err)
+	}
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/shift-rdma/shift/failover"
+	"github.com/shift-rdma/shift/failover/kv"
+)
+
+// config is what the environment asks of the plugin, read once (the plugin is the edge where
+// the environment is read; the packages below take Options).
+type config struct {
+	shift   bool                // SHIFT mode: SHIFT_BACKUP set, or SHIFT=1
+	backups map[string][]string // SHIFT_BACKUP
+	kvSpec  string              // SHIFT_KV ("" : the embedded default)
+	job     string              // SHIFT_JOB
+	gidIdx  int                 // SHIFT_GID_INDEX, -1: each device's preferred GID
+	debug   bool                // SHIFT_DEBUG=1: control-path errors on stderr
+}
+
+var loadConfig = sync.OnceValues(func() (config, error) {
+	c := config{kvSpec: os.Getenv("SHIFT_KV"), job: os.Getenv("SHIFT_JOB"), gidIdx: -1,
+		debug: os.Getenv("SHIFT_DEBUG") == "1"}
+	if b := os.Getenv("SHIFT_BACKUP"); b != "" {
+		m, err := failover.ParseBackupMap(b)
+		if err != nil {
+			return c, err
+		}
+		c.backups, c.shift = m, true
+	}
+	switch s := os.Getenv("SHIFT"); s {
+	case "", "0":
+	case "1":
+		c.shift = true
+	default:
+		return c, fmt.Errorf("SHIFT=%q: want 1 (on) or 0 (off)", s)
+	}
+	if s := os.Getenv("SHIFT_GID_INDEX"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 || v > 255 {
+			return c, fmt.Errorf("SHIFT_GID_INDEX=%q: want a GID index 0..255", s)
+		}
+		c.gidIdx = v
+	}
+	if c.job == "" {
+		c.job = "default"
+	}
+	return c, nil
+})
+
+// store is the KV store of every SHIFT context of the process, opened on first use.
+var store struct {
+	sync.Mutex
+	kv kv.Store
+}
+
+func openStore(c config) (kv.Store, error) {
+	store.Lock()
+	defer store.Unlock()
+	if store.kv != nil {
+		return store.kv, nil
+	}
+	var s kv.Store
+	var err error
+	if c.kvSpec != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err = kv.OpenURL(ctx, c.kvSpec, c.job, 0)
+	} else {
+		var dir string
+		if dir, err = kv.PrivateDir(kv.DefaultDirPath(os.Getenv)); err == nil {
+			s, err = kv.NewDir(dir, kv.DirOptions{Job: c.job})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("SHIFT_KV: %w", err)
+	}
+	store.kv = s
+	return s, nil
+}
+
+// failoverOptions are the Options of a SHIFT context on device name.
+func failoverOptions(c config, name string) (failover.Options, error) {
+	s, err := openStore(c)
+	if err != nil {
+		return failover.Options{}, err
+	}
+	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx}
+	if c.backups != nil {
+		o.Backups = c.backups[name]
+		if len(o.Backups) == 0 {
+			return o, fmt.Errorf("SHIFT_BACKUP names no backup for %s", name)
+		}
+	}
+	return o, nil
+}

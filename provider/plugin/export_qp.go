@@ -1,0 +1,159 @@
+package main
+
+/*
+#include "plugin.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// cqOf is the Go CQ behind an ibv_cq the plugin created (vcq is first in shift_cq).
+func cqOf(c *C.struct_ibv_cq) (*cq, bool) {
+	if c == nil {
+		return nil, false
+	}
+	scq := (*C.struct_shift_cq)(unsafe.Pointer(c))
+	return valueOf[*cq](scq._go), true
+}
+
+//export shiftGoCreateQP
+func shiftGoCreateQP(spd *C.struct_shift_pd, sqp *C.struct_shift_qp, a *C.struct_ibv_qp_init_attr, qpn *C.uint32_t) (ret C.int) {
+	defer guard("create_qp", &ret)
+	p := valueOf[*pd](spd._go)
+	c := p.ctx
+	scq, ok1 := cqOf(a.send_cq)
+	rcq, ok2 := cqOf(a.recv_cq)
+	if !ok1 || !ok2 || scq.ctx != c || rcq.ctx != c {
+		return C.int(unix.EINVAL)
+	}
+	if c.emu {
+		// The link binds now: a device another process carries traffic on fails here.
+		names := []string{c.name}
+		if c.fo != nil {
+			names = append(names, c.fo.Backup().Name())
+		}
+		for _, n := range names {
+			if err := activateEmulated(n); err != nil {
+				return failLoud("create_qp "+c.name, err)
+			}
+		}
+	}
+	v, err := p.v.CreateQP(verbs.QPInitAttr{SendCQ: scq.v, RecvCQ: rcq.v, Cap: capFromC(&a.cap), SigAll: a.sq_sig_all != 0,
+		Handle: uint64(uintptr(unsafe.Pointer(&sqp.vqp))) /* the ibv_qp async events name */})
+	if err != nil {
+		return fail("create_qp "+c.name, err)
+	}
+	cp := v.Cap()
+	capToC(cp, &a.cap)
+	*qpn = C.uint32_t(v.QPN())
+	sqp._go = handleOf(&qp{ctx: c, v: v, cap: cp,
+		swrs: make([]verbs.SendWR, max(cp.MaxSendWR, 1)), rwrs: make([]verbs.RecvWR, max(cp.MaxRecvWR, 1))})
+	return 0
+}
+
+//export shiftGoModifyQP
+func shiftGoModifyQP(sqp *C.struct_shift_qp, a *C.struct_ibv_qp_attr, mask C.int) (ret C.int) {
+	defer guard("modify_qp", &ret)
+	q := valueOf[*qp](sqp._go)
+	attr := qpAttrFromC(a)
+	if err := q.v.Modify(&attr, verbs.QPAttrMask(mask)); err != nil {
+		return fail(fmt.Sprintf("modify_qp %#x", q.v.QPN()), err)
+	}
+	return 0
+}
+
+//export shiftGoQueryQP
+func shiftGoQueryQP(sqp *C.struct_shift_qp, a *C.struct_ibv_qp_attr, mask C.int) (ret C.int) {
+	defer guard("query_qp", &ret)
+	q := valueOf[*qp](sqp._go)
+	attr, err := q.v.Query(verbs.QPAttrMask(mask))
+	if err != nil {
+		return fail(fmt.Sprintf("query_qp %#x", q.v.QPN()), err)
+	}
+	// ibv_query_qp reports the caps the QP was created with (the kernel answers them on
+	// real devices; the provider rounded them up).
+	attr.Cap = q.cap
+	qpAttrToC(&attr, a)
+	return 0
+}
+
+//export shiftGoDestroyQP
+func shiftGoDestroyQP(sqp *C.struct_shift_qp) (ret C.int) {
+	defer guard("destroy_qp", &ret)
+	q := valueOf[*qp](sqp._go)
+	if err := q.v.Destroy(); err != nil {
+		return fail(fmt.Sprintf("destroy_qp %#x", q.v.QPN()), err)
+	}
+	release(sqp._go)
+	return 0
+}
+
+// sgl is an ibv_sge array in place: struct ibv_sge and verbs.SGE have one layout.
+func sgl(p *C.struct_ibv_sge, n C.uint32_t) []verbs.SGE {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*verbs.SGE)(unsafe.Pointer(p)), int(n))
+}
+
+//export shiftGoPostSend
+func shiftGoPostSend(sqp *C.struct_shift_qp, n C.uint32_t) (ret C.int) {
+	defer guard("post_send", &ret)
+	q := valueOf[*qp](sqp._go)
+	recs := unsafe.Slice(sqp.swr, int(n))
+	wrs := q.swrs[:n]
+	for i := range recs {
+		r := &recs[i]
+		wrs[i] = verbs.SendWR{WRID: uint64(r.wr_id), Opcode: verbs.WROpcode(r.opcode), Flags: verbs.SendFlags(r.send_flags),
+			SGL: sgl(r.sg_list, r.num_sge), Imm: uint32(r.imm), RemoteAddr: uint64(r.remote_addr), RKey: uint32(r.rkey),
+			CompareAdd: uint64(r.compare_add), Swap: uint64(r.swap)}
+	}
+	err := q.v.PostSend(wrs)
+	clear(wrs) // no pointers into the application's SGE arrays kept past the call
+	if err != nil {
+		return fail("post_send", err)
+	}
+	return 0
+}
+
+//export shiftGoPostRecv
+func shiftGoPostRecv(sqp *C.struct_shift_qp, n C.uint32_t) (ret C.int) {
+	defer guard("post_recv", &ret)
+	q := valueOf[*qp](sqp._go)
+	recs := unsafe.Slice(sqp.rwr, int(n))
+	wrs := q.rwrs[:n]
+	for i := range recs {
+		wrs[i] = verbs.RecvWR{WRID: uint64(recs[i].wr_id), SGL: sgl(recs[i].sg_list, recs[i].num_sge)}
+	}
+	err := q.v.PostRecv(wrs)
+	clear(wrs)
+	if err != nil {
+		return fail("post_recv", err)
+	}
+	return 0
+}
+
+//export shiftGoPollCQ
+func shiftGoPollCQ(scq *C.struct_shift_cq, want C.int) (ret C.int) {
+	defer guard("poll_cq", &ret)
+	q := valueOf[*cq](scq._go)
+	n, err := q.v.Poll(q.wcs[:want])
+	if err != nil && n == 0 {
+		return -fail("poll_cq", err)
+	}
+	out := unsafe.Slice(scq.wc, int(want))
+	for i := range n {
+		w := &q.wcs[i]
+		out[i] = C.struct_shift_wc{wr_id: C.uint64_t(w.WRID), status: C.uint32_t(w.Status), opcode: C.uint32_t(w.Opcode),
+			vendor_err: C.uint32_t(w.VendorErr), byte_len: C.uint32_t(w.ByteLen), imm: C.uint32_t(w.Imm),
+			qp_num: C.uint32_t(w.QPNum), src_qp: C.uint32_t(w.SrcQP), wc_flags: C.uint32_t(w.Flags), sl: C.uint32_t(w.SL)}
+	}
+	return C.int(n)
+}

@@ -1,0 +1,63 @@
+package main
+
+/*
+#include "plugin.h"
+*/
+import "C"
+
+import (
+	"runtime/cgo"
+	"sync"
+
+	"github.com/shift-rdma/shift/failover"
+	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// The Go objects behind the C ones. Each C object holds the cgo.Handle of its Go object; the
+// data-path scratch (WR and WC slices) is preallocated per object, so a post or poll
+// allocates nothing.
+
+type devctx struct {
+	name string
+	emu  bool
+	v    verbs.Context
+	prov *provider.Context  // the plain provider, or SHIFT's default context
+	fo   *failover.Context  // SHIFT mode
+	mu   sync.Mutex         // guards imported
+	// imported are the kernel completion channels libibverbs created on the command fd
+	// (hardware, plain mode), wrapped once each.
+	imported map[*C.struct_ibv_comp_channel]verbs.CompChannel
+}
+
+type pd struct {
+	ctx *devctx
+	v   verbs.PD
+}
+
+type mr struct{ v verbs.MR }
+
+type cq struct {
+	ctx *devctx
+	v   verbs.CQ
+	wcs []verbs.WC
+}
+
+type qp struct {
+	ctx  *devctx
+	v    verbs.QP
+	cap  verbs.QPCap
+	swrs []verbs.SendWR
+	rwrs []verbs.RecvWR
+}
+
+type channel struct {
+	ctx *devctx
+	v   verbs.CompChannel
+}
+
+func handleOf(v any) C.uintptr_t { return C.uintptr_t(cgo.NewHandle(v)) }
+
+func valueOf[T any](h C.uintptr_t) T { return cgo.Handle(h).Value().(T) }
+
+func release(h C.uintptr_t) { cgo.Handle(h).Delete() }
