@@ -22,9 +22,9 @@ type devctx struct {
 	name string
 	emu  bool
 	v    verbs.Context
-	prov *provider.Context  // the plain provider, or SHIFT's default context
-	fo   *failover.Context  // SHIFT mode
-	mu   sync.Mutex         // guards imported
+	prov *provider.Context // the plain provider, or SHIFT's default context
+	fo   *failover.Context // SHIFT mode
+	mu   sync.Mutex        // guards imported
 	// imported are the kernel completion channels libibverbs created on the command fd
 	// (hardware, plain mode), wrapped once each.
 	imported map[*C.struct_ibv_comp_channel]verbs.CompChannel

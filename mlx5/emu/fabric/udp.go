@@ -44,7 +44,7 @@ type UDPLink struct {
 	done       chan struct{}
 	bufs       sync.Pool
 	netdev     *netdevState
-	ownNetdev  bool // the watch is the link's own (not a LazyUDPLink's)
+	ownNetdev  bool          // the watch is the link's own (not a LazyUDPLink's)
 	sockDrops  atomic.Uint64 // latest socket drop count read, kept for Stats after Close
 }
 
