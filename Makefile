@@ -6,6 +6,9 @@
 #   GOTESTFLAGS       extra flags for go test in `test` and `vm-test` (e.g. -count=1)
 #   BENCHFLAGS        flags for `bench` (default: -benchmem -count=1)
 #   STATICCHECK       staticcheck module@version run by `lint` through `go run`
+#   PROVIDER_DIR      libibverbs' provider directory for `install-plugin`
+#                     (default /usr/lib/<multiarch>/libibverbs, as Debian's libibverbs1 has it)
+#   DESTDIR           staging root for `install-plugin`
 # The real-kernel tier (internal/vmtest) also reads SHIFT_VM, SHIFT_VM_CACHE, SHIFT_VM_ACCEL,
 # SHIFT_VM_KERNEL_PKG, SHIFT_VM_TIMEOUT and SHIFT_VM_REPORT; see internal/vmtest/env.go.
 
@@ -19,7 +22,18 @@ STATICCHECK  ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BUILD_DIR    := .build
 VM_REPORT    := $(BUILD_DIR)/vm-report.txt
 
-.PHONY: all deps build test vm-test bench generate lint demo clean
+# The plugin: a c-shared library with asynchronous preemption off by default (no SIGURG on
+# the application's threads) and the soname libibverbs-style lookups use; the preload object
+# is plain C. internal/tooltest builds them with the same flags for the tests.
+PLUGIN       := bin/libmlx5-shift-rdmav34.so
+PRELOAD      := bin/libmlx5-shift-preload.so
+PLUGIN_LDFLAGS := -s -w -X runtime.godebugDefault=asyncpreemptoff=1 -extldflags -Wl,-soname,libmlx5-shift-rdmav34.so
+PRELOAD_CFLAGS := -O2 -Wall -fPIC -shared -fvisibility=hidden -Wl,--version-script=provider/plugin/preload/preload.map -Wl,-soname,libmlx5-shift-preload.so
+CC           ?= gcc
+MULTIARCH    := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+PROVIDER_DIR ?= /usr/lib/$(MULTIARCH)/libibverbs
+
+.PHONY: all deps build test vm-test bench generate lint demo clean plugin install-plugin uninstall-plugin
 
 all: build
 
@@ -32,6 +46,29 @@ build:
 	$(GO) build ./...
 	@cmds=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./cmd/... 2>/dev/null || true); \
 	if [ -n "$$cmds" ]; then mkdir -p bin && $(GO) build -o bin/ $$cmds && ls bin; fi
+
+## plugin: libmlx5-shift (bin/libmlx5-shift-rdmav34.so) and its preload object
+## (bin/libmlx5-shift-preload.so)
+plugin:
+	@mkdir -p bin
+	$(GO) build -buildmode=c-shared -ldflags='$(PLUGIN_LDFLAGS)' -o $(PLUGIN) ./provider/plugin
+	@rm -f bin/libmlx5-shift-rdmav34.h
+	$(CC) $(PRELOAD_CFLAGS) -o $(PRELOAD) provider/plugin/preload/preload.c -ldl
+	@ls -l $(PLUGIN) $(PRELOAD)
+
+## install-plugin: install the plugin and the preload object into libibverbs' provider
+## directory and register the driver (/etc/libibverbs.d/mlx5-shift.driver); root
+install-plugin: plugin
+	install -d $(DESTDIR)$(PROVIDER_DIR) $(DESTDIR)/etc/libibverbs.d
+	install -m 0644 $(PLUGIN) $(PRELOAD) $(DESTDIR)$(PROVIDER_DIR)/
+	echo "driver mlx5-shift" > $(DESTDIR)/etc/libibverbs.d/mlx5-shift.driver
+	@echo "installed: select it with RDMAV_DRIVERS=mlx5-shift (and, for programs that link libmlx5,"
+	@echo "  LD_PRELOAD=$(PROVIDER_DIR)/libmlx5-shift-preload.so); see README.md"
+
+## uninstall-plugin: remove what install-plugin installed
+uninstall-plugin:
+	rm -f $(DESTDIR)$(PROVIDER_DIR)/libmlx5-shift-rdmav34.so $(DESTDIR)$(PROVIDER_DIR)/libmlx5-shift-preload.so \
+		$(DESTDIR)/etc/libibverbs.d/mlx5-shift.driver
 
 ## test: vet and test everything, including the real-kernel VM tier (a normal Go test)
 test: deps

@@ -1,0 +1,108 @@
+package tooltest
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Pingpong is what ibv_rc_pingpong reports at its end.
+type Pingpong struct {
+	Bytes       int64
+	Iters       int
+	Mbps        float64
+	UsecPerIter float64
+}
+
+var (
+	ppBytes = regexp.MustCompile(`(\d+) bytes in ([\d.]+) seconds = ([\d.]+) Mbit/sec`)
+	ppIters = regexp.MustCompile(`(\d+) iters in ([\d.]+) seconds = ([\d.]+) usec/iter`)
+)
+
+// ParsePingpong reads ibv_rc_pingpong's two result lines.
+func ParsePingpong(out string) (Pingpong, error) {
+	b := ppBytes.FindStringSubmatch(out)
+	i := ppIters.FindStringSubmatch(out)
+	if b == nil || i == nil {
+		return Pingpong{}, fmt.Errorf("no ibv_rc_pingpong result lines in:\n%s", out)
+	}
+	var r Pingpong
+	r.Bytes, _ = strconv.ParseInt(b[1], 10, 64)
+	r.Mbps, _ = strconv.ParseFloat(b[3], 64)
+	r.Iters, _ = strconv.Atoi(i[1])
+	r.UsecPerIter, _ = strconv.ParseFloat(i[3], 64)
+	return r, nil
+}
+
+// BW is a perftest bandwidth result line.
+type BW struct {
+	Bytes      int
+	Iterations int
+	PeakMBps   float64
+	AvgMBps    float64
+	MsgRateMpp float64
+}
+
+// Lat is a perftest latency result line (microseconds).
+type Lat struct {
+	Bytes      int
+	Iterations int
+	Min, Max   float64
+	Typical    float64
+	Avg        float64
+	Stdev      float64
+	P99, P999  float64
+}
+
+// resultRow returns the number fields of the line after perftest's result header (the line
+// starting with " #bytes").
+func resultRow(out string) ([]float64, error) {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#bytes") {
+			continue
+		}
+		for _, row := range lines[i+1:] {
+			fs := strings.Fields(row)
+			if len(fs) == 0 || strings.HasPrefix(fs[0], "-") {
+				continue
+			}
+			var v []float64
+			for _, f := range fs {
+				x, err := strconv.ParseFloat(f, 64)
+				if err != nil {
+					return nil, fmt.Errorf("result row %q: %v", row, err)
+				}
+				v = append(v, x)
+			}
+			return v, nil
+		}
+	}
+	return nil, fmt.Errorf("no perftest result row in:\n%s", out)
+}
+
+// ParseBW reads a perftest *_bw result.
+func ParseBW(out string) (BW, error) {
+	v, err := resultRow(out)
+	if err != nil {
+		return BW{}, err
+	}
+	if len(v) < 5 {
+		return BW{}, fmt.Errorf("bandwidth row has %d fields, want 5", len(v))
+	}
+	return BW{Bytes: int(v[0]), Iterations: int(v[1]), PeakMBps: v[2], AvgMBps: v[3], MsgRateMpp: v[4]}, nil
+}
+
+// ParseLat reads a perftest *_lat result.
+func ParseLat(out string) (Lat, error) {
+	v, err := resultRow(out)
+	if err != nil {
+		return Lat{}, err
+	}
+	if len(v) < 9 {
+		return Lat{}, fmt.Errorf("latency row has %d fields, want 9", len(v))
+	}
+	return Lat{Bytes: int(v[0]), Iterations: int(v[1]), Min: v[2], Max: v[3], Typical: v[4], Avg: v[5],
+		Stdev: v[6], P99: v[7], P999: v[8]}, nil
+}

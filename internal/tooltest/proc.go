@@ -1,0 +1,156 @@
+package tooltest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proc is a started program.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd
+	out  syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Start runs name with args on host h's devices with mode m's environment, inside h's
+// namespace if it has one. The program is killed at the end of the test if still running.
+func (h *Host) Start(t testing.TB, m Mode, name string, args ...string) *Proc {
+	t.Helper()
+	var cmd *exec.Cmd
+	if h.NS != nil {
+		cmd = h.NS.Command(name, args...)
+	} else {
+		cmd = exec.Command(name, args...)
+	}
+	cmd.Env = h.Env(m)
+	p := &Proc{Name: name, cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &p.out, &p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("tooltest: start %s: %v", name, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// Wait waits for the program to end (killing it after timeout) and returns what it
+// printed and how it ended.
+func (p *Proc) Wait(timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return p.out.String(), fmt.Errorf("%s: killed after %v: %w", p.Name, timeout, ctx.Err())
+	}
+	return p.out.String(), p.err
+}
+
+// Output is what the program printed so far.
+func (p *Proc) Output() string { return p.out.String() }
+
+// Done reports whether the program has ended.
+func (p *Proc) Done() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Pair runs a server and a client of a perftest-style program: the server starts first and
+// listens on TCP port, the client connects to server (an address the client's namespace
+// reaches). Both must end within timeout; it returns both outputs and errors.
+type PairResult struct {
+	Server, Client       string
+	ServerErr, ClientErr error
+}
+
+// RunPair runs program with args on both hosts (server on hs, device sdev; client on hc,
+// device cdev, connecting to addr) and waits for both.
+func RunPair(t testing.TB, hs, hc *Host, ms, mc Mode, program string, args []string, port int, sdev, cdev, addr string, timeout time.Duration) PairResult {
+	t.Helper()
+	pa := []string{"-p", strconv.Itoa(port)}
+	srv := hs.Start(t, ms, program, append(append([]string{"-d", sdev}, pa...), args...)...)
+	// The client connects once and gives up if nobody listens: start it when the server's
+	// socket is listening.
+	if err := srv.WaitListening(port, 20*time.Second); err != nil {
+		out, _ := srv.Wait(time.Second)
+		t.Fatalf("tooltest: %s server: %v\n%s", program, err, out)
+	}
+	cli := hc.Start(t, mc, program, append(append(append([]string{"-d", cdev}, pa...), args...), addr)...)
+	var r PairResult
+	r.Client, r.ClientErr = cli.Wait(timeout)
+	r.Server, r.ServerErr = srv.Wait(timeout)
+	return r
+}
+
+// WaitListening waits until the program has a TCP socket listening on port (read from
+// /proc/<pid>/net/tcp{,6}, which shows the program's own network namespace), or it ended, or
+// d passed.
+func (p *Proc) WaitListening(port int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	want := fmt.Sprintf(":%04X ", port)
+	for {
+		if p.Done() {
+			return fmt.Errorf("ended before listening on %d", port)
+		}
+		for _, f := range []string{"tcp", "tcp6"} {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", p.cmd.Process.Pid, f))
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				fs := strings.Fields(line)
+				// sl local_address rem_address st ...: st 0A is LISTEN
+				if len(fs) > 3 && strings.HasSuffix(fs[1]+" ", want) && fs[3] == "0A" {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on TCP %d after %v", port, d)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
