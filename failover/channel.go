@@ -44,9 +44,18 @@ func (c *Context) CreateCompChannel() (verbs.CompChannel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failover: create_comp_channel: %w", err)
 	}
+	// The read end blocks, as a kernel channel does (libibverbs' ibv_get_cq_event reads it
+	// without polling first); the write end never does (raise drops an event the pipe has no
+	// room for).
 	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		d.Close()
+		return nil, fmt.Errorf("failover: create_comp_channel: pipe: %w", err)
+	}
+	if err := unix.SetNonblock(p[1], true); err != nil {
+		d.Close()
+		unix.Close(p[0])
+		unix.Close(p[1])
 		return nil, fmt.Errorf("failover: create_comp_channel: pipe: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -84,13 +93,7 @@ func (ch *CompChannel) Fd() int { return ch.rfd }
 func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 	var b [8]byte
 	for {
-		n, err := unix.Read(ch.rfd, b[:])
-		if n == len(b) {
-			break
-		}
-		if err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-			return nil, fmt.Errorf("failover: get_cq_event: %w", err)
-		}
+		// Wait until readable (bounded by ctx), then read: the descriptor blocks.
 		ms := 100
 		if dl, ok := ctx.Deadline(); ok {
 			ms = min(ms, int(time.Until(dl)/time.Millisecond)+1)
@@ -99,8 +102,18 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 			return nil, fmt.Errorf("failover: get_cq_event: %w: %w", verbs.ErrTimeout, ctx.Err())
 		}
 		pfd := []unix.PollFd{{Fd: int32(ch.rfd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(pfd, ms); err != nil && !errors.Is(err, unix.EINTR) {
+		n, err := unix.Poll(pfd, ms)
+		if err != nil && !errors.Is(err, unix.EINTR) {
 			return nil, fmt.Errorf("failover: get_cq_event: poll: %w", err)
+		}
+		if n == 0 || pfd[0].Revents&unix.POLLIN == 0 {
+			continue
+		}
+		// Records are 8 bytes, written whole (below PIPE_BUF): a read gets one or none.
+		if n, err := unix.Read(ch.rfd, b[:]); n == len(b) {
+			break
+		} else if err != nil && !errors.Is(err, unix.EINTR) {
+			return nil, fmt.Errorf("failover: get_cq_event: %w", err)
 		}
 	}
 	h := binary.NativeEndian.Uint64(b[:])
