@@ -59,7 +59,7 @@ type CQ struct {
 
 type ctrlEvt struct {
 	q   *QP
-	imm uint32
+	msg ctlMsg
 }
 
 // recovEvt is a peer's recovery notification and the default QP incarnation it arrived on.
@@ -69,8 +69,8 @@ type recovEvt struct {
 }
 
 type bkFail struct {
-	q      *QP
-	status verbs.WCStatus
+	q  *QP
+	wc verbs.WC // the backup's error completion (on the backup data QP or the control QP)
 }
 
 // CreateCQ is ibv_create_cq for at least a.CQE entries. The shadow CQ on the backup device is
@@ -382,6 +382,7 @@ func (cq *CQ) pollBackupLocked() error {
 			if w.Opcode&verbs.WCRecv == 0 {
 				cq.fenceWCLocked(q, &w) // with the backup QP's number
 			}
+			bw := w // with the backup QP's number
 			w.QPNum = q.qpn
 			if w.Status != verbs.WCSuccess {
 				q.fifoMu.Lock()
@@ -389,7 +390,7 @@ func (cq *CQ) pollBackupLocked() error {
 				q.bkFailQueued = true
 				q.fifoMu.Unlock()
 				if first {
-					cq.toFailBk = append(cq.toFailBk, bkFail{q, w.Status})
+					cq.toFailBk = append(cq.toFailBk, bkFail{q, bw})
 				}
 				if w.WRID != ctrlWRID {
 					cq.pushLocked(w)
@@ -423,15 +424,24 @@ func (cq *CQ) controlWCLocked(q *QP, ctl *provider.QP, w verbs.WC) {
 		q.bkFailQueued = true
 		q.fifoMu.Unlock()
 		if first {
-			cq.toFailBk = append(cq.toFailBk, bkFail{q, w.Status})
+			cq.toFailBk = append(cq.toFailBk, bkFail{q, w})
 		}
 		return
 	}
 	if w.Opcode&verbs.WCRecv == 0 {
 		return
 	}
-	_ = ctl.PostRecv([]verbs.RecvWR{{WRID: ctrlWRID}})
-	cq.ctrl = append(cq.ctrl, ctrlEvt{q, w.Imm})
+	slot := int(w.WRID - ctlRecvBase)
+	if slot < 0 || slot >= ctlDepth || w.ByteLen != ctlMsgSize {
+		return // not a notification slot: nothing of SHIFT's is waiting for it
+	}
+	b := q.ctlBuf.Bytes()[slot*ctlMsgSize : (slot+1)*ctlMsgSize]
+	m, err := parseCtlMsg(b)
+	_ = ctl.PostRecv([]verbs.RecvWR{{WRID: w.WRID, SGL: []verbs.SGE{q.ctlMR.SGE(slot*ctlMsgSize, ctlMsgSize)}}})
+	if err != nil {
+		return // a corrupt notification is no notification: the peer's handshake times out
+	}
+	cq.ctrl = append(cq.ctrl, ctrlEvt{q, m})
 }
 
 // runPending runs the fallbacks, failures and notifications the pollers found; it takes QP
@@ -455,14 +465,14 @@ func (cq *CQ) runPending() {
 		r.q.recoverRecv(r.gen)
 	}
 	for _, q := range toFail {
-		q.fallback(0, false)
+		q.fallback(ctlMsg{}, false)
 	}
 	for _, e := range ctrl {
 		q := e.q
-		q.fallback(e.imm, true)
+		q.fallback(e.msg, true)
 	}
 	for _, f := range toFailBk {
-		f.q.failBackup(f.status)
+		f.q.failBackup(f.wc)
 	}
 }
 

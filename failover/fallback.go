@@ -15,10 +15,10 @@ import (
 // arrives while ours is out is the reply. After a recovery the same runs again; a side whose
 // sends are already on the backup (Fallback, WaitSignaled) only moves its receives (if the
 // peer's sends had come back) and replies.
-func (q *QP) fallback(peerImm uint32, fromPeer bool) {
+func (q *QP) fallback(peer ctlMsg, fromPeer bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.fallbackLocked(peerImm, fromPeer)
+	q.fallbackLocked(peer, fromPeer)
 }
 
 // fallbackLocked is fallback with q.mu held; the probe goroutine calls it when the default
@@ -32,7 +32,7 @@ func (q *QP) fallback(peerImm uint32, fromPeer bool) {
 // dropped from then on) and resets it only once the peer's notification came: the replier
 // after receiving ours, the initiator on the reply. A probe therefore only ever reaches a
 // responder of its own incarnation or one in ERR or INIT, which drops it.
-func (q *QP) fallbackLocked(peerImm uint32, fromPeer bool) {
+func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 	st, rs := q.mach.sendState(), q.mach.recvState()
 	if st == SendFailed || rs == RecvFailed {
 		return
@@ -41,7 +41,7 @@ func (q *QP) fallbackLocked(peerImm uint32, fromPeer bool) {
 		q.awaitReply = false
 		switch {
 		case st == SendHandshake:
-			q.repostSendsLocked(peerImm)
+			q.repostSendsLocked(peer)
 		case q.resetOnReply:
 			q.resetOnReply = false
 			q.resetDefaultLocked()
@@ -65,7 +65,7 @@ func (q *QP) fallbackLocked(peerImm uint32, fromPeer bool) {
 	}
 	if fromPeer {
 		if sendPart {
-			q.repostSendsLocked(peerImm)
+			q.repostSendsLocked(peer)
 		} else {
 			q.resetDefaultLocked()
 		}
@@ -188,7 +188,6 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 const (
 	countBits = 24
 	countMask = 1<<countBits - 1
-	maxStale  = 1<<(32-countBits) - 1
 )
 
 // delivered reports whether the two-sided WR numbered seq is among the first count the
@@ -245,15 +244,15 @@ func (q *QP) drainLocked() error {
 
 // notifyLocked posts the control WRITE_WITH_IMM carrying our receive counter.
 func (q *QP) notifyLocked(stale int) error {
-	if stale > maxStale {
-		return fmt.Errorf("failover: QP %#x: %d stale receives on the backup QP: %w", q.qpn, stale, ErrNotSafe)
-	}
 	q.rcq.mu.Lock()
-	imm := uint32(q.recvDone)&countMask | uint32(stale)<<countBits
+	m := ctlMsg{count: uint32(q.recvDone) & countMask, stale: uint32(stale)}
 	q.rcq.mu.Unlock()
+	// Inline: the bytes are copied into the WQE by the post, from a buffer of the QP's (heap
+	// memory, which does not move).
+	m.put(q.ctlSend[:])
 	q.scq.mu.Lock()
-	err := q.ctl.Load().PostSend([]verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRRDMAWriteWithImm,
-		Flags: verbs.SendSignaled, Imm: imm}})
+	err := q.ctl.Load().PostSend([]verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRSend,
+		Flags: verbs.SendSignaled | verbs.SendInline, SGL: []verbs.SGE{{Addr: sliceAddr(q.ctlSend[:]), Length: ctlMsgSize}}}})
 	q.scq.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("failover: QP %#x: post notification: %w", q.qpn, err)
@@ -266,12 +265,12 @@ func (q *QP) notifyLocked(stale int) error {
 // complete now (READs excepted: their response may be lost, so they are read again); the
 // rest is reposted on the backup QP in order, followed by what the application posted
 // during the handshake.
-func (q *QP) repostSendsLocked(peerImm uint32) {
+func (q *QP) repostSendsLocked(peer ctlMsg) {
 	if q.hsTimer != nil {
 		q.hsTimer.Stop()
 	}
 	q.awaitReply = false
-	peerCount, stale := peerImm&countMask, int(peerImm>>countBits)
+	peerCount, stale := peer.count&countMask, int(peer.stale)
 	q.tRepost.Store(time.Now().UnixNano())
 	posted := q.sPosted.Load()
 	last := int64(-1)
@@ -399,7 +398,7 @@ func (q *QP) resetDefaultLocked() {
 	q.tracked = true
 	if err := verbs.ToInit(q.def, q.attr); err == nil {
 		q.rcq.mu.Lock()
-		err = q.def.PostRecv([]verbs.RecvWR{{WRID: ctrlWRID}})
+		err = q.def.PostRecvInternal([]verbs.RecvWR{{WRID: ctrlWRID}})
 		q.rcq.mu.Unlock()
 		if err != nil {
 			q.fifoMu.Lock()
@@ -471,10 +470,15 @@ func (q *QP) refuseLocked(err error) {
 }
 
 // failBackup handles an error completion of the backup QP: the backup path is gone too.
-func (q *QP) failBackup(status verbs.WCStatus) {
+func (q *QP) failBackup(wc verbs.WC) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.failLocked(status, fmt.Errorf("failover: QP %#x: backup QP failed: %v", q.qpn, status))
+	which := "backup QP"
+	if ctl := q.ctl.Load(); ctl != nil && wc.QPNum == ctl.QPN() {
+		which = "control QP"
+	}
+	q.failLocked(wc.Status, fmt.Errorf("failover: QP %#x: %s %#x failed: %v (wr_id %#x, in send state %v)",
+		q.qpn, which, wc.QPNum, wc.Status, wc.WRID, q.mach.sendState()))
 }
 
 // failLocked fails a QP whose fallback started: the backup QP is stopped (its WQEs complete

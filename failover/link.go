@@ -42,7 +42,7 @@ func (c *Context) linkDown() {
 			st, rs := q.mach.sendState(), q.mach.recvState()
 			if st == SendDefault || st == SendWaitDrained || rs == RecvDefault {
 				c.linkFallbacks.Add(1)
-				q.fallbackLocked(0, false)
+				q.fallbackLocked(ctlMsg{}, false)
 			}
 		}
 		q.mu.Unlock()

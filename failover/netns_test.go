@@ -80,7 +80,7 @@ func newNetnsEnvCfg(t *testing.T, hook func(h int, o *Options), links bool) *tes
 	e.down = func(h int) { rails[0][h].SetUp(t, false) }
 	e.up = func(h int) { rails[0][h].SetUp(t, true) }
 	for h := range 2 {
-		e.hosts[h] = e.openHost(t, h, 256, bufSize)
+		e.hosts[h] = e.openHost(t, h, 2048, bufSize)
 	}
 	return e
 }

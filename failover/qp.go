@@ -67,6 +67,11 @@ type QP struct {
 	// so they never consume one of the data QP's receives, whatever the peer's receive state.
 	ctl    atomic.Pointer[provider.QP]
 	ctlPSN uint32
+	// ctlBuf holds the control receive buffers (ctlDepth notification slots), registered on
+	// the backup device as ctlMR; ctlSend is the notification we send (inline).
+	ctlBuf  *provider.Buffer
+	ctlMR   *provider.MR
+	ctlSend [ctlMsgSize]byte
 
 	sendGate, recvGate atomic.Uint32
 	mach               machine
@@ -160,10 +165,19 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	if scq == nil || rcq == nil || scq.c != p.c || rcq.c != p.c {
 		return nil, fmt.Errorf("failover: create_qp: %w: send and receive CQs of this context required", verbs.ErrInvalidArgument)
 	}
-	d, err := as[*provider.QP](p.def.CreateQP(verbs.QPInitAttr{SendCQ: scq.def, RecvCQ: rcq.def, Cap: a.Cap, SigAll: a.SigAll, Handle: a.Handle}))
+	// The default QP holds SHIFT's own WRs beside the application's (the probe, the
+	// recovery notification and the drain marker; the control RECV): it is created that
+	// much larger, and the slots are kept back from the application, which sees the caps
+	// it asked for, as rounded by the provider.
+	dc := a.Cap
+	dc.MaxSendWR += sendReserve
+	dc.MaxRecvWR += recvReserve
+	d, err := as[*provider.QP](p.def.CreateQP(verbs.QPInitAttr{SendCQ: scq.def, RecvCQ: rcq.def, Cap: dc, SigAll: a.SigAll, Handle: a.Handle}))
 	if err != nil {
 		return nil, fmt.Errorf("failover: create_qp: %w", err)
 	}
+	d.ReserveSend(sendReserve)
+	d.ReserveRecv(recvReserve)
 	c := p.c
 	q := &QP{c: c, pd: p, scq: scq, rcq: rcq, sigAll: a.SigAll, def: d, qpn: d.QPN(), cap: d.Cap()}
 	q.mach.transitions = &c.transitions
@@ -223,7 +237,7 @@ func (q *QP) createBackup() error {
 			return err
 		}
 		ctl, err := as[*provider.QP](bpd.CreateQP(verbs.QPInitAttr{SendCQ: scq, RecvCQ: rcq,
-			Cap: verbs.QPCap{MaxSendWR: ctlDepth, MaxRecvWR: ctlDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}))
+			Cap: verbs.QPCap{MaxSendWR: ctlDepth, MaxRecvWR: ctlDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: ctlMsgSize}}))
 		if err != nil {
 			b.Destroy()
 			return err
@@ -233,11 +247,7 @@ func (q *QP) createBackup() error {
 			b.Destroy()
 			return err
 		}
-		ctrl := make([]verbs.RecvWR, ctlDepth)
-		for i := range ctrl {
-			ctrl[i].WRID = ctrlWRID
-		}
-		if err := ctl.PostRecv(ctrl); err != nil {
+		if err := q.postControlRecvs(bpd, ctl); err != nil {
 			ctl.Destroy()
 			b.Destroy()
 			return err
@@ -264,6 +274,48 @@ func (q *QP) createBackup() error {
 		return fmt.Errorf("%w: %w", errNotYet, err)
 	}
 	return nil
+}
+
+// sendReserve and recvReserve are the default QP's slots for SHIFT's own WRs: at most a
+// probe or the recovery notification, and a drain marker, outstanding at once on the send
+// queue (one spare); the control RECV on the receive queue (one spare).
+const (
+	sendReserve = 3
+	recvReserve = 2
+)
+
+// postControlRecvs registers the control receive buffers on the backup PD (once) and posts a
+// receive into each slot of the control QP.
+func (q *QP) postControlRecvs(bpd *provider.PD, ctl *provider.QP) error {
+	if q.ctlBuf == nil {
+		buf, err := provider.NewBuffer(ctlDepth * ctlMsgSize)
+		if err != nil {
+			return err
+		}
+		mr, err := as[*provider.MR](bpd.RegMR(buf.Bytes(), verbs.AccessLocalWrite))
+		if err != nil {
+			buf.Free()
+			return err
+		}
+		q.ctlBuf, q.ctlMR = buf, mr
+	}
+	recvs := make([]verbs.RecvWR, ctlDepth)
+	for i := range recvs {
+		recvs[i] = verbs.RecvWR{WRID: ctlRecvBase + uint64(i), SGL: []verbs.SGE{q.ctlMR.SGE(i*ctlMsgSize, ctlMsgSize)}}
+	}
+	return ctl.PostRecv(recvs)
+}
+
+// releaseControlRecvs deregisters and frees the control receive buffers, once the control QP
+// is gone.
+func (q *QP) releaseControlRecvs() error {
+	if q.ctlBuf == nil {
+		return nil
+	}
+	err := q.ctlMR.Dereg()
+	q.ctlBuf.Free()
+	q.ctlBuf, q.ctlMR = nil, nil
+	return err
 }
 
 // ctlDepth is the control QP's send and receive depth: each side sends one notification per
@@ -472,6 +524,7 @@ func (q *QP) Destroy() error {
 			q.scq.addQP(&q.scq.bqps, ctl.QPN(), nil)
 			q.rcq.addQP(&q.rcq.bqps, ctl.QPN(), nil)
 			_ = ctl.Destroy()
+			_ = q.releaseControlRecvs()
 		}
 		ctx, cancel := c.kvCtx()
 		defer cancel()

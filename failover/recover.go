@@ -148,7 +148,7 @@ func (q *QP) probeStep() int {
 	gen := q.defGen.Load()
 	if err := q.connectDefaultLocked(); err != nil {
 		q.c.probeFails.Add(1)
-		q.fallbackLocked(0, false) // a reset round: the peer resets its default QP too
+		q.fallbackLocked(ctlMsg{}, false) // a reset round: the peer resets its default QP too
 		q.mu.Unlock()
 		return probeFailed
 	}
@@ -157,14 +157,14 @@ func (q *QP) probeStep() int {
 	q.dSendKinds = append(q.dSendKinds, kindProbe)
 	q.fifoMu.Unlock()
 	q.scq.mu.Lock()
-	err := q.def.PostSend([]verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled}})
+	err := q.def.PostSendInternal([]verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled}})
 	q.scq.mu.Unlock()
 	if err != nil {
 		q.fifoMu.Lock()
 		q.dSendKinds = q.dSendKinds[:len(q.dSendKinds)-1]
 		q.fifoMu.Unlock()
 		q.c.probeFails.Add(1)
-		q.fallbackLocked(0, false)
+		q.fallbackLocked(ctlMsg{}, false)
 		q.mu.Unlock()
 		return probeFailed
 	}
@@ -206,7 +206,7 @@ func (q *QP) probeStep() int {
 	if q.defGen.Load() == gen && !q.awaitReply {
 		// The default QP is (or is about to be) in ERR: reconnecting it means a reset, and
 		// only a round resets it (fallbackLocked): the peer's responder is reset with it.
-		q.fallbackLocked(0, false)
+		q.fallbackLocked(ctlMsg{}, false)
 	}
 	return probeFailed
 }

@@ -18,7 +18,7 @@ func (q *QP) SwitchToBackup() error {
 	}
 	q.pinned = true
 	q.mu.Unlock()
-	q.fallback(0, false)
+	q.fallback(ctlMsg{}, false)
 	if q.mach.sendState() == SendFailed {
 		return fmt.Errorf("failover: switch QP %#x to the backup: %w", q.qpn, q.Err())
 	}

@@ -137,7 +137,9 @@ func (f *Fence) Begin(fenceWR WR, notify *verbs.SendWR) error {
 		one := [1]verbs.SendWR{*notify}
 		one[0].Flags |= verbs.SendSignaled
 		pos := f.new.SendProducer()
-		if _, err := f.new.PostSendNoDoorbell(one[:]); err != nil {
+		// The notification is the caller's own WR, not the application's: it may take a
+		// slot the QP keeps back (provider.QP.ReserveSend).
+		if _, err := f.new.PostSendNoDoorbellInternal(one[:]); err != nil {
 			return fmt.Errorf("fence: begin: post notification: %w", err)
 		}
 		f.notify, f.hasNotify = WR{Pos: pos, WRID: notify.WRID}, true

@@ -23,20 +23,32 @@ type recvQueue struct {
 	head    uint32 // mirrors ring.Head()
 	tail    atomic.Uint32
 	wrid    []uint64
+	// reserve, internal, intRetired and intAt are the send queue's (see sendQueue.reserve),
+	// for SHIFT's control RECV on the default QP.
+	reserve    uint32
+	internal   uint32
+	intRetired atomic.Uint32
+	intAt      []uint32
 	scratch []mlx5.DataSeg // one WR's scatter list in PRM form (maxGS entries)
 }
 
 func newRecvQueue(ring *mlx5.RQ, buf []byte, db mlx5.DBRec, shift int, maxPost uint32) *recvQueue {
 	n := uint32(ring.WQECount())
 	return &recvQueue{ring: ring, db: db, buf: buf, wqeCnt: n, mask: n - 1, shift: uint(shift),
-		maxPost: maxPost, maxGS: ring.MaxSGE(), wrid: make([]uint64, n), scratch: make([]mlx5.DataSeg, ring.MaxSGE())}
+		maxPost: maxPost, maxGS: ring.MaxSGE(), wrid: make([]uint64, n), intAt: make([]uint32, n),
+		scratch: make([]mlx5.DataSeg, ring.MaxSGE())}
 }
 
-func (q *recvQueue) validate(wrs []verbs.RecvWR) error {
+func (q *recvQueue) validate(wrs []verbs.RecvWR, internal bool) error {
 	outstanding := q.head - q.tail.Load()
-	if outstanding+uint32(len(wrs)) > q.maxPost {
-		return &verbs.WRError{Op: "post_recv", Index: int(q.maxPost - min(outstanding, q.maxPost)),
-			Limit: int(q.maxPost), Got: int(outstanding) + len(wrs), Err: verbs.ErrRQFull}
+	limit, used := q.maxPost, outstanding
+	if !internal {
+		limit -= q.reserve
+		used -= q.internal - q.intRetired.Load()
+	}
+	if used+uint32(len(wrs)) > limit || outstanding+uint32(len(wrs)) > q.maxPost {
+		return &verbs.WRError{Op: "post_recv", Index: int(limit - min(used, limit)),
+			Limit: int(limit), Got: int(used) + len(wrs), Err: verbs.ErrRQFull}
 	}
 	for i := range wrs {
 		if len(wrs[i].SGL) > q.maxGS {
@@ -48,7 +60,7 @@ func (q *recvQueue) validate(wrs []verbs.RecvWR) error {
 
 // write builds the receive WQEs (mlx5_post_recv) and publishes them through the doorbell
 // record with package mlx5's RQ.
-func (q *recvQueue) write(wrs []verbs.RecvWR) {
+func (q *recvQueue) write(wrs []verbs.RecvWR, internal bool) {
 	for i := range wrs {
 		wr := &wrs[i]
 		sg := q.scratch[:len(wr.SGL)]
@@ -59,6 +71,10 @@ func (q *recvQueue) write(wrs []verbs.RecvWR) {
 		idx, _ := q.ring.Post(sg)
 		q.wrid[idx] = wr.WRID
 		q.head++
+		if internal {
+			q.internal++
+		}
+		q.intAt[idx&q.mask] = q.internal
 	}
 	q.ring.Ring(q.db)
 }
@@ -67,6 +83,7 @@ func (q *recvQueue) write(wrs []verbs.RecvWR) {
 func (q *recvQueue) retire(wqeCounter uint16) uint64 {
 	idx := uint32(wqeCounter) & q.mask
 	// Only the poller writes tail; a store (not an atomic add) publishes it.
+	q.intRetired.Store(q.intAt[idx])
 	q.tail.Store(q.tail.Load() + 1)
 	return q.wrid[idx]
 }

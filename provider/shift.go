@@ -96,13 +96,22 @@ func (q *QP) SendWRID(pos uint32) uint64 {
 // PostSend, whose doorbell covers everything before it). It returns the producer position
 // after the list.
 func (q *QP) PostSendNoDoorbell(wrs []verbs.SendWR) (uint32, error) {
+	return q.postSendNoDoorbell(wrs, false)
+}
+
+// PostSendNoDoorbellInternal is PostSendNoDoorbell for an internal WR (see PostSendInternal).
+func (q *QP) PostSendNoDoorbellInternal(wrs []verbs.SendWR) (uint32, error) {
+	return q.postSendNoDoorbell(wrs, true)
+}
+
+func (q *QP) postSendNoDoorbell(wrs []verbs.SendWR, internal bool) (uint32, error) {
 	if len(wrs) == 0 {
 		return q.sq.cur(), nil
 	}
-	if err := q.checkSend(wrs); err != nil {
+	if err := q.checkSend(wrs, internal); err != nil {
 		return q.sq.cur(), err
 	}
-	q.sq.write(wrs)
+	q.sq.write(wrs, internal)
 	return q.sq.cur(), nil
 }
 
@@ -174,7 +183,7 @@ func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 	if _, err := dsq.ring.WriteWQE(wqe[:n], q.qpn); err != nil {
 		return dcur, fmt.Errorf("provider: copy WQE: %w", err)
 	}
-	dsq.record(dcur, nbb, ssq.wrid[sidx])
+	dsq.record(dcur, nbb, ssq.wrid[sidx], false) // a copy of an application WR
 	return dcur + nbb, nil
 }
 
@@ -223,13 +232,15 @@ func rewriteKeys(wqe []byte, rw WQERewrite) {
 func (q *QP) resetIndices() {
 	if sq := q.sq; sq.wqeCnt > 0 {
 		sq.ring.SetCurPost(0)
-		sq.rung, sq.head, sq.fmCache = 0, 0, 0
+		sq.rung, sq.head, sq.fmCache, sq.internal = 0, 0, 0, 0
+		sq.intRetired.Store(0)
 		sq.setRetired(0, 0)
 		clear(sq.buf)
 	}
 	if rq := q.rq; rq.wqeCnt > 0 {
 		rq.ring.SetHead(0)
-		rq.head = 0
+		rq.head, rq.internal = 0, 0
+		rq.intRetired.Store(0)
 		rq.tail.Store(0)
 		clear(rq.buf)
 	}
@@ -300,7 +311,7 @@ func (q *QP) PostDrainMarker(wrid uint64) error {
 	var b mlx5.FastWQE
 	b.Begin(sq.ring)
 	p := b.Finish(mlx5.OpcodeNOP, sq.qpn, mlx5.CtrlCQUpdate, 0)
-	sq.record(cur, uint32(p.BBs), wrid)
+	sq.record(cur, uint32(p.BBs), wrid, true)
 	q.ringSQ(1, p, false)
 	return nil
 }

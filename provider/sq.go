@@ -38,11 +38,21 @@ type sendQueue struct {
 	signalAll bool
 	fmCache   uint8
 
+	// reserve WRs of maxPost are kept for internal posts (SHIFT's probe, notification and
+	// drain marker on the default QP): application posts are limited to maxPost-reserve
+	// outstanding application WRs, internal ones to maxPost in all. internal counts the
+	// internal WRs posted (poster-owned); intRetired, stored by the poller before retired,
+	// how many of them completion retired.
+	reserve    uint32
+	internal   uint32
+	intRetired atomic.Uint32
+
 	// Per WQEBB index of a WQE's first block.
 	wrid    []uint64 // the WR's wr_id
 	wqeHead []uint32 // head value after this WR (rdma-core's wqe_head + 1)
 	pos     []uint32 // full producer position of the WQE
 	nbb     []uint8  // WQEBBs the WQE occupies
+	intAt   []uint32 // internal after this WR
 	// startOf maps the index of a WQE's last block to its first position, so a doorbell can
 	// be rung "up to" any WQE boundary with that WQE's control segment.
 	startOf []uint32
@@ -55,7 +65,7 @@ func newSendQueue(ring *mlx5.SQ, bf *mlx5.BFReg, db mlx5.DBRec, slotBytes int, m
 		ring: ring, bf: bf, db: db, buf: ring.Buf(), wqeCnt: n, mask: n - 1, maxPost: maxPost, maxGS: maxGS,
 		maxInl: maxInl, slotBB: uint32(slotBytes / mlx5.SendWQEBB), qpn: qpn, signalAll: signalAll,
 		wrid: make([]uint64, n), wqeHead: make([]uint32, n),
-		pos: make([]uint32, n), nbb: make([]uint8, n), startOf: make([]uint32, n),
+		pos: make([]uint32, n), nbb: make([]uint8, n), startOf: make([]uint32, n), intAt: make([]uint32, n),
 	}
 }
 
@@ -87,11 +97,16 @@ var wrToMlx5 = [...]mlx5.Opcode{
 // validate checks a whole WR list against the QP limits before anything is written, so a
 // rejected list leaves the ring untouched (libmlx5 posts the prefix before the bad WR; this
 // provider posts nothing).
-func (q *sendQueue) validate(wrs []verbs.SendWR) error {
-	outstanding := q.head - q.tail()
-	if outstanding+uint32(len(wrs)) > q.maxPost {
-		return &verbs.WRError{Op: "post_send", Index: int(q.maxPost - min(outstanding, q.maxPost)),
-			Limit: int(q.maxPost), Got: int(outstanding) + len(wrs), Err: verbs.ErrSQFull}
+func (q *sendQueue) validate(wrs []verbs.SendWR, internal bool) error {
+	outstanding := q.head - q.tail() // retired first, then intRetired (see reserve)
+	limit, used := q.maxPost, outstanding
+	if !internal {
+		limit -= q.reserve
+		used -= q.internal - q.intRetired.Load()
+	}
+	if used+uint32(len(wrs)) > limit || outstanding+uint32(len(wrs)) > q.maxPost {
+		return &verbs.WRError{Op: "post_send", Index: int(limit - min(used, limit)),
+			Limit: int(limit), Got: int(used) + len(wrs), Err: verbs.ErrSQFull}
 	}
 	for i := range wrs {
 		wr := &wrs[i]
@@ -134,7 +149,7 @@ func isInlineable(op verbs.WROpcode) bool {
 // same bytes as its WQEBuilder, without the builder's own limit checks, which validate has
 // already made), as _mlx5_post_send lays them out, and returns the last WQE and whether it was
 // inline (what post_send_db needs to choose BlueFlame).
-func (q *sendQueue) write(wrs []verbs.SendWR) (last mlx5.Posted, inl bool) {
+func (q *sendQueue) write(wrs []verbs.SendWR, internal bool) (last mlx5.Posted, inl bool) {
 	nextFence := q.fmCache
 	var ce uint8
 	if q.signalAll {
@@ -188,7 +203,7 @@ func (q *sendQueue) write(wrs []verbs.SendWR) (last mlx5.Posted, inl bool) {
 			}
 		}
 		p := b.Finish(wrToMlx5[wr.Opcode], qpn, fm, imm)
-		q.record(cur, uint32(p.BBs), wr.WRID)
+		q.record(cur, uint32(p.BBs), wr.WRID, internal)
 		last = p
 	}
 	q.fmCache = nextFence
@@ -196,9 +211,13 @@ func (q *sendQueue) write(wrs []verbs.SendWR) (last mlx5.Posted, inl bool) {
 }
 
 // record fills the per-WQE tables for a WQE of nbb blocks at position cur.
-func (q *sendQueue) record(cur, nbb uint32, wrid uint64) {
+func (q *sendQueue) record(cur, nbb uint32, wrid uint64, internal bool) {
 	idx := cur & q.mask
 	q.head++
+	if internal {
+		q.internal++
+	}
+	q.intAt[idx] = q.internal
 	q.wrid[idx] = wrid
 	q.wqeHead[idx] = q.head
 	q.pos[idx] = cur
@@ -210,6 +229,7 @@ func (q *sendQueue) record(cur, nbb uint32, wrid uint64) {
 // that WQE and every unsignaled one before it are done.
 func (q *sendQueue) retire(wqeCounter uint16) uint64 {
 	idx := uint32(wqeCounter) & q.mask
+	q.intRetired.Store(q.intAt[idx]) // before retired: a poster that sees the new tail sees this
 	q.setRetired(q.pos[idx]+uint32(q.nbb[idx]), q.wqeHead[idx])
 	return q.wrid[idx]
 }

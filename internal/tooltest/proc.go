@@ -17,7 +17,8 @@ import (
 type Proc struct {
 	Name string
 	cmd  *exec.Cmd
-	out  syncBuffer
+	out  syncBuffer // standard output: what the tools report
+	log  syncBuffer // standard error: their errors and the plugin's (SHIFT_DEBUG=1)
 	done chan struct{}
 	err  error
 }
@@ -51,7 +52,7 @@ func (h *Host) Start(t testing.TB, m Mode, name string, args ...string) *Proc {
 	}
 	cmd.Env = h.Env(m)
 	p := &Proc{Name: name, cmd: cmd, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = &p.out, &p.out
+	cmd.Stdout, cmd.Stderr = &p.out, &p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("tooltest: start %s: %v", name, err)
 	}
@@ -70,8 +71,8 @@ func (h *Host) Start(t testing.TB, m Mode, name string, args ...string) *Proc {
 	return p
 }
 
-// Wait waits for the program to end (killing it after timeout) and returns what it
-// printed and how it ended.
+// Wait waits for the program to end (killing it after timeout) and returns its standard
+// output and how it ended; an error carries its standard error.
 func (p *Proc) Wait(timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -80,13 +81,19 @@ func (p *Proc) Wait(timeout time.Duration) (string, error) {
 	case <-ctx.Done():
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return p.out.String(), fmt.Errorf("%s: killed after %v: %w", p.Name, timeout, ctx.Err())
+		return p.out.String(), fmt.Errorf("%s: killed after %v: %w\n%s", p.Name, timeout, ctx.Err(), p.log.String())
 	}
-	return p.out.String(), p.err
+	if p.err != nil {
+		return p.out.String(), fmt.Errorf("%s: %w\n%s", p.Name, p.err, p.log.String())
+	}
+	return p.out.String(), nil
 }
 
-// Output is what the program printed so far.
-func (p *Proc) Output() string { return p.out.String() }
+// Output is what the program printed so far, standard error then standard output.
+func (p *Proc) Output() string { return p.log.String() + p.out.String() }
+
+// Log is the program's standard error so far.
+func (p *Proc) Log() string { return p.log.String() }
 
 // Done reports whether the program has ended.
 func (p *Proc) Done() bool {

@@ -60,7 +60,7 @@ func TestLibmlx5ClaimsConnectXWithoutPreload(t *testing.T) {
 	// Without the preload, libmlx5 (linked by perftest) registers first, claims the
 	// device and cannot open it (its command device is a stand-in).
 	out, err := h.Start(t, tooltest.Mode{}, "ib_write_bw", "-d", "s0", "-p", strconv.Itoa(port())).Wait(30 * time.Second)
-	if err == nil || !strings.Contains(out, "Couldn't get context") {
+	if err == nil || !strings.Contains(out+err.Error(), "Couldn't get context") {
 		t.Fatalf("ib_write_bw without the preload: %v, want libmlx5's \"Couldn't get context\":\n%s", err, out)
 	}
 

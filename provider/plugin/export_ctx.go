@@ -115,6 +115,9 @@ func shiftGoCloseContext(sctx *C.struct_shift_context) {
 	var ret C.int
 	defer guard("close device", &ret)
 	c := valueOf[*devctx](sctx._go)
+	if cfg, _ := loadConfig(); cfg.debug && c.fo != nil {
+		fmt.Fprintf(os.Stderr, "libmlx5-shift: %s: SHIFT %+v\n", c.name, c.fo.Stats())
+	}
 	if err := c.v.Close(); err != nil {
 		fail("close "+c.name, err)
 	}

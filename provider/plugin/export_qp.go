@@ -7,10 +7,12 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -53,8 +55,10 @@ func shiftGoCreateQP(spd *C.struct_shift_pd, sqp *C.struct_shift_qp, a *C.struct
 	cp := v.Cap()
 	capToC(cp, &a.cap)
 	*qpn = C.uint32_t(v.QPN())
-	sqp._go = handleOf(&qp{ctx: c, v: v, cap: cp,
-		swrs: make([]verbs.SendWR, max(cp.MaxSendWR, 1)), rwrs: make([]verbs.RecvWR, max(cp.MaxRecvWR, 1))})
+	q := &qp{ctx: c, v: v, cap: cp,
+		swrs: make([]verbs.SendWR, max(cp.MaxSendWR, 1)), rwrs: make([]verbs.RecvWR, max(cp.MaxRecvWR, 1))}
+	sqp._go = handleOf(q)
+	c.qps.Store(v.QPN(), q)
 	return 0
 }
 
@@ -88,9 +92,16 @@ func shiftGoQueryQP(sqp *C.struct_shift_qp, a *C.struct_ibv_qp_attr, mask C.int)
 func shiftGoDestroyQP(sqp *C.struct_shift_qp) (ret C.int) {
 	defer guard("destroy_qp", &ret)
 	q := valueOf[*qp](sqp._go)
+	if c, _ := loadConfig(); c.debug {
+		if fq, ok := q.v.(*failover.QP); ok {
+			fmt.Fprintf(os.Stderr, "libmlx5-shift: QP %#x on %s: send %v, receive %v, error %v\n",
+				fq.QPN(), q.ctx.name, fq.SendState(), fq.RecvState(), fq.Err())
+		}
+	}
 	if err := q.v.Destroy(); err != nil {
 		return fail(fmt.Sprintf("destroy_qp %#x", q.v.QPN()), err)
 	}
+	q.ctx.qps.Delete(q.v.QPN())
 	release(sqp._go)
 	return 0
 }
@@ -151,9 +162,27 @@ func shiftGoPollCQ(scq *C.struct_shift_cq, want C.int) (ret C.int) {
 	out := unsafe.Slice(scq.wc, int(want))
 	for i := range n {
 		w := &q.wcs[i]
+		if w.Status != verbs.WCSuccess {
+			q.ctx.debugWC(w)
+		}
 		out[i] = C.struct_shift_wc{wr_id: C.uint64_t(w.WRID), status: C.uint32_t(w.Status), opcode: C.uint32_t(w.Opcode),
 			vendor_err: C.uint32_t(w.VendorErr), byte_len: C.uint32_t(w.ByteLen), imm: C.uint32_t(w.Imm),
 			qp_num: C.uint32_t(w.QPNum), src_qp: C.uint32_t(w.SrcQP), wc_flags: C.uint32_t(w.Flags), sl: C.uint32_t(w.SL)}
 	}
 	return C.int(n)
+}
+
+// debugWC prints an error completion the application is about to see, with the state of its
+// QP, when SHIFT_DEBUG=1.
+func (c *devctx) debugWC(w *verbs.WC) {
+	if cfg, _ := loadConfig(); !cfg.debug {
+		return
+	}
+	msg := fmt.Sprintf("libmlx5-shift: %s: completion %v (%d) for wr_id %#x of QP %#x", c.name, w.Status.Name(), w.Status, w.WRID, w.QPNum)
+	if v, ok := c.qps.Load(w.QPNum); ok {
+		if fq, ok := v.(*qp).v.(*failover.QP); ok {
+			msg += fmt.Sprintf(": SHIFT send %v, receive %v, error %v; %+v", fq.SendState(), fq.RecvState(), fq.Err(), c.fo.Stats())
+		}
+	}
+	fmt.Fprintln(os.Stderr, msg)
 }

@@ -28,6 +28,7 @@ type devctx struct {
 	// imported are the kernel completion channels libibverbs created on the command fd
 	// (hardware, plain mode), wrapped once each.
 	imported map[*C.struct_ibv_comp_channel]verbs.CompChannel
+	qps      sync.Map // QPN → *qp, for diagnostics
 }
 
 type pd struct {

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/shift-rdma/shift/internal/tooltest"
+	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
+)
+
+// A failure scenario on the default rail while an unmodified program runs.
+type linkRun struct {
+	name  string
+	args  []string
+	check func(t *testing.T, out string)
+}
+
+func checkBWDuration(t *testing.T, out string) {
+	t.Helper()
+	r, err := tooltest.ParseBW(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Iterations <= 0 || r.AvgMBps <= 0 {
+		t.Fatalf("bandwidth result %+v, want iterations and a positive bandwidth", r)
+	}
+}
+
+// failoverRuns are the long runs a link failure hits: ib_write_bw and ib_send_bw for six
+// seconds, and ibv_rc_pingpong with its buffer check for 2000 round trips.
+func failoverRuns() []linkRun {
+	return []linkRun{
+		{"ib_write_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration},
+		{"ib_send_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration},
+		{"ibv_rc_pingpong", []string{"-g", "0", "-c", "-n", "2000", "-s", "4096"}, func(t *testing.T, out string) {
+			t.Helper()
+			r, err := tooltest.ParsePingpong(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Iters != 2000 {
+				t.Fatalf("pingpong ran %d iterations, want 2000", r.Iters)
+			}
+		}},
+	}
+}
+
+// TestFailoverUnderTools takes host A's default rail down under each long run and brings it
+// back: in SHIFT mode the programs finish with exit 0 (rc_pingpong with its buffer check
+// passing), traffic moves to the backup rail while the default is down and returns to the
+// default rail once it is back.
+func TestFailoverUnderTools(t *testing.T) {
+	tooltest.RequireTools(t, "ib_write_bw", "ib_send_bw", "ibv_rc_pingpong")
+	b := tooltest.BuildPlugin(t)
+	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
+	def, bk := p.Rails[0][0], p.Rails[1][0] // host A's ends
+	for _, lr := range failoverRuns() {
+		t.Run(lr.name, func(t *testing.T) {
+			m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("fail-%d", port()), Extra: []string{"SHIFT_DEBUG=1"}}
+			pt := port()
+			srv := p.B.Start(t, m, lr.name, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, lr.args...)...)
+			if err := srv.WaitListening(pt, 20*time.Second); err != nil {
+				out, _ := srv.Wait(time.Second)
+				t.Fatalf("server: %v\n%s", err, out)
+			}
+			cli := p.A.Start(t, m, lr.name, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(lr.args, p.CtlAddr(1))...)...)
+			d0, err := p.Traffic(0, def.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.WaitTraffic(0, def.Name, d0, 1<<20, cli, 20*time.Second); err != nil {
+				t.Fatalf("before the failure: %v\n%s", err, cli.Output())
+			}
+			b0, _ := p.Traffic(0, bk.Name)
+			def.SetUp(t, false)
+			if err := p.WaitTraffic(0, bk.Name, b0, 1<<20, cli, 20*time.Second); err != nil {
+				t.Fatalf("with the default rail down, no traffic on the backup: %v\n%s", err, cli.Output())
+			}
+			def.SetUp(t, true)
+			d1, _ := p.Traffic(0, def.Name)
+			if err := p.WaitTraffic(0, def.Name, d1, 1<<20, cli, 20*time.Second); err != nil {
+				t.Fatalf("with the default rail back, no traffic on it: %v\n%s", err, cli.Output())
+			}
+			cout, cerr := cli.Wait(60 * time.Second)
+			sout, serr := srv.Wait(60 * time.Second)
+			if cerr != nil || serr != nil {
+				t.Fatalf("client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", cerr, serr, cout, sout)
+			}
+			lr.check(t, cout)
+		})
+	}
+}
+
+// TestPlainDiesOnLinkDown is the same failure without SHIFT: the program ends with a
+// transport error (retry counter exceeded), as it does on a ConnectX whose cable is pulled.
+func TestPlainDiesOnLinkDown(t *testing.T) {
+	tooltest.RequireTools(t, "ib_write_bw")
+	b := tooltest.BuildPlugin(t)
+	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
+	def := p.Rails[0][0]
+	args := []string{"-D", "6", "-s", "65536"}
+	pt := port()
+	srv := p.B.Start(t, tooltest.Mode{}, "ib_write_bw", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, args...)...)
+	if err := srv.WaitListening(pt, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cli := p.A.Start(t, tooltest.Mode{}, "ib_write_bw", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(args, p.CtlAddr(1))...)...)
+	d0, _ := p.Traffic(0, def.Name)
+	if err := p.WaitTraffic(0, def.Name, d0, 1<<20, cli, 20*time.Second); err != nil {
+		t.Fatalf("before the failure: %v\n%s", err, cli.Output())
+	}
+	def.SetUp(t, false)
+	out, err := cli.Wait(60 * time.Second)
+	def.SetUp(t, true)
+	if err == nil {
+		t.Fatalf("ib_write_bw survived the pulled link without SHIFT:\n%s", out)
+	}
+	if !strings.Contains(out+err.Error(), "Failed status 12") {
+		t.Fatalf("ib_write_bw failed (%v) without the transport error (status 12, retry counter exceeded):\n%s", err, out)
+	}
+}
+
+// TestLinkWatchFailoverGap measures, over 20 link downs under a running ib_write_bw in SHIFT
+// mode with the link watcher on (SHIFT_LINK_WATCH=1), the time from the down (the netlink
+// call in host A's namespace) to the first data on the backup rail (two full packets'
+// worth), and checks each resumes within the RC timeout it replaces.
+func TestLinkWatchFailoverGap(t *testing.T) {
+	tooltest.RequireTools(t, "ib_write_bw")
+	b := tooltest.BuildPlugin(t)
+	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
+	def, bk := p.Rails[0][0], p.Rails[1][0]
+	const cycles = 20
+	m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("watch-%d", port()), Extra: []string{"SHIFT_LINK_WATCH=1"}}
+	args := []string{"-D", "40", "-s", "65536"}
+	pt := port()
+	srv := p.B.Start(t, m, "ib_write_bw", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, args...)...)
+	if err := srv.WaitListening(pt, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cli := p.A.Start(t, m, "ib_write_bw", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(args, p.CtlAddr(1))...)...)
+	var gaps []time.Duration
+	for i := range cycles {
+		d0, _ := p.Traffic(0, def.Name)
+		if err := p.WaitTraffic(0, def.Name, d0, 1<<20, cli, 20*time.Second); err != nil {
+			t.Fatalf("cycle %d, before the down: %v\n%s", i, err, cli.Output())
+		}
+		var gap time.Duration
+		err := p.A.NS.Do(func() error {
+			l, err := netlink.LinkByName(def.Name)
+			if err != nil {
+				return err
+			}
+			s, err := tooltest.ReadNetdev()
+			if err != nil {
+				return err
+			}
+			b0 := s[bk.Name].TxBytes
+			t0 := time.Now()
+			if err := netlink.LinkSetDown(l); err != nil {
+				return err
+			}
+			for deadline := t0.Add(10 * time.Second); time.Now().Before(deadline); {
+				s, err := tooltest.ReadNetdev()
+				if err != nil {
+					return err
+				}
+				if s[bk.Name].TxBytes >= b0+2*1024 { // two full RoCE packets (MTU 1024 on a 1500-byte veth)
+					gap = time.Since(t0)
+					return nil
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
+			return fmt.Errorf("no data on the backup rail within 10 s")
+		})
+		if err != nil {
+			t.Fatalf("cycle %d: %v\n%s", i, err, cli.Output())
+		}
+		gaps = append(gaps, gap)
+		def.SetUp(t, true)
+	}
+	cout, cerr := cli.Wait(90 * time.Second)
+	sout, serr := srv.Wait(90 * time.Second)
+	if cerr != nil || serr != nil {
+		t.Fatalf("client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", cerr, serr, cout, sout)
+	}
+	checkBWDuration(t, cout)
+	slices.Sort(gaps)
+	p50, p99 := gaps[len(gaps)/2], gaps[len(gaps)-1] // 20 samples: the largest is the p99
+	t.Logf("link down -> data on the backup rail over %d downs: p50 %v, p99 %v, min %v", len(gaps), p50, p99, gaps[0])
+	// perftest's RC timeout (timeout 14, retry 7) gives up after about 0.5 s; the watcher
+	// must beat it.
+	if p50 > 500*time.Millisecond {
+		t.Errorf("median link-down to backup traffic %v: the link watcher did not act before the RC timeout", p50)
+	}
+}

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/shift-rdma/shift/internal/tooltest"
+	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
+)
+
+// TestToolsNetns runs the tool matrix between two hosts in two network namespaces, each
+// program's emulated NIC sending RoCEv2 over a veth of its own namespace, in plain and SHIFT
+// mode (backup NICs on a second rail), with no failure.
+func TestToolsNetns(t *testing.T) {
+	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_write_lat", "ib_send_lat", "ib_read_lat")
+	b := tooltest.BuildPlugin(t)
+	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
+	t.Run("plain", func(t *testing.T) {
+		runMatrix(t, p.B, p.A, tooltest.Mode{}, tooltest.Mode{}, "s0", "s0", p.CtlAddr(1))
+	})
+	t.Run("shift", func(t *testing.T) {
+		m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("netns-%d", port())}
+		runMatrix(t, p.B, p.A, m, m, "s0", "s0", p.CtlAddr(1))
+	})
+}
