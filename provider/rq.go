@@ -20,16 +20,16 @@ type recvQueue struct {
 	maxPost uint32
 	maxGS   int
 
-	head    uint32 // mirrors ring.Head()
-	tail    atomic.Uint32
-	wrid    []uint64
+	head uint32 // mirrors ring.Head()
+	tail atomic.Uint32
+	wrid []uint64
 	// reserve, internal, intRetired and intAt are the send queue's (see sendQueue.reserve),
 	// for SHIFT's control RECV on the default QP.
 	reserve    uint32
 	internal   uint32
 	intRetired atomic.Uint32
 	intAt      []uint32
-	scratch []mlx5.DataSeg // one WR's scatter list in PRM form (maxGS entries)
+	scratch    []mlx5.DataSeg // one WR's scatter list in PRM form (maxGS entries)
 }
 
 func newRecvQueue(ring *mlx5.RQ, buf []byte, db mlx5.DBRec, shift int, maxPost uint32) *recvQueue {
