@@ -27,6 +27,9 @@ func NewUARPage(mem []byte) (UARPage, error) {
 // Len is the size of the mapping.
 func (u UARPage) Len() int { return len(u.mem) }
 
+// Bytes is the mapping.
+func (u UARPage) Bytes() []byte { return u.mem }
+
 // Store64 writes the 8 bytes v, in that order, at the 8-byte aligned offset off, with one plain
 // aligned 8-byte store (mmio_write64_be). Not an atomic store: on amd64 that is XCHG, a locked
 // read-modify-write, which a write-combining UAR mapping must never see (see RingFast).
@@ -101,6 +104,13 @@ func NewBFReg(uar UARPage, b Bfreg) (*BFReg, error) {
 
 // Index is the gross bfreg index.
 func (r *BFReg) Index() uint32 { return r.index }
+
+// Register is the register's memory in its UAR page: the two BlueFlame halves (2*BufSize
+// bytes, at least 8 each), for a data path outside this package that rings it itself.
+func (r *BFReg) Register() []byte { return r.uar.mem[r.base : r.base+2*max(r.bufSize, 8)] }
+
+// BufSize is the size of one BlueFlame half (0 for bfreg 0, which has no BlueFlame).
+func (r *BFReg) BufSize() int { return r.bufSize }
 
 // CurrentOffset is the offset in the UAR page the next doorbell will be written to.
 func (r *BFReg) CurrentOffset() int { return r.base + r.offset }

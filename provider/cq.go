@@ -25,7 +25,9 @@ type CQ struct {
 	events  atomic.Uint32
 	acked   atomic.Uint32
 	dead    atomic.Bool // destroyed: the ring memory is gone
-	qpsMu   sync.Mutex
+	// detached: the ring belongs to an outside data path (DetachDataPath).
+	detached atomic.Bool
+	qpsMu    sync.Mutex
 }
 
 // CreateCQ is ibv_create_cq: a CQ of at least cqe entries, bound to channel (nil for none),

@@ -31,6 +31,8 @@ type QP struct {
 	rq    *recvQueue
 	bfIdx uint32      // bfreg index the kernel assigned
 	dead  atomic.Bool // destroyed: the ring memory is gone
+	// detached: the rings belong to an outside data path (DetachDataPath).
+	detached atomic.Bool
 }
 
 // QPN is the QP number.

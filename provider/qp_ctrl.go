@@ -111,11 +111,8 @@ func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	}
 	if mask&verbs.QPAttrState != 0 {
 		to := a.State
-		if to == verbs.QPStateReset {
-			q.recvCQ.ring.clean(q.qpn)
-			if q.sendCQ != q.recvCQ {
-				q.sendCQ.ring.clean(q.qpn)
-			}
+		if to == verbs.QPStateReset && !q.detached.Load() {
+			q.cleanCQs()
 			q.resetIndices()
 		}
 		q.state.Store(uint32(to))
@@ -153,10 +150,11 @@ func (q *QP) Destroy() error {
 	// Posts check the state before touching the rings: RESET stops them, dead names why.
 	q.state.Store(uint32(verbs.QPStateReset))
 	q.dead.Store(true)
-	q.recvCQ.ring.clean(q.qpn)
+	if !q.detached.Load() {
+		q.cleanCQs()
+	}
 	q.recvCQ.detach(q)
 	if q.sendCQ != q.recvCQ {
-		q.sendCQ.ring.clean(q.qpn)
 		q.sendCQ.detach(q)
 	}
 	q.ctx.mu.Lock()
@@ -165,4 +163,15 @@ func (q *QP) Destroy() error {
 	q.mem.Free()
 	q.dbMem.Free()
 	return nil
+}
+
+// cleanCQs removes the QP's unpolled completions from its CQs (__mlx5_cq_clean), except from
+// CQs an outside data path owns (their owner cleans them).
+func (q *QP) cleanCQs() {
+	if !q.recvCQ.detached.Load() {
+		q.recvCQ.ring.clean(q.qpn)
+	}
+	if q.sendCQ != q.recvCQ && !q.sendCQ.detached.Load() {
+		q.sendCQ.ring.clean(q.qpn)
+	}
 }

@@ -53,7 +53,7 @@ func shiftGoOpenContext(sctx *C.struct_shift_context, ibdev, uv *C.char, cmdFD C
 	if err != nil {
 		return failLoud(op, err)
 	}
-	c := &devctx{name: name, emu: mode == C.SHIFT_MODE_EMU}
+	c := &devctx{sctx: sctx, name: name, emu: mode == C.SHIFT_MODE_EMU}
 	if c.emu {
 		if err := registerEmulated(); err != nil {
 			return failLoud(op, err)

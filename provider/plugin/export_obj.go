@@ -137,6 +137,10 @@ func shiftGoCreateCQ(sctx *C.struct_shift_context, scq *C.struct_shift_cq, cqe C
 	if err != nil {
 		return fail("create_cq "+c.name, err)
 	}
+	if err := fastCQ(sctx, scq, v); err != nil {
+		v.Destroy()
+		return fail("create_cq "+c.name, err)
+	}
 	*size = C.int(v.Size())
 	scq._go = handleOf(&cq{ctx: c, v: v, wcs: make([]verbs.WC, scq.nwc)})
 	return 0

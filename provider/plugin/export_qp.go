@@ -52,6 +52,10 @@ func shiftGoCreateQP(spd *C.struct_shift_pd, sqp *C.struct_shift_qp, a *C.struct
 	if err != nil {
 		return fail("create_qp "+c.name, err)
 	}
+	if err := fastQP(c.sctx, sqp, (*C.struct_shift_cq)(unsafe.Pointer(a.send_cq)), (*C.struct_shift_cq)(unsafe.Pointer(a.recv_cq)), v); err != nil {
+		v.Destroy()
+		return fail("create_qp "+c.name, err)
+	}
 	cp := v.Cap()
 	capToC(cp, &a.cap)
 	*qpn = C.uint32_t(v.QPN())

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/shift-rdma/shift/internal/tooltest"
@@ -37,4 +39,15 @@ func devices(ips []netip.Addr, netdev string) []tooltest.Device {
 		out = append(out, tooltest.Device{Name: fmt.Sprintf("s%d", i), IP: ip, Netdev: netdev})
 	}
 	return out
+}
+
+// harness builds the C program bench/NAME.c against libibverbs, or skips the test when gcc
+// or libibverbs-dev is missing.
+func harness(tb testing.TB, name string) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), name)
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", bin, "bench/"+name+".c", "-libverbs").CombinedOutput(); err != nil {
+		tb.Skipf("building bench/%s.c needs gcc and libibverbs-dev: %v\n%s", name, err, out)
+	}
+	return bin
 }

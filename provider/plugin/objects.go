@@ -19,6 +19,7 @@ import (
 // allocates nothing.
 
 type devctx struct {
+	sctx *C.struct_shift_context // the C context (C memory), for the C data path's tables
 	name string
 	emu  bool
 	v    verbs.Context

@@ -161,6 +161,7 @@ static int shift_destroy_cq(struct ibv_cq *ibcq)
 	err = shiftGoDestroyCQ(cq);
 	if (err)
 		return err;
+	shift_fast_cq_free(cq->fast);
 	pthread_mutex_destroy(&cq->lock);
 	free(cq->wc);
 	free(cq);
@@ -169,14 +170,63 @@ static int shift_destroy_cq(struct ibv_cq *ibcq)
 
 static int shift_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
+	struct shift_cq *cq = to_scq(ibcq);
+
 	FORK_GUARD(EPERM);
-	return shiftGoArmCQ(to_scq(ibcq), solicited_only);
+	if (cq->fast) {
+		if (!ibcq->channel)
+			return EINVAL; /* no channel to deliver the event on */
+		shift_cq_arm(cq->fast, solicited_only);
+		return 0;
+	}
+	return shiftGoArmCQ(cq, solicited_only);
 }
 
 static void shift_cq_event(struct ibv_cq *ibcq)
 {
-	if (!shift_forked)
-		shiftGoCQEvent(to_scq(ibcq));
+	struct shift_cq *cq = to_scq(ibcq);
+
+	if (shift_forked)
+		return;
+	if (cq->fast)
+		__atomic_add_fetch(&cq->fast->arm_sn, 1, __ATOMIC_RELAXED); /* mlx5_cq_event */
+	else
+		shiftGoCQEvent(cq);
+}
+
+/* fast_cqs_lock takes the C-polled CQs of a QP in address order (mlx5_lock_cqs). */
+static void fast_cqs_lock(struct shift_cqr *a, struct shift_cqr *b)
+{
+	if (a == b || !b) {
+		shift_lock(&a->lock);
+	} else if (a < b) {
+		shift_lock(&a->lock);
+		shift_lock(&b->lock);
+	} else {
+		shift_lock(&b->lock);
+		shift_lock(&a->lock);
+	}
+}
+
+static void fast_cqs_unlock(struct shift_cqr *a, struct shift_cqr *b)
+{
+	shift_unlock(&a->lock);
+	if (b && b != a)
+		shift_unlock(&b->lock);
+}
+
+/* fast_qp_clean drops the QP's unpolled CQEs from its CQs and forgets it as their last QP
+ * (__mlx5_cq_clean at RESET and destroy); both CQ locks held. */
+static void fast_qp_clean(struct shift_qp *qp, struct shift_cqr *scq, struct shift_cqr *rcq)
+{
+	shift_cq_clean(rcq, qp->fast->qpn);
+	if (rcq->last == qp->fast)
+		rcq->last = NULL;
+	if (scq != rcq) {
+		shift_cq_clean(scq, qp->fast->qpn);
+		if (scq->last == qp->fast)
+			scq->last = NULL;
+	}
 }
 
 static void qp_free(struct shift_qp *qp)
@@ -292,8 +342,27 @@ static struct ibv_qp *shift_create_qp_ex(struct ibv_context *c, struct ibv_qp_in
 
 static int shift_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
+	struct shift_qp *qp = to_sqp(ibqp);
+	int err;
+
 	FORK_GUARD(EPERM);
-	return shiftGoModifyQP(to_sqp(ibqp), attr, mask);
+	err = shiftGoModifyQP(qp, attr, mask);
+	if (err)
+		return err;
+	if (qp->fast && (mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		/* What mlx5_modify_qp does after the kernel moved the QP to RESET. */
+		struct shift_cqr *scq = to_scq(ibqp->send_cq)->fast, *rcq = to_scq(ibqp->recv_cq)->fast;
+
+		fast_cqs_lock(scq, rcq);
+		fast_qp_clean(qp, scq, rcq);
+		shift_lock(&qp->fast->sq.lock);
+		shift_lock(&qp->fast->rq.lock);
+		shift_fast_qp_reset(qp->fast);
+		shift_unlock(&qp->fast->rq.lock);
+		shift_unlock(&qp->fast->sq.lock);
+		fast_cqs_unlock(scq, rcq);
+	}
+	return 0;
 }
 
 static int shift_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
@@ -328,6 +397,17 @@ static int shift_destroy_qp(struct ibv_qp *ibqp)
 	err = shiftGoDestroyQP(qp);
 	if (err)
 		return err;
+	if (qp->fast) {
+		/* After the kernel destroyed it, as mlx5_destroy_qp: no CQE of it is left to poll and
+		 * no poller can find it once the CQ locks are dropped. */
+		struct shift_cqr *scq = to_scq(ibqp->send_cq)->fast, *rcq = to_scq(ibqp->recv_cq)->fast;
+
+		fast_cqs_lock(scq, rcq);
+		fast_qp_clean(qp, scq, rcq);
+		shift_fast_qp_unpublish(to_sctx(ibqp->context)->fast, qp->fast);
+		fast_cqs_unlock(scq, rcq);
+		shift_fast_qp_free(qp->fast);
+	}
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
 	qp_free(qp);

@@ -1,8 +1,10 @@
 /*
- * The data path: post_send, post_recv and poll_cq. Each serialises on its queue's lock (as
- * libmlx5 does for callers that share a QP or CQ between threads), flattens the work
- * requests into the QP's preallocated records and posts them through Go in one call, or
- * polls through Go into the CQ's buffer and converts to struct ibv_wc.
+ * The data path: post_send, post_recv and poll_cq. A QP or CQ whose rings Go handed to C
+ * (plain mode) is served by fast.c without entering Go. The others (SHIFT mode, where every
+ * post goes through the failover layer) serialise on their queue's lock (as libmlx5 does for
+ * callers that share a QP or CQ between threads), flatten the work requests into the QP's
+ * preallocated records and post them through Go in one call, or poll through Go into the
+ * CQ's buffer and convert to struct ibv_wc.
  */
 #include <endian.h>
 #include <errno.h>
@@ -21,6 +23,15 @@ int shift_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
 	if (shift_forked) {
 		*bad = wr;
 		return EPERM;
+	}
+	if (qp->fast && wr) {
+		/* The provider's rule (canSend): sends only in RTS; libibverbs sets state after a
+		 * successful modify_qp. */
+		if (__atomic_load_n(&ibqp->state, __ATOMIC_RELAXED) != IBV_QPS_RTS) {
+			*bad = wr;
+			return EINVAL;
+		}
+		return shift_fast_post_send(qp->fast, wr, bad);
 	}
 	pthread_mutex_lock(&qp->sq_lock);
 	for (w = wr; w; w = w->next) {
@@ -79,6 +90,16 @@ int shift_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv
 		*bad = wr;
 		return EPERM;
 	}
+	if (qp->fast && wr) {
+		enum ibv_qp_state st = __atomic_load_n(&ibqp->state, __ATOMIC_RELAXED);
+
+		/* canRecv: from INIT on, not in RESET or ERR. */
+		if (st != IBV_QPS_INIT && st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) {
+			*bad = wr;
+			return EINVAL;
+		}
+		return shift_fast_post_recv(qp->fast, wr, bad);
+	}
 	pthread_mutex_lock(&qp->rq_lock);
 	for (w = wr; w; w = w->next) {
 		if (n == qp->max_recv_wr) {
@@ -107,6 +128,8 @@ int shift_poll_cq(struct ibv_cq *ibcq, int want, struct ibv_wc *wc)
 		return -1;
 	if (want <= 0)
 		return 0;
+	if (cq->fast)
+		return shift_cq_empty(cq->fast) ? 0 : shift_fast_poll(to_sctx(ibcq->context)->fast, cq->fast, want, wc);
 	pthread_mutex_lock(&cq->lock);
 	while (got < want) {
 		int ask = want - got < cq->nwc ? want - got : cq->nwc;

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include "abi34.h"
+#include "fast.h"
 
 /* How a device is served: its kernel uverbs device (a ConnectX with mlx5_ib), or a ConnectX
  * the plugin emulates in-process (package mlx5/emu), talking RoCEv2 over UDP. */
@@ -27,6 +28,7 @@ struct shift_context {
 	struct verbs_context vctx; /* its ibv_context is the context applications hold */
 	uintptr_t go;
 	int mode;
+	struct shift_fast_ctx *fast; /* the C data path's QP table and BlueFlame registers */
 };
 
 struct shift_pd {
@@ -47,6 +49,7 @@ struct shift_cq {
 	pthread_mutex_t lock; /* serialises polls, as libmlx5's cq lock does */
 	struct shift_wc *wc;  /* poll buffer for Go */
 	int nwc;
+	struct shift_cqr *fast; /* non-NULL: the ring is polled in C (fast.c) */
 };
 
 /* The ibv_qp_ex work-request builder of one QP (wr_start ... wr_complete): the WRs are
@@ -75,6 +78,7 @@ struct shift_qp {
 	uint32_t max_send_wr, max_recv_wr;
 	int sq_sig_all;
 	struct shift_wr_builder wb;
+	struct shift_fast_qp *fast; /* non-NULL: posts go to the rings in C (fast.c) */
 };
 
 /* Channels the plugin created itself (emulated devices, SHIFT mode): a pipe carrying the

@@ -142,8 +142,16 @@ static struct verbs_context *shift_alloc_context(struct ibv_device *ibdev, int c
 		return NULL; /* errno set; libibverbs closed cmd_fd */
 	shift_abi.set_ops(&ctx->vctx, &shift_ctx_ops);
 	ctx->mode = dev->mode;
+	ctx->fast = shift_fast_ctx_new();
+	if (!ctx->fast) {
+		shift_abi.uninit_context(&ctx->vctx);
+		free(ctx);
+		errno = ENOMEM;
+		return NULL;
+	}
 	err = shiftGoOpenContext(ctx, dev->vdev.sysfs->ibdev_name, dev->vdev.sysfs->sysfs_name, cmd_fd, dev->mode);
 	if (err) {
+		shift_fast_ctx_free(ctx->fast);
 		shift_abi.uninit_context(&ctx->vctx);
 		free(ctx);
 		errno = err;
@@ -160,6 +168,7 @@ void shift_free_context(struct ibv_context *ibctx)
 		shiftGoCloseContext(ctx);
 	/* Go closed the async descriptor it owns; libibverbs closes the command fd. */
 	ctx->vctx.context.async_fd = -1;
+	shift_fast_ctx_free(ctx->fast);
 	shift_abi.uninit_context(&ctx->vctx);
 	free(ctx);
 }

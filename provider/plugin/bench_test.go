@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/internal/tooltest"
+	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
+)
+
+// BenchmarkVerbs times single verbs calls through libibverbs on a plugin QP with the C
+// harness bench/verbsbench.c: one ibv_post_send of a 64-byte inline RDMA WRITE (one SGE) and
+// one empty ibv_poll_cq, in plain mode (the C data path) and in SHIFT mode (Default state,
+// the failover layer in Go), on two emulated devices of one process. Each sub-benchmark
+// reports the harness's figures as ns/post and ns/poll; compare runs with benchstat:
+//
+//	go test ./provider/plugin -run '^$' -bench Verbs -count 6 | tee new.txt
+//
+// It needs root (the /dev/infiniband stand-ins) and libibverbs-dev.
+func BenchmarkVerbs(b *testing.B) {
+	bld := tooltest.BuildPlugin(b)
+	bin := harness(b, "verbsbench")
+	h := tooltest.NewHost(b, bld, nil, emusysfs.Shift, devices(addrs(2), "lo")...)
+	for _, m := range []struct {
+		name string
+		mode tooltest.Mode
+	}{
+		{"plain", tooltest.Mode{}},
+		{"shift", tooltest.Mode{Shift: "s0:s1,s1:s0", Job: fmt.Sprintf("bench-%d", port())}},
+	} {
+		b.Run(m.name, func(b *testing.B) {
+			// One harness process per run (it starts two emulated NICs), timing a fixed
+			// number of calls whatever b.N the framework asks for; its figures are the
+			// result, so the run's own time per b.N is suppressed.
+			p := h.Start(b, m.mode, bin, "-d", "s0", "-D", "s1", "-n", strconv.Itoa(1<<16), "-s", "64")
+			out, err := p.Wait(2 * time.Minute)
+			if err != nil {
+				b.Fatalf("verbsbench: %v\n%s", err, out)
+			}
+			post, err := harnessFigure(out, "post_send_ns")
+			if err != nil {
+				b.Fatal(err)
+			}
+			poll, err := harnessFigure(out, "poll_empty_ns")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(post, "ns/post")
+			b.ReportMetric(poll, "ns/poll")
+		})
+	}
+}
+
+// harnessFigure reads NAME=VALUE from verbsbench's output line.
+func harnessFigure(out, name string) (float64, error) {
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, name+"="); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("verbsbench printed no %s: %q", name, out)
+}
