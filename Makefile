@@ -110,9 +110,13 @@ lint:
 
 ## demo: the main job: two emulated hosts x two NICs, verified WRITE/WRITE_IMM + SEND traffic,
 ## the default NIC failing at 5 s and back at 10 s, without SHIFT (plain provider) and with it;
-## timeline table, plot (out/demo/timeline.{svg,png,csv}) and a one-line verdict per run
-demo: deps
-	$(GO) run ./cmd/shiftctl demo -out out/demo
+## timeline table, plot (out/demo/timeline.{svg,png,csv}) and a one-line verdict per run;
+## then, as root with perftest, unmodified ib_write_bw through the plugin with host A's default
+## rail pulled, plain vs SHIFT (out/demo/tools/timeline.{svg,png,csv}), or one line saying why not
+demo:
+	@GO=$(GO) scripts/deps.sh demo
+	@$(MAKE) --no-print-directory plugin >/dev/null 2>&1 || echo "demo: the plugin did not build (it needs gcc and libibverbs-dev); the unmodified-program part will say so"
+	$(GO) run ./cmd/shiftctl demo -out out/demo -plugin bin
 
 ## clean: remove build outputs and the go test cache (the VM kernel cache is kept: see SHIFT_VM_CACHE)
 clean:

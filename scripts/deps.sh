@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks (and, as root, installs) what SHIFT-Go's build and test tiers need on Debian 12.
+# Checks (and, as root, installs) what SHIFT-Go's build and test tiers need on Debian 12
+# (`deps.sh demo`: what make demo needs).
 # Idempotent: installs only missing packages, and runs apt-get update only when it must.
 # Non-root: prints what is missing and the command to install it, and exits 0 so that the
 # test tiers that need those packages skip with their own reason.
@@ -7,7 +8,12 @@ set -euo pipefail
 
 GO_MIN=${GO_MIN:-1.26}
 PACKAGES=(linux-libc-dev libibverbs-dev ibverbs-providers ibverbs-utils perftest
-  qemu-system-x86 busybox-static cpio xz-utils bc iproute2 tshark redis-server clang llvm)
+  qemu-system-x86 busybox-static cpio xz-utils bc iproute2 tshark redis-server clang llvm gcc)
+# `deps.sh demo` (make demo): only what the demo needs, the plugin's build (gcc,
+# libibverbs-dev) and the unmodified program it runs (perftest) in namespaces (iproute2).
+if [ "${1:-}" = demo ]; then
+  PACKAGES=(gcc libibverbs-dev perftest iproute2)
+fi
 
 # Go: the module needs GO_MIN or newer.
 GO=${GO:-go}

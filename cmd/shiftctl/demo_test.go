@@ -14,7 +14,7 @@ func TestDemoCommand(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out.Reset()
-	code := demoMain([]string{"-mode", "provider", "-duration", "400ms", "-fail-at", "150ms", "-recover-at", "300ms",
+	code := demoMain([]string{"-tools", "off", "-mode", "provider", "-duration", "400ms", "-fail-at", "150ms", "-recover-at", "300ms",
 		"-timeout", "12", "-quiet", "-out", dir}, &out, &errw)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s%s", code, out.String(), errw.String())

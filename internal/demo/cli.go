@@ -30,6 +30,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Uint("timeout", 14, "RC local ACK timeout exponent (4.096 µs × 2^n per try, 7 retries)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "fabric seed")
 	quiet := fs.Bool("quiet", false, "no live progress line and no table")
+	tools := fs.String("tools", "auto", "the unmodified-ib_write_bw part: auto (when it can run), on, off")
+	pluginDir := fs.String("plugin", "bin", "directory of libmlx5-shift-rdmav34.so for the tools part")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -41,6 +43,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		c.RecoverAt = -1
 	}
 	modes, err := ParseModes(*mode)
+	if err == nil && *tools != "auto" && *tools != "on" && *tools != "off" {
+		err = fmt.Errorf("demo: -tools %q: want auto, on or off", *tools)
+	}
 	if err == nil {
 		err = c.Defaults().Validate()
 	}
@@ -102,22 +107,79 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	for _, f := range failed {
 		fmt.Fprintln(stdout, "verdict", f)
 	}
+	if *tools != "off" {
+		if st := runToolsPart(ctx, DefaultToolsConfig(*pluginDir), modes, *tools == "on", filepath.Join(*out, "tools"), stdout); st != 0 {
+			status = st
+		}
+	}
+	return status
+}
+
+// runToolsPart runs the tools part, or says in one line why it cannot (a failure when
+// required); its status is 1 when SHIFT did not carry the program through.
+func runToolsPart(ctx context.Context, c ToolsConfig, modes []Mode, required bool, out string, stdout io.Writer) int {
+	if why := ToolsUnavailable(c); why != "" {
+		fmt.Fprintf(stdout, "tools: unmodified ib_write_bw through libmlx5-shift not shown: %s\n", why)
+		if required {
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(stdout, "== unmodified ib_write_bw through libmlx5-shift: two network namespaces, host A's rail 0 down at %v, up at %v\n",
+		c.FailAt, c.RecoverAt)
+	runs, err := RunTools(ctx, c, modes, stdout)
+	status := 0
+	if err != nil {
+		fmt.Fprintf(stdout, "tools: %v\n", err)
+		status = 1
+	}
+	if len(runs) > 0 {
+		files, err := WriteToolsOutputs(out, c, runs)
+		if err != nil {
+			fmt.Fprintf(stdout, "tools: %v\n", err)
+			return 1
+		}
+		for _, f := range files {
+			fmt.Fprintln(stdout, "wrote", f)
+		}
+	}
+	for _, r := range runs {
+		for _, n := range r.Notes(c) {
+			fmt.Fprintf(stdout, "tools: %s: %s\n", toolModeName(r.Mode), n)
+		}
+		fmt.Fprintln(stdout, "verdict tools", r.Verdict())
+		if r.Broken() {
+			status = 1
+		}
+	}
 	return status
 }
 
 // WriteOutputs writes timeline.csv, timeline.svg and timeline.png under dir and returns their
 // paths.
 func WriteOutputs(dir string, runs []*Result) ([]string, error) {
+	ch := NewTimelineChart(runs)
+	return writeFiles(dir, func(w io.Writer) error { return WriteCSV(w, runs) }, ch)
+}
+
+// WriteToolsOutputs is WriteOutputs for the tools part.
+func WriteToolsOutputs(dir string, cfg ToolsConfig, runs []*ToolResult) ([]string, error) {
+	ch := withLinkMarkers(NewToolsChart(runs), cfg)
+	return writeFiles(dir, func(w io.Writer) error { return WriteToolsCSV(w, runs) }, ch)
+}
+
+// writeFiles writes timeline.csv with csv, and timeline.svg and timeline.png of ch, under
+// dir.
+func writeFiles(dir string, csv func(io.Writer) error, ch *Chart) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("demo: output directory: %w", err)
 	}
-	ch := NewTimelineChart(runs)
 	var files []string
 	for _, o := range []struct {
 		name  string
 		write func(io.Writer) error
 	}{
-		{"timeline.csv", func(w io.Writer) error { return WriteCSV(w, runs) }},
+		{"timeline.csv", csv},
 		{"timeline.svg", ch.WriteSVG},
 		{"timeline.png", ch.WritePNG},
 	} {

@@ -3,6 +3,8 @@ package demo
 import (
 	"os"
 	"testing"
+
+	"github.com/shift-rdma/shift/internal/tooltest"
 )
 
 func TestMain(m *testing.M) {
@@ -12,5 +14,7 @@ func TestMain(m *testing.M) {
 		r.Close()
 		w.Close()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	tooltest.RemoveBuild() // the plugin TestToolsPart built
+	os.Exit(code)
 }

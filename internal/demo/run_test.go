@@ -150,7 +150,7 @@ func TestShiftRunSurvivesTheFailure(t *testing.T) {
 func TestMainWritesOutputs(t *testing.T) {
 	dir := t.TempDir()
 	var out, errw strings.Builder
-	code := Main([]string{"-mode", "provider", "-duration", "600ms", "-fail-at", "200ms", "-recover-at", "400ms",
+	code := Main([]string{"-tools", "off", "-mode", "provider", "-duration", "600ms", "-fail-at", "200ms", "-recover-at", "400ms",
 		"-fail-host", "1", "-timeout", "10", "-out", dir, "-quiet"}, &out, &errw)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errw.String())
@@ -176,6 +176,9 @@ func TestMainWritesOutputs(t *testing.T) {
 	}
 	if code := Main([]string{"-fail-at", "2s", "-recover-at", "1s"}, &out, &errw); code != 2 {
 		t.Errorf("recovery before failure: exit %d", code)
+	}
+	if code := Main([]string{"-tools", "maybe"}, &out, &errw); code != 2 {
+		t.Errorf("-tools maybe: exit %d", code)
 	}
 }
 

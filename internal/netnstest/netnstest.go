@@ -61,11 +61,32 @@ type NS struct {
 // allocIndex returns an interface index not yet used in the namespace by NewVeth.
 func (ns *NS) allocIndex() int { return int(ns.lastIndex.Add(1)) + 99 }
 
-// New creates a uniquely named network namespace with its loopback up, or skips the test if
-// that is impossible here.
+// ErrNotPermitted is returned by Create when this process may not create namespaces.
+var ErrNotPermitted = errors.New("netnstest: creating network namespaces is not permitted here")
+
+// New creates a uniquely named network namespace with its loopback up, deleted at the end of
+// the test, or skips the test if that is impossible here.
 func New(t testing.TB) *NS {
 	t.Helper()
 	Require(t)
+	ns, err := Create()
+	if errors.Is(err, ErrNotPermitted) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ns.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return ns
+}
+
+// Create creates a uniquely named network namespace with its loopback up, for callers that
+// are not tests (the demo); Close deletes it. It needs root and the ip command.
+func Create() (*NS, error) {
 	var name string
 	for try := 0; ; try++ {
 		name = uniqueName("shift-")
@@ -74,24 +95,30 @@ func New(t testing.TB) *NS {
 			break
 		}
 		if bytes.Contains(out, []byte("ermission")) || bytes.Contains(out, []byte("not permitted")) {
-			t.Skipf("cannot create a network namespace here: %s", bytes.TrimSpace(out))
+			return nil, fmt.Errorf("%w: %s", ErrNotPermitted, bytes.TrimSpace(out))
 		}
 		// Another process may have drawn the same name; draw again.
 		if !bytes.Contains(out, []byte("exists")) || try == 4 {
-			t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+			return nil, fmt.Errorf("ip netns add %s: %v: %s", name, err, out)
 		}
 	}
 	created.Lock()
 	created.names = append(created.names, name)
 	created.Unlock()
 	ns := &NS{Name: name}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	ns.Run(t, "ip", "link", "set", "dev", "lo", "up")
-	return ns
+	if _, err := ns.Output("ip", "link", "set", "dev", "lo", "up"); err != nil {
+		ns.Close()
+		return nil, err
+	}
+	return ns, nil
+}
+
+// Close deletes the namespace, and with it the links in it.
+func (ns *NS) Close() error {
+	if out, err := exec.Command("ip", "netns", "del", ns.Name).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip netns del %s: %v: %s", ns.Name, err, out)
+	}
+	return nil
 }
 
 // Do runs fn on an OS thread that has entered the namespace. Sockets and links fn creates

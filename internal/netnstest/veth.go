@@ -44,9 +44,22 @@ type VethConfig struct {
 // removes it at the end of the test (deleting either end removes both).
 func NewVeth(t testing.TB, a, b *NS, cfg VethConfig) (*Veth, *Veth) {
 	t.Helper()
+	va, vb, err := CreateVeth(a, b, cfg)
+	if va != nil {
+		t.Cleanup(func() { va.Close() })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return va, vb
+}
+
+// CreateVeth is NewVeth for callers that are not tests; the first end's Close removes the
+// pair (so does deleting either namespace). On error, what was made is removed.
+func CreateVeth(a, b *NS, cfg VethConfig) (*Veth, *Veth, error) {
 	for i, p := range cfg.Addrs {
 		if !p.IsValid() {
-			t.Fatalf("netnstest: veth end %d has no address", i)
+			return nil, nil, fmt.Errorf("netnstest: veth end %d has no address", i)
 		}
 	}
 	idx := cfg.Indexes
@@ -63,66 +76,97 @@ func NewVeth(t testing.TB, a, b *NS, cfg VethConfig) (*Veth, *Veth) {
 		{NS: a, Name: base + "a", Index: idx[0], Addr: cfg.Addrs[0]},
 		{NS: b, Name: base + "b", Index: idx[1], Addr: cfg.Addrs[1]},
 	}
-	a.Run(t, "ip", "link", "add", ends[0].Name, "index", strconv.Itoa(idx[0]), "type", "veth",
-		"peer", "name", ends[1].Name, "index", strconv.Itoa(idx[1]), "netns", b.Name)
-	t.Cleanup(func() {
-		// The namespace may already be gone; deleting it deletes the pair as well.
-		if _, err := os.Stat("/var/run/netns/" + a.Name); err == nil {
-			a.Output("ip", "link", "del", ends[0].Name)
-		}
-	})
+	if _, err := a.Output("ip", "link", "add", ends[0].Name, "index", strconv.Itoa(idx[0]), "type", "veth",
+		"peer", "name", ends[1].Name, "index", strconv.Itoa(idx[1]), "netns", b.Name); err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*Veth, *Veth, error) {
+		ends[0].Close()
+		return nil, nil, err
+	}
 	for _, e := range ends {
 		if cfg.MTU != 0 {
-			e.NS.Run(t, "ip", "link", "set", "dev", e.Name, "mtu", strconv.Itoa(cfg.MTU))
+			if _, err := e.NS.Output("ip", "link", "set", "dev", e.Name, "mtu", strconv.Itoa(cfg.MTU)); err != nil {
+				return fail(err)
+			}
 		}
 		args := []string{"addr", "add", e.Addr.String(), "dev", e.Name}
 		if e.Addr.Addr().Is6() {
 			args = append(args, "nodad")
 		}
-		e.NS.Run(t, "ip", args...)
-		e.NS.Run(t, "ip", "link", "set", "dev", e.Name, "up")
-		mac, err := net.ParseMAC(strings.TrimSpace(e.NS.Run(t, "cat", "/sys/class/net/"+e.Name+"/address")))
-		if err != nil {
-			t.Fatalf("netnstest: MAC of %s: %v", e.Name, err)
+		if _, err := e.NS.Output("ip", args...); err != nil {
+			return fail(err)
 		}
-		e.MAC = mac
-		got := strings.TrimSpace(e.NS.Run(t, "cat", "/sys/class/net/"+e.Name+"/ifindex"))
-		if got != strconv.Itoa(e.Index) {
-			t.Fatalf("netnstest: %s has ifindex %s, asked for %d", e.Name, got, e.Index)
+		if _, err := e.NS.Output("ip", "link", "set", "dev", e.Name, "up"); err != nil {
+			return fail(err)
+		}
+		out, err := e.NS.Output("cat", "/sys/class/net/"+e.Name+"/address")
+		if err != nil {
+			return fail(err)
+		}
+		if e.MAC, err = net.ParseMAC(strings.TrimSpace(out)); err != nil {
+			return fail(fmt.Errorf("netnstest: MAC of %s: %w", e.Name, err))
+		}
+		got, err := e.NS.Output("cat", "/sys/class/net/"+e.Name+"/ifindex")
+		if err != nil {
+			return fail(err)
+		}
+		if strings.TrimSpace(got) != strconv.Itoa(e.Index) {
+			return fail(fmt.Errorf("netnstest: %s has ifindex %s, asked for %d", e.Name, strings.TrimSpace(got), e.Index))
 		}
 	}
 	ends[0].peer, ends[1].peer = ends[1], ends[0]
 	for _, e := range ends {
 		e.static = cfg.StaticNeighbors
-		e.addNeighbor(t)
+		if err := e.addNeighbor(); err != nil {
+			return fail(err)
+		}
 	}
-	return ends[0], ends[1]
+	return ends[0], ends[1], nil
+}
+
+// Close deletes the pair, unless its namespace is already gone (which deleted it).
+func (v *Veth) Close() {
+	if _, err := os.Stat("/var/run/netns/" + v.NS.Name); err == nil {
+		v.NS.Output("ip", "link", "del", v.Name)
+	}
 }
 
 // addNeighbor installs the permanent neighbour entry for the peer, if the pair has them.
-func (v *Veth) addNeighbor(t testing.TB) {
+func (v *Veth) addNeighbor() error {
+	if !v.static {
+		return nil
+	}
+	_, err := v.NS.Output("ip", "neigh", "replace", v.peer.Addr.Addr().String(), "lladdr", v.peer.MAC.String(),
+		"dev", v.Name, "nud", "permanent")
+	return err
+}
+
+// SetUp sets the link administratively up or down (SetLink) and fails the test if it cannot.
+func (v *Veth) SetUp(t testing.TB, up bool) {
 	t.Helper()
-	if v.static {
-		v.NS.Run(t, "ip", "neigh", "replace", v.peer.Addr.Addr().String(), "lladdr", v.peer.MAC.String(),
-			"dev", v.Name, "nud", "permanent")
+	if err := v.SetLink(up); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// SetUp sets the link administratively up or down with `ip link set dev X up|down`, as an
+// SetLink sets the link administratively up or down with `ip link set dev X up|down`, as an
 // operator or a failure-injection script does. Taking a link down flushes its neighbour
 // entries, permanent ones included, so bringing it up restores the static entry. IPv6
 // addresses are removed on down by the kernel's default keep_addr_on_down=0; pairs that go
 // down and up should use IPv4.
-func (v *Veth) SetUp(t testing.TB, up bool) {
-	t.Helper()
+func (v *Veth) SetLink(up bool) error {
 	state := "down"
 	if up {
 		state = "up"
 	}
-	v.NS.Run(t, "ip", "link", "set", "dev", v.Name, state)
-	if up {
-		v.addNeighbor(t)
+	if _, err := v.NS.Output("ip", "link", "set", "dev", v.Name, state); err != nil {
+		return err
 	}
+	if up {
+		return v.addNeighbor()
+	}
+	return nil
 }
 
 // String names the end for diagnostics.

@@ -1,16 +1,14 @@
 package tooltest
 
 import (
-	"bufio"
 	"fmt"
 	"net/netip"
-	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/shift-rdma/shift/internal/netnstest"
+	"github.com/shift-rdma/shift/internal/toolrun"
 	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
 )
 
@@ -58,39 +56,6 @@ func NewNetnsPair(t testing.TB, b *Build, id emusysfs.Identity) *NetnsPair {
 	return p
 }
 
-// NetdevStats are the counters of /proc/net/dev for one interface.
-type NetdevStats struct {
-	RxBytes, RxPackets, TxBytes, TxPackets uint64
-}
-
-// ReadNetdev reads /proc/thread-self/net/dev: the counters of every interface of the calling
-// thread's network namespace (run it inside netnstest.NS.Do).
-func ReadNetdev() (map[string]NetdevStats, error) {
-	f, err := os.Open("/proc/thread-self/net/dev")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]NetdevStats{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fs := strings.Fields(rest)
-		if len(fs) < 10 {
-			continue
-		}
-		var v [10]uint64
-		for i := range v {
-			v[i], _ = strconv.ParseUint(fs[i], 10, 64)
-		}
-		out[strings.TrimSpace(name)] = NetdevStats{RxBytes: v[0], RxPackets: v[1], TxBytes: v[8], TxPackets: v[9]}
-	}
-	return out, sc.Err()
-}
-
 // Traffic is the bytes an interface of a host's namespace sent and received.
 func (p *NetnsPair) Traffic(h int, netdev string) (uint64, error) {
 	host := p.A
@@ -99,7 +64,7 @@ func (p *NetnsPair) Traffic(h int, netdev string) (uint64, error) {
 	}
 	var n uint64
 	err := host.NS.Do(func() error {
-		s, err := ReadNetdev()
+		s, err := toolrun.ReadNetdev("/proc/thread-self/net/dev")
 		if err != nil {
 			return err
 		}

@@ -1,13 +1,13 @@
 package tooltest
 
 import (
+	"github.com/shift-rdma/shift/internal/toolrun"
+
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,27 +137,14 @@ func RunPair(t testing.TB, hs, hc *Host, ms, mc Mode, program string, args []str
 // d passed.
 func (p *Proc) WaitListening(port int, d time.Duration) error {
 	deadline := time.Now().Add(d)
-	want := fmt.Sprintf(":%04X ", port)
-	for {
+	for !toolrun.Listening(p.cmd.Process.Pid, port) {
 		if p.Done() {
 			return fmt.Errorf("ended before listening on %d", port)
-		}
-		for _, f := range []string{"tcp", "tcp6"} {
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", p.cmd.Process.Pid, f))
-			if err != nil {
-				continue
-			}
-			for _, line := range strings.Split(string(b), "\n")[1:] {
-				fs := strings.Fields(line)
-				// sl local_address rem_address st ...: st 0A is LISTEN
-				if len(fs) > 3 && strings.HasSuffix(fs[1]+" ", want) && fs[3] == "0A" {
-					return nil
-				}
-			}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not listening on TCP %d after %v", port, d)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shift-rdma/shift/internal/toolrun"
 	"github.com/shift-rdma/shift/internal/tooltest"
 	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
 )
@@ -63,4 +64,44 @@ func harnessFigure(out, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("verbsbench printed no %s: %q", name, out)
+}
+
+// BenchmarkPerftestLat runs Debian's ib_write_lat and ib_send_lat (64 bytes, 3000
+// iterations, the ibv_wr_* API) between two processes on one emulated pair, in plain mode and
+// in SHIFT mode, and reports perftest's typical (median) and average latency:
+//
+//	go test ./provider/plugin -run '^$' -bench PerftestLat -count 6 | tee lat.txt
+//
+// The emulated NICs are Go goroutines exchanging UDP over loopback, so the figures are the
+// emulator's round trip plus the provider's; plain vs SHIFT on the same pair is the
+// comparison that means something.
+func BenchmarkPerftestLat(b *testing.B) {
+	tooltest.RequireTools(b, "ib_write_lat", "ib_send_lat")
+	bld := tooltest.BuildPlugin(b)
+	ips := addrs(4)
+	h := tooltest.NewHost(b, bld, nil, emusysfs.Shift, devices(ips, "lo")...)
+	for _, prog := range []string{"ib_write_lat", "ib_send_lat"} {
+		for _, m := range []struct {
+			name string
+			mode tooltest.Mode
+		}{
+			{"plain", tooltest.Mode{}},
+			{"shift", tooltest.Mode{Shift: "s0:s2,s1:s3", Job: fmt.Sprintf("lat-%d", port())}},
+		} {
+			b.Run(prog+"/"+m.name, func(b *testing.B) {
+				args := []string{"-n", "3000", "-s", "64"}
+				r := tooltest.RunPair(b, h, h, m.mode, m.mode, prog, args, port(), "s0", "s1", "127.0.0.1", 2*time.Minute)
+				if r.ClientErr != nil || r.ServerErr != nil {
+					b.Fatalf("client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", r.ClientErr, r.ServerErr, r.Client, r.Server)
+				}
+				l, err := toolrun.ParseLat(r.Client)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(l.Typical, "us-typical")
+				b.ReportMetric(l.Avg, "us-avg")
+			})
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/shift-rdma/shift/internal/toolrun"
 	"github.com/shift-rdma/shift/internal/tooltest"
 	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
 )
@@ -23,7 +24,7 @@ type linkRun struct {
 
 func checkBWDuration(t *testing.T, out string) {
 	t.Helper()
-	r, err := tooltest.ParseBW(out)
+	r, err := toolrun.ParseBW(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func failoverRuns() []linkRun {
 		{"ib_send_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration},
 		{"ibv_rc_pingpong", []string{"-g", "0", "-c", "-n", "2000", "-s", "4096"}, func(t *testing.T, out string) {
 			t.Helper()
-			r, err := tooltest.ParsePingpong(out)
+			r, err := toolrun.ParsePingpong(out)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +157,7 @@ func TestLinkWatchFailoverGap(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			s, err := tooltest.ReadNetdev()
+			s, err := toolrun.ReadNetdev("/proc/thread-self/net/dev")
 			if err != nil {
 				return err
 			}
@@ -166,7 +167,7 @@ func TestLinkWatchFailoverGap(t *testing.T) {
 				return err
 			}
 			for deadline := t0.Add(10 * time.Second); time.Now().Before(deadline); {
-				s, err := tooltest.ReadNetdev()
+				s, err := toolrun.ReadNetdev("/proc/thread-self/net/dev")
 				if err != nil {
 					return err
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shift-rdma/shift/internal/toolrun"
 	"github.com/shift-rdma/shift/internal/tooltest"
 	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
 )
@@ -29,7 +30,7 @@ const (
 
 func checkPingpong(t *testing.T, out string) {
 	t.Helper()
-	r, err := tooltest.ParsePingpong(out)
+	r, err := toolrun.ParsePingpong(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func checkPingpong(t *testing.T, out string) {
 
 func checkBW(t *testing.T, out string) {
 	t.Helper()
-	r, err := tooltest.ParseBW(out)
+	r, err := toolrun.ParseBW(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func checkBW(t *testing.T, out string) {
 
 func checkLat(t *testing.T, out string) {
 	t.Helper()
-	r, err := tooltest.ParseLat(out)
+	r, err := toolrun.ParseLat(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package tooltest
+package toolrun
 
 import (
 	"fmt"
