@@ -23,7 +23,9 @@ type Options struct {
 	// selection. The first backup carries the shadows; further ones are accepted for the
 	// configuration syntax but not used yet.
 	Backups []string
-	// KV is the attribute store shared by every host of the job (required).
+	// KV is the attribute store shared by every host of the job; nil means the store
+	// $SHIFT_KV names (kv.OpenDefault: redis://..., dir:PATH), or without it the embedded
+	// default for processes on one host, opened by OpenContext and closed with the Context.
 	KV kv.Store
 	// Job namespaces the KV keys (shift/<Job>/...); empty means $SHIFT_JOB, then "default".
 	Job string
@@ -93,10 +95,11 @@ type Stats struct {
 
 // Context is a default device with its backup (struct ibv_context for the application).
 type Context struct {
-	def  *provider.Context
-	bk   *backupDev
-	opts Options
-	gid  [16]byte // default GID (KV key of this host's default objects)
+	def   *provider.Context
+	bk    *backupDev
+	opts  Options
+	ownKV kv.Store // the store OpenContext opened (Options.KV nil), closed with the Context
+	gid   [16]byte // default GID (KV key of this host's default objects)
 
 	lkeys sync.Map // default lkey → backup lkey
 	rkeys sync.Map // rkeyKey → backup rkey (KV cache)
@@ -132,11 +135,10 @@ type rkeyKey struct {
 	rkey uint32
 }
 
-// Open opens the default device name and its backup.
+// Open opens the default device name and its backup; with zero Options, everything comes
+// from the environment (SHIFT_BACKUP, SHIFT_KV, SHIFT_JOB, SHIFT_LINK_WATCH, ...), as in the
+// plugin.
 func Open(name string, opts Options) (*Context, error) {
-	if opts.KV == nil {
-		return nil, fmt.Errorf("failover: open %s: %w: no KV store", name, ErrBadConfig)
-	}
 	def, err := provider.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("failover: open %s: %w", name, err)
@@ -154,15 +156,35 @@ func Open(name string, opts Options) (*Context, error) {
 // with itself; on error the caller closes def (a provider Context closes once).
 func OpenContext(def *provider.Context, opts Options) (*Context, error) {
 	name := def.Name()
-	if opts.KV == nil {
-		return nil, fmt.Errorf("failover: open %s: %w: no KV store", name, ErrBadConfig)
-	}
 	if opts.Job == "" {
 		opts.Job = os.Getenv("SHIFT_JOB")
 		if opts.Job == "" {
 			opts.Job = "default"
 		}
 	}
+	var ownKV kv.Store
+	if opts.KV == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s, err := kv.OpenDefault(ctx, os.Getenv("SHIFT_KV"), opts.Job, os.Getenv)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("failover: open %s: KV store (SHIFT_KV=%q): %w", name, os.Getenv("SHIFT_KV"), err)
+		}
+		opts.KV, ownKV = s, s
+	}
+	c, err := openContext(def, opts)
+	if err != nil {
+		if ownKV != nil {
+			ownKV.Close()
+		}
+		return nil, err
+	}
+	c.ownKV = ownKV
+	return c, nil
+}
+
+func openContext(def *provider.Context, opts Options) (*Context, error) {
+	name := def.Name()
 	if opts.Port == 0 {
 		opts.Port = 1
 	}
@@ -308,7 +330,11 @@ func (c *Context) Close() error {
 	c.stopProbes()
 	c.linkWG.Wait() // stopProbes closed quit
 	err := c.bk.close()
-	return errors.Join(werr, err, c.def.Close(), c.releaseInject())
+	var kerr error
+	if c.ownKV != nil {
+		kerr = c.ownKV.Close()
+	}
+	return errors.Join(werr, err, c.def.Close(), c.releaseInject(), kerr)
 }
 
 func (c *Context) releaseInject() error {

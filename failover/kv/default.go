@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,4 +43,18 @@ func PrivateDir(dir string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// OpenDefault opens the store an edge configures with one setting (SHIFT_KV): spec as
+// OpenURL takes it (redis://, rediss://, dir:PATH), or, when spec is empty, the embedded
+// default for processes on one host: a directory store in PrivateDir(DefaultDirPath(getenv)).
+func OpenDefault(ctx context.Context, spec, job string, getenv func(string) string) (Store, error) {
+	if spec != "" {
+		return OpenURL(ctx, spec, job, 0)
+	}
+	dir, err := PrivateDir(DefaultDirPath(getenv))
+	if err != nil {
+		return nil, err
+	}
+	return NewDir(dir, DirOptions{Job: job})
 }

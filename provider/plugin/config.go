@@ -65,18 +65,9 @@ func openStore(c config) (kv.Store, error) {
 	if store.kv != nil {
 		return store.kv, nil
 	}
-	var s kv.Store
-	var err error
-	if c.kvSpec != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s, err = kv.OpenURL(ctx, c.kvSpec, c.job, 0)
-	} else {
-		var dir string
-		if dir, err = kv.PrivateDir(kv.DefaultDirPath(os.Getenv)); err == nil {
-			s, err = kv.NewDir(dir, kv.DirOptions{Job: c.job})
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := kv.OpenDefault(ctx, c.kvSpec, c.job, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("SHIFT_KV: %w", err)
 	}
