@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/shift-rdma/shift/internal/toolrun"
 	"github.com/shift-rdma/shift/internal/tooltest"
 	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
@@ -104,4 +106,44 @@ func BenchmarkPerftestLat(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkFastPost times the C data path's post_send with no device behind the rings (one
+// cgo call runs all b.N posts, so ns/op is one post), beside package provider's
+// BenchmarkPostSendInline64 and BenchmarkPostSendSGE, which post the same WRs in Go:
+//
+//	go test ./provider/plugin -run '^$' -bench 'Fast' -count 6
+//	go test ./provider -run '^$' -bench 'PostSendInline64|PostSendSGE|PollEmpty' -count 6
+func BenchmarkFastPost(b *testing.B) {
+	for _, inline := range []bool{true, false} {
+		name := "sge"
+		if inline {
+			name = "inline64"
+		}
+		b.Run(name, func(b *testing.B) {
+			sq, db, uar, src := mappedB(b, 256*64), mappedB(b, 64), mappedB(b, 4096), mappedB(b, 4096)
+			b.ResetTimer()
+			if err := checkPostLoop(sq, db, uar[0x800:], src, b.N, inline); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkFastPollEmpty times the C poll of an empty CQ (ibv_poll_cq's provider part).
+func BenchmarkFastPollEmpty(b *testing.B) {
+	buf, db := mappedB(b, 64*64), mappedB(b, 64)
+	b.ResetTimer()
+	if n := checkPollLoop(buf, db, b.N); n != 0 {
+		b.Fatalf("an empty CQ gave %d completions", n)
+	}
+}
+
+func mappedB(b *testing.B, n int) []byte {
+	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { unix.Munmap(m) })
+	return m
 }

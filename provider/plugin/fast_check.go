@@ -15,6 +15,50 @@ static uint32_t check_imm(const struct shift_fwc *w)
 	return be32toh(w->imm);
 }
 
+// check_post_loop posts n single WRs on a QP over the given rings with no device behind them
+// (the BlueFlame register is plain memory), marking each retired at once as a NIC completing
+// everything would, as package provider's PostSend benchmarks do: inline 64-byte RDMA WRITE
+// (BlueFlame) or one 4 KiB SGE (8-byte doorbell).
+static int check_post_loop(struct shift_fast_ctx *c, uint8_t *sq, uint8_t *dbrec, uint8_t *bf, uint8_t *src, long n, int inl)
+{
+	struct shift_qp_rings r = { .qpn = 0x99, .sq = sq, .sq_wqe_cnt = 256, .sq_max_post = 256, .sq_max_gs = 1,
+				    .max_inline = 64, .dbrec = dbrec, .bf_index = 1, .bf_buf_size = 256, .bf_reg = bf };
+	struct shift_fast_qp *qp = shift_fast_qp_new(c, &r);
+	struct ibv_sge sge = { .addr = (uintptr_t)src, .length = inl ? 64 : 4096, .lkey = 5 };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE }, *bad;
+	int err = 0;
+
+	if (!qp)
+		return ENOMEM;
+	wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+	wr.wr.rdma.remote_addr = 0x1000;
+	wr.wr.rdma.rkey = 1;
+	for (long i = 0; i < n && !err; i++) {
+		err = shift_fast_post_send(qp, &wr, &bad);
+		__atomic_store_n(&qp->sq.tail, qp->sq.head, __ATOMIC_RELEASE);
+	}
+	shift_fast_qp_free(qp);
+	return err;
+}
+
+// check_poll_loop polls an empty CQ n times as shift_poll_cq does.
+static int check_poll_loop(struct shift_fast_ctx *c, uint8_t *buf, uint8_t *dbrec, long n)
+{
+	struct shift_cq_rings r = { .cqn = 1, .ncqe = 64, .buf = buf, .dbrec = dbrec };
+	struct shift_cqr *cq = shift_fast_cq_new(c, &r);
+	struct ibv_wc wc;
+	int got = 0;
+
+	if (!cq)
+		return -1;
+	for (int i = 0; i < 64; i++)
+		buf[i * 64 + 63] = MLX5_CQE_INVALID << 4;
+	for (long i = 0; i < n; i++)
+		got += shift_cq_empty(cq) ? 0 : shift_fast_poll(c, cq, 1, &wc);
+	shift_fast_cq_free(cq);
+	return got;
+}
+
 static void check_set_rdma(struct ibv_send_wr *w, uint64_t ra, uint32_t rkey)
 {
 	w->wr.rdma.remote_addr = ra;
@@ -134,4 +178,27 @@ func checkCQE(buf []byte, ncqe int, ci uint32) (w mlx5.FastWC, ok bool) {
 func checkCQEmpty(buf []byte, ncqe int, ci uint32) bool {
 	cq := C.struct_shift_cqr{buf: byteAt(buf), ncqe: C.uint32_t(ncqe), cons_index: C.uint32_t(ci)}
 	return C.shift_cq_empty(&cq) != 0
+}
+
+// checkPostLoop runs check_post_loop over rings in memory Go mapped: n posts of a 64-byte
+// inline WRITE (inline) or a one-SGE WRITE.
+func checkPostLoop(sq, dbrec, bf, src []byte, n int, inline bool) error {
+	c := C.shift_fast_ctx_new()
+	defer C.shift_fast_ctx_free(c)
+	il := C.int(0)
+	if inline {
+		il = 1
+	}
+	if e := C.check_post_loop(c, byteAt(sq), byteAt(dbrec), byteAt(bf), byteAt(src), C.long(n), il); e != 0 {
+		return unix.Errno(e)
+	}
+	return nil
+}
+
+// checkPollLoop runs check_poll_loop: n polls of an empty 64-entry CQ; it returns the
+// completions found (0).
+func checkPollLoop(buf, dbrec []byte, n int) int {
+	c := C.shift_fast_ctx_new()
+	defer C.shift_fast_ctx_free(c)
+	return int(C.check_poll_loop(c, byteAt(buf), byteAt(dbrec), C.long(n)))
 }
