@@ -89,19 +89,6 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 	})
 }
 
-// setDefMode sets what the classifiers do with the default QP's completions.
-func (q *QP) setDefMode(m int) {
-	q.scq.mu.Lock()
-	if q.rcq != q.scq {
-		q.rcq.mu.Lock()
-	}
-	q.defMode = m
-	if q.rcq != q.scq {
-		q.rcq.mu.Unlock()
-	}
-	q.scq.mu.Unlock()
-}
-
 // prepareLocked is step 1 on either side: stop the default QP, collect its last
 // completions, check that the outstanding WRs may be retransmitted, move the outstanding
 // receives to the backup QP and send the notification with our receive counter.

@@ -24,18 +24,6 @@ func word32(op string, b []byte, off int) (*uint32, error) {
 	return (*uint32)(p), nil
 }
 
-// word64 returns a pointer to the 8-byte aligned word at b[off:off+8].
-func word64(op string, b []byte, off int) (*uint64, error) {
-	if off < 0 || off+8 > len(b) {
-		return nil, shortErr(op, len(b), off+8)
-	}
-	p := unsafe.Pointer(&b[off])
-	if uintptr(p)%8 != 0 {
-		return nil, newErr(op, ErrGeometry, unix.EINVAL, "word at offset %d not 8-byte aligned", off)
-	}
-	return (*uint64)(p), nil
-}
-
 // at32 and at64 are the unchecked hot-path forms; callers validated alignment and bounds when
 // the ring or register was constructed.
 func at32(b []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&b[off])) }

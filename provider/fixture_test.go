@@ -101,12 +101,3 @@ func (r *ringQP) sqWQE(t testing.TB, pos uint32) (mlx5.CtrlSeg, []byte) {
 	}
 	return c, out
 }
-
-// as converts the interface a verbs constructor returns to the provider's concrete type.
-func as[T any](v any, err error) (T, error) {
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return v.(T), nil
-}

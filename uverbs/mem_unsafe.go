@@ -33,6 +33,7 @@ func sizeOf[T any]() int {
 // valid until the syscall (or the emulated kernel) has used it; callers keep the object alive
 // with runtime.KeepAlive across the call.
 var (
+	//lint:ignore U1000 written, never read: the possible store is what makes values escape
 	escapeSink  any
 	escapeNever bool
 )

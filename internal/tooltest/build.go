@@ -2,6 +2,7 @@ package tooltest
 
 import (
 	"fmt"
+	gobuild "go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,7 +70,8 @@ func build() (*Build, error) {
 	}
 	b := &Build{Dir: dir, Plugin: filepath.Join(dir, "libmlx5-shift-rdmav34.so"),
 		Preload: filepath.Join(dir, "libmlx5-shift-preload.so")}
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	// The toolchain this test was built with (go test may run with another go first on PATH).
+	goTool := filepath.Join(gobuild.Default.GOROOT, "bin", "go")
 	if _, err := os.Stat(goTool); err != nil {
 		goTool = "go"
 	}

@@ -40,7 +40,7 @@ func fastCQ(sctx *C.struct_shift_context, scq *C.struct_shift_cq, v any) error {
 		dbrec: byteAt(r.DBRec), uar: byteAt(r.UAR)}
 	f := C.shift_fast_cq_new(sctx.fast, &cr)
 	if f == nil {
-		return fmt.Errorf("C data path for CQ %#x: %w", r.CQN, unix.ENOMEM)
+		return fmt.Errorf("the C data path for CQ %#x: %w", r.CQN, unix.ENOMEM)
 	}
 	p.DetachDataPath()
 	scq.fast = f
@@ -67,11 +67,11 @@ func fastQP(sctx *C.struct_shift_context, sqp *C.struct_shift_qp, scq, rcq *C.st
 	}
 	f := C.shift_fast_qp_new(sctx.fast, &qr)
 	if f == nil {
-		return fmt.Errorf("C data path for QP %#x: %w", r.QPN, unix.ENOMEM)
+		return fmt.Errorf("the C data path for QP %#x: %w", r.QPN, unix.ENOMEM)
 	}
 	if e := C.shift_fast_qp_publish(sctx.fast, f); e != 0 {
 		C.shift_fast_qp_free(f)
-		return fmt.Errorf("C data path for QP %#x: %w", r.QPN, unix.Errno(e))
+		return fmt.Errorf("the C data path for QP %#x: %w", r.QPN, unix.Errno(e))
 	}
 	p.DetachDataPath()
 	sqp.fast = f

@@ -95,7 +95,7 @@ func TestRealAfterFuncAndStop(t *testing.T) {
 	if el := time.Since(start); el < time.Millisecond {
 		t.Fatalf("callback ran after %v, before its 1 ms", el)
 	}
-	if d := (Real{}).Now().Sub(time.Now()); d > 0 {
+	if d := time.Until((Real{}).Now()); d > 0 {
 		t.Fatalf("Real.Now is %v ahead of time.Now", d)
 	}
 	stopped := Real{}.AfterFunc(time.Hour, func() { t.Error("stopped callback ran") })
