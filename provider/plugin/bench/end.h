@@ -127,4 +127,24 @@ static void connect_qp(struct ibv_qp *qp, struct ibv_qp *peer_qp, const union ib
 		die("modify RTS", err);
 }
 
+/* dev_args reads "-d DEV -D PEER", the two devices of the harnesses without other options,
+ * or exits with the usage. */
+static inline void dev_args(int argc, char **argv, const char **dev, const char **peer)
+{
+	int opt;
+
+	*dev = *peer = NULL;
+	while ((opt = getopt(argc, argv, "d:D:")) != -1) {
+		switch (opt) {
+		case 'd': *dev = optarg; break;
+		case 'D': *peer = optarg; break;
+		default: *dev = NULL;
+		}
+	}
+	if (!*dev || !*peer) {
+		fprintf(stderr, "usage: %s -d DEV -D PEER\n", program_invocation_short_name);
+		exit(2);
+	}
+}
+
 #endif

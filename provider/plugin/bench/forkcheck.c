@@ -75,20 +75,10 @@ int main(int argc, char **argv)
 	const char *dev = NULL, *peer = NULL;
 	struct end a = { 0 }, b = { 0 };
 	char *plain = strdup("intact");
-	int opt, status;
+	int status;
 	pid_t pid;
 
-	while ((opt = getopt(argc, argv, "d:D:")) != -1) {
-		switch (opt) {
-		case 'd': dev = optarg; break;
-		case 'D': peer = optarg; break;
-		default: dev = NULL;
-		}
-	}
-	if (!dev || !peer) {
-		fprintf(stderr, "usage: forkcheck -d DEV -D PEER\n");
-		return 2;
-	}
+	dev_args(argc, argv, &dev, &peer);
 	setup(&a, dev, 64);
 	setup(&b, peer, 64);
 	connect_qp(a.qp, b.qp, &b.gid);

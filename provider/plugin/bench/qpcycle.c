@@ -78,19 +78,9 @@ int main(int argc, char **argv)
 	struct end a = { 0 }, p = { 0 };
 	struct ibv_qp *qa, *qb, *pa, *pb;
 	struct ibv_wc wc;
-	int opt, err;
+	int err;
 
-	while ((opt = getopt(argc, argv, "d:D:")) != -1) {
-		switch (opt) {
-		case 'd': dev = optarg; break;
-		case 'D': peer = optarg; break;
-		default: dev = NULL;
-		}
-	}
-	if (!dev || !peer) {
-		fprintf(stderr, "usage: qpcycle -d DEV -D PEER\n");
-		return 2;
-	}
+	dev_args(argc, argv, &dev, &peer);
 	setup(&a, dev, 64);
 	setup(&p, peer, 64);
 	qa = a.qp;
