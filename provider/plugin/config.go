@@ -21,11 +21,12 @@ type config struct {
 	job     string              // SHIFT_JOB
 	gidIdx  int                 // SHIFT_GID_INDEX, -1: each device's preferred GID
 	debug   bool                // SHIFT_DEBUG=1: control-path errors on stderr
+	watch   bool                // SHIFT_LINK_WATCH=1: fall back on link-down events
 }
 
 var loadConfig = sync.OnceValues(func() (config, error) {
 	c := config{kvSpec: os.Getenv("SHIFT_KV"), job: os.Getenv("SHIFT_JOB"), gidIdx: -1,
-		debug: os.Getenv("SHIFT_DEBUG") == "1"}
+		debug: os.Getenv("SHIFT_DEBUG") == "1", watch: os.Getenv("SHIFT_LINK_WATCH") == "1"}
 	if b := os.Getenv("SHIFT_BACKUP"); b != "" {
 		m, err := failover.ParseBackupMap(b)
 		if err != nil {
@@ -81,7 +82,7 @@ func failoverOptions(c config, name string) (failover.Options, error) {
 	if err != nil {
 		return failover.Options{}, err
 	}
-	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx}
+	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx, WatchLink: c.watch}
 	if c.backups != nil {
 		o.Backups = c.backups[name]
 		if len(o.Backups) == 0 {

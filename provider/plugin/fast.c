@@ -430,7 +430,7 @@ void shift_cq_update_ci(struct shift_cqr *cq)
 /* mlx5_arm_cq: the arm word in the record, then the CQ doorbell. */
 void shift_cq_arm(struct shift_cqr *cq, int solicited)
 {
-	uint32_t sn = cq->arm_sn & 3;
+	uint32_t sn = __atomic_load_n(&cq->arm_sn, __ATOMIC_RELAXED) & 3; /* bumped by cq_event on another thread */
 	uint32_t cmd = solicited ? MLX5_CQ_DB_REQ_NOT_SOL : MLX5_CQ_DB_REQ_NOT;
 	uint32_t ci = cq->cons_index & 0xffffff;
 	uint64_t doorbell;
