@@ -114,19 +114,20 @@ func toolEnv(c ToolsConfig, n *toolNet, h int, m Mode, job string) []string {
 	return env
 }
 
-// proc is a started program and how it ended.
+// proc is a started program and how it ended: its standard output (perftest's result) and
+// error (the provider's and perftest's complaints) apart.
 type proc struct {
-	cmd  *exec.Cmd
-	out  bytes.Buffer
-	done chan struct{}
-	err  error
-	at   time.Time
+	cmd      *exec.Cmd
+	out, log bytes.Buffer
+	done     chan struct{}
+	err      error
+	at       time.Time
 }
 
 func startIn(n *toolNet, h int, env []string, args ...string) (*proc, error) {
 	p := &proc{cmd: n.ns[h].Command(args[0], args[1:]...), done: make(chan struct{})}
 	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.log
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -170,7 +171,7 @@ func runTool(ctx context.Context, c ToolsConfig, n *toolNet, m Mode) (*ToolResul
 	for deadline := time.Now().Add(20 * time.Second); !toolrun.Listening(srv.cmd.Process.Pid, pt); {
 		if srv.ended() || time.Now().After(deadline) {
 			srv.stop()
-			return nil, fmt.Errorf("demo: ib_write_bw server did not listen: %v\n%s", srv.err, srv.out.String())
+			return nil, fmt.Errorf("demo: ib_write_bw server did not listen: %v\n%s%s", srv.err, srv.log.String(), srv.out.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -190,7 +191,7 @@ func runTool(ctx context.Context, c ToolsConfig, n *toolNet, m Mode) (*ToolResul
 			break
 		}
 		if cli.ended() || time.Now().After(deadline) {
-			return nil, fmt.Errorf("demo: ib_write_bw client: %v\n%s", err, cli.out.String())
+			return nil, fmt.Errorf("demo: ib_write_bw client: %v\n%s%s", err, cli.log.String(), cli.out.String())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -237,7 +238,7 @@ func runTool(ctx context.Context, c ToolsConfig, n *toolNet, m Mode) (*ToolResul
 	r.Err, r.EndedAt = cli.err, cli.at.Sub(start)
 	out := cli.out.String()
 	if r.Err != nil {
-		r.Failure = failureLine(out)
+		r.Failure = failureLine(cli.log.String() + out)
 	} else if bw, err := toolrun.ParseBW(out); err == nil {
 		r.AvgMBps = bw.AvgMBps
 	} else {
