@@ -28,12 +28,14 @@ VM_REPORT    := $(BUILD_DIR)/vm-report.txt
 PLUGIN       := bin/libmlx5-shift-rdmav34.so
 PRELOAD      := bin/libmlx5-shift-preload.so
 PLUGIN_LDFLAGS := -s -w -X runtime.godebugDefault=asyncpreemptoff=1 -extldflags -Wl,-soname,libmlx5-shift-rdmav34.so
+EMU_KERNEL   := bin/libmlx5-emu-kernel.so
+KERNEL_LDFLAGS := -s -w -X runtime.godebugDefault=asyncpreemptoff=1 -extldflags -Wl,-soname,libmlx5-emu-kernel.so
 PRELOAD_CFLAGS := -O2 -Wall -fPIC -shared -fvisibility=hidden -Wl,--version-script=provider/plugin/preload/preload.map -Wl,-soname,libmlx5-shift-preload.so
 CC           ?= gcc
 MULTIARCH    := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 PROVIDER_DIR ?= /usr/lib/$(MULTIARCH)/libibverbs
 
-.PHONY: all deps build test vm-test bench generate lint demo clean plugin install-plugin uninstall-plugin
+.PHONY: all deps build test vm-test bench generate lint demo clean plugin emu-kernel install-plugin uninstall-plugin
 
 all: build
 
@@ -55,6 +57,14 @@ plugin:
 	@rm -f bin/libmlx5-shift-rdmav34.h
 	$(CC) $(PRELOAD_CFLAGS) -o $(PRELOAD) provider/plugin/preload/preload.c -ldl
 	@ls -l $(PLUGIN) $(PRELOAD)
+
+## emu-kernel: the emulated kernel library (bin/libmlx5-emu-kernel.so): LD_PRELOAD it to run
+## a program on Debian's own libmlx5 over emulated ConnectX devices (shiftctl emu up -identity connectx)
+emu-kernel:
+	@mkdir -p bin
+	$(GO) build -buildmode=c-shared -ldflags='$(KERNEL_LDFLAGS)' -o $(EMU_KERNEL) ./mlx5/emu/kernelso
+	@rm -f bin/libmlx5-emu-kernel.h
+	@ls -l $(EMU_KERNEL)
 
 ## install-plugin: install the plugin and the preload object into libibverbs' provider
 ## directory and register the driver (/etc/libibverbs.d/mlx5-shift.driver); root

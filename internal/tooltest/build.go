@@ -12,12 +12,13 @@ import (
 	"testing"
 )
 
-// Build is a built plugin: the directory holding libmlx5-shift-rdmav34.so and
-// libmlx5-shift-preload.so.
+// Build is a built plugin: the directory holding libmlx5-shift-rdmav34.so,
+// libmlx5-shift-preload.so and the emulated kernel library libmlx5-emu-kernel.so.
 type Build struct {
-	Dir     string
-	Plugin  string // the plugin's path
-	Preload string // the preload object's path
+	Dir       string
+	Plugin    string // the plugin's path
+	Preload   string // the preload object's path
+	EmuKernel string // the emulated kernel library's path (package mlx5/emu/kernelso)
 }
 
 var built struct {
@@ -36,10 +37,14 @@ func moduleRoot() (string, error) {
 }
 
 // BuildFlags are the go build flags of the plugin (the Makefile's, kept equal by
-// TestMakefileBuildsPluginAlike in the plugin package): c-shared, asynchronous preemption
-// off by default, and the soname libibverbs-style lookups find.
+// TestMakefileBuildsAlike): c-shared, asynchronous preemption off by default, and the soname
+// libibverbs-style lookups find.
 var BuildFlags = []string{"-buildmode=c-shared",
 	"-ldflags=-s -w -X runtime.godebugDefault=asyncpreemptoff=1 -extldflags -Wl,-soname,libmlx5-shift-rdmav34.so"}
+
+// KernelFlags are the go build flags of the emulated kernel library.
+var KernelFlags = []string{"-buildmode=c-shared",
+	"-ldflags=-s -w -X runtime.godebugDefault=asyncpreemptoff=1 -extldflags -Wl,-soname,libmlx5-emu-kernel.so"}
 
 // PreloadFlags are the C compiler flags of the preload object.
 var PreloadFlags = []string{"-O2", "-Wall", "-fPIC", "-shared", "-fvisibility=hidden",
@@ -69,7 +74,7 @@ func build() (*Build, error) {
 		return nil, err
 	}
 	b := &Build{Dir: dir, Plugin: filepath.Join(dir, "libmlx5-shift-rdmav34.so"),
-		Preload: filepath.Join(dir, "libmlx5-shift-preload.so")}
+		Preload: filepath.Join(dir, "libmlx5-shift-preload.so"), EmuKernel: filepath.Join(dir, "libmlx5-emu-kernel.so")}
 	// The toolchain this test was built with (go test may run with another go first on PATH).
 	goTool := filepath.Join(gobuild.Default.GOROOT, "bin", "go")
 	if _, err := os.Stat(goTool); err != nil {
@@ -80,6 +85,12 @@ func build() (*Build, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("go build the plugin: %v\n%s", err, out)
+	}
+	cmd = exec.Command(goTool, append(append([]string{"build"}, KernelFlags...), "-o", b.EmuKernel, "./mlx5/emu/kernelso")...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("go build the emulated kernel library: %v\n%s", err, out)
 	}
 	cc := os.Getenv("CC")
 	if cc == "" {

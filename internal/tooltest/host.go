@@ -62,6 +62,10 @@ type Mode struct {
 	Preload bool
 	// NoDrivers leaves RDMAV_DRIVERS out (the preload object alone loads the plugin).
 	NoDrivers bool
+	// Kernel runs the program on Debian's own libmlx5 instead of the plugin: the emulated
+	// kernel library is preloaded (no RDMAV_DRIVERS, no preload object; the devices need a
+	// ConnectX identity for libmlx5 to claim them). SHIFT settings do not apply.
+	Kernel bool
 	// Extra are further NAME=VALUE entries (SHIFT_LINK_WATCH=1, ...).
 	Extra []string
 }
@@ -79,6 +83,9 @@ func (h *Host) Env(m Mode) []string {
 		env = append(env, kv)
 	}
 	env = append(env, "SYSFS_PATH="+h.Tree.Root)
+	if m.Kernel {
+		return append(append(env, "LD_PRELOAD="+h.Build.EmuKernel), m.Extra...)
+	}
 	if !m.NoDrivers {
 		env = append(env, "RDMAV_DRIVERS="+filepath.Join(h.Build.Dir, "libmlx5-shift"))
 	}

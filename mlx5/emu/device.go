@@ -41,6 +41,8 @@ type Device struct {
 	qps    map[uint32]*qpObj
 	nextPD uint32
 	closed bool
+
+	beforeQP func() error // DeviceConfig.BeforeCreateQP
 }
 
 // ErrClosed is returned by operations on a closed device or file.
@@ -69,6 +71,10 @@ func (d *Device) port(num int) (*Port, bool) {
 func (d *Device) Open() (uverbs.File, error) {
 	return d.open()
 }
+
+// OpenFile is Open with the concrete file, for a host that serves the file's descriptor
+// to C code itself (package emuhost).
+func (d *Device) OpenFile() (*File, error) { return d.open() }
 
 func (d *Device) open() (*File, error) {
 	d.mu.Lock()

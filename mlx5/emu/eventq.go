@@ -1,9 +1,11 @@
 package emu
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -64,6 +66,7 @@ func (q *eventQueue) writer() {
 			// The application closed its end: nobody can read events any more.
 			q.pending = nil
 		}
+		q.cond.Broadcast() // withdraw waits for the event in hand
 		q.mu.Unlock()
 	}
 }
@@ -106,6 +109,68 @@ func (q *eventQueue) pushAsync(element uint64, eventType uint32) {
 	binary.NativeEndian.PutUint64(b, element)
 	binary.NativeEndian.PutUint32(b[8:], eventType)
 	q.push(b)
+}
+
+// withdraw removes the events match selects that the application has not read yet, from the
+// socket and from the pending list, keeping the others in order, and returns how many it
+// removed. The kernel does this when an object is destroyed (ib_uverbs_release_ucq,
+// ib_uverbs_release_uevent) and counts an object's events when they are read: destroy's
+// events_reported is what was read, and libibverbs waits for the application to acknowledge
+// exactly that many (ibv_cmd_destroy_cq), so an unread event counted there hangs it.
+func (q *eventQueue) withdraw(match func(ev []byte) bool) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.writing {
+		q.cond.Wait()
+	}
+	if q.closed {
+		return 0
+	}
+	var kept [][]byte
+	n := 0
+	buf := make([]byte, 64)
+	for {
+		// The application's end: the process is the application, and the socket keeps
+		// message boundaries (SOCK_SEQPACKET).
+		m, _, _, _, err := unix.Recvmsg(q.userFd, buf, nil, unix.MSG_DONTWAIT)
+		if err != nil || m == 0 {
+			break
+		}
+		if ev := bytes.Clone(buf[:m]); match(ev) {
+			n++
+		} else {
+			kept = append(kept, ev)
+		}
+	}
+	for _, ev := range q.pending {
+		if match(ev) {
+			n++
+		} else {
+			kept = append(kept, ev)
+		}
+	}
+	q.pending = nil
+	for i, ev := range kept {
+		if _, err := unix.SendmsgN(q.fd(), ev, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL); err != nil {
+			q.pending = append(q.pending, kept[i:]...)
+			q.cond.Signal()
+			break
+		}
+	}
+	return n
+}
+
+// compFor selects the completion events of the CQ whose user_handle is h.
+func compFor(h uint64) func([]byte) bool {
+	return func(ev []byte) bool { return len(ev) == 8 && binary.NativeEndian.Uint64(ev) == h }
+}
+
+// asyncFor selects the async events of the object whose user_handle is h, among the given
+// event types (an object's own, not port events, whose element is a port number).
+func asyncFor(h uint64, types ...uint32) func([]byte) bool {
+	return func(ev []byte) bool {
+		return len(ev) == 16 && binary.NativeEndian.Uint64(ev) == h && slices.Contains(types, binary.NativeEndian.Uint32(ev[8:]))
+	}
 }
 
 // close stops the writer, drops undelivered events and closes the emulator's end; a reader

@@ -24,6 +24,11 @@ type DeviceConfig struct {
 	NodeGUID uint64
 	// Clock drives the RC timers; nil means real time.
 	Clock clock.Clock
+	// BeforeCreateQP, when set, runs before every QP creation; an error fails the
+	// create_qp with it. A process hosting a device whose link binds lazily (one UDP address
+	// per NIC, which only one process may hold) binds it here, so a process that only
+	// queries the device never takes the address.
+	BeforeCreateQP func() error
 }
 
 // PortConfig describes one port.
@@ -56,6 +61,7 @@ func NewDevice(cfg DeviceConfig) (*Device, error) {
 		files:    make(map[*File]struct{}),
 		cqs:      make(map[uint32]*cqObj),
 		qps:      make(map[uint32]*qpObj),
+		beforeQP: cfg.BeforeCreateQP,
 	}
 	if cfg.Caps != nil {
 		d.caps = *cfg.Caps

@@ -235,7 +235,15 @@ func (f *File) destroyCQLocked(h uint32) (comp, async uint32, err error) {
 	delete(f.dev.cqs, cq.cqn)
 	f.dev.mu.Unlock()
 	err = f.dev.hw.destroyCQ(cq.cqn)
-	return cq.compEvents.Load(), cq.asyncEvents.Load(), err
+	// Reported means read (see eventQueue.withdraw).
+	comp, async = cq.compEvents.Load(), cq.asyncEvents.Load()
+	if cq.channel != nil {
+		comp -= uint32(cq.channel.withdraw(compFor(cq.userHandle)))
+	}
+	if q := f.async.Load(); q != nil {
+		async -= uint32(q.withdraw(asyncFor(cq.userHandle, uverbs.EventCQErr)))
+	}
+	return comp, async, err
 }
 
 // createQPReq is what create_qp carries on either command path.
@@ -267,6 +275,11 @@ func (f *File) createQP(r createQPReq) (*qpObj, mlx5.CreateQPResp, error) {
 	}
 	if r.isSRQ {
 		return nil, resp, fmt.Errorf("%s: SRQ not emulated: %w", op, unix.EOPNOTSUPP)
+	}
+	if f.dev.beforeQP != nil {
+		if err := f.dev.beforeQP(); err != nil {
+			return nil, resp, fmt.Errorf("%s: %w", op, err)
+		}
 	}
 	if r.createFlags&^uint32(uverbs.QPCreateSQSigAll) != 0 {
 		return nil, resp, fmt.Errorf("%s: create flags %#x: %w", op, r.createFlags, unix.EOPNOTSUPP)
@@ -357,5 +370,10 @@ func (f *File) destroyQPLocked(h uint32) (uint32, error) {
 	qp.pd.usecnt.Add(-1)
 	qp.sendCQ.usecnt.Add(-1)
 	qp.recvCQ.usecnt.Add(-1)
-	return qp.events.Load(), err
+	n := qp.events.Load()
+	if q := f.async.Load(); q != nil {
+		n -= uint32(q.withdraw(asyncFor(qp.userHandle, uverbs.EventQPFatal, uverbs.EventQPReqErr, uverbs.EventQPAccessErr,
+			uverbs.EventCommEst, uverbs.EventSQDrained, uverbs.EventPathMig, uverbs.EventPathMigErr, uverbs.EventQPLastWQEReached)))
+	}
+	return n, err
 }

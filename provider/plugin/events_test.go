@@ -11,35 +11,28 @@ import (
 	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
 )
 
-// TestToolsEvents runs the programs that wait on completion channels (-e), through the
-// preload object, which lets the plugin make the channels: ibv_rc_pingpong and the
-// bandwidth tests that support events, plain and SHIFT. (perftest's -e latency loops take
-// exactly one poll per event and re-arm before polling, so on a NIC whose completions lag
-// the spurious event of a re-arm they overrun their one-deep send queue; they are left out,
-// see docs/STATUS.md.)
+// TestToolsEvents runs the programs that wait on completion channels (-e,
+// tooltest.EventTools), through the preload object, which lets the plugin make the channels,
+// plain and SHIFT.
 func TestToolsEvents(t *testing.T) {
 	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_send_bw", "ib_read_bw")
 	tooltest.RequireRoot(t)
 	b := tooltest.BuildPlugin(t)
 	h := tooltest.NewHost(t, b, nil, emusysfs.Shift, devices(addrs(4), "lo")...)
-	tools := []tool{
-		{"ibv_rc_pingpong", []string{"-g", "0", "-c", "-e", "-n", strconv.Itoa(pingIters), "-s", strconv.Itoa(pingSize)}, nil, checkPingpong, false},
-		{"ib_send_bw", []string{"-e", "-n", strconv.Itoa(bwIters), "-s", "16384"}, nil, checkBW, false},
-		{"ib_read_bw", []string{"-e", "-n", strconv.Itoa(bwIters), "-s", "16384"}, nil, checkBW, false},
-	}
+	tools := tooltest.EventTools()
 	for _, mode := range []string{"plain", "shift"} {
 		m, cdev := tooltest.Mode{Preload: true}, "s1"
 		if mode == "shift" {
 			m.Shift, m.Job, cdev = "s0:s1,s2:s3", fmt.Sprintf("events-%d", port()), "s2"
 		}
 		for _, tl := range tools {
-			t.Run(mode+"/"+tl.name, func(t *testing.T) {
-				r := tooltest.RunPair(t, h, h, m, m, tl.name, tl.args, port(), "s0", cdev, "127.0.0.1", 60*time.Second)
+			t.Run(mode+"/"+tl.Name, func(t *testing.T) {
+				r := tooltest.RunPair(t, h, h, m, m, tl.Name, tl.Args, port(), "s0", cdev, "127.0.0.1", 60*time.Second)
 				if r.ClientErr != nil || r.ServerErr != nil {
 					t.Fatalf("client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", r.ClientErr, r.ServerErr, r.Client, r.Server)
 				}
-				tl.check(t, r.Client)
-				tl.check(t, r.Server)
+				tl.Check(t, r.Client)
+				tl.Check(t, r.Server)
 			})
 		}
 	}
@@ -55,7 +48,7 @@ func TestLibmlx5ClaimsConnectXWithoutPreload(t *testing.T) {
 	tooltest.RequireRoot(t)
 	b := tooltest.BuildPlugin(t)
 	h := tooltest.NewHost(t, b, nil, emusysfs.ConnectX, devices(addrs(2), "lo")...)
-	args := []string{"-n", strconv.Itoa(bwIters), "-s", "16384"}
+	args := []string{"-n", strconv.Itoa(tooltest.BWIters), "-s", "16384"}
 
 	// Without the preload, libmlx5 (linked by perftest) registers first, claims the
 	// device and cannot open it (its command device is a stand-in).
@@ -69,7 +62,7 @@ func TestLibmlx5ClaimsConnectXWithoutPreload(t *testing.T) {
 	if r.ClientErr != nil || r.ServerErr != nil {
 		t.Fatalf("with the preload: client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", r.ClientErr, r.ServerErr, r.Client, r.Server)
 	}
-	checkBW(t, r.Client)
+	tooltest.CheckBW(t, r.Client)
 	if !strings.Contains(r.Client, "ibv_wr* API     : ON") {
 		t.Errorf("perftest did not see a ConnectX (no ibv_wr_* API):\n%s", r.Client)
 	}

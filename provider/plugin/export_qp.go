@@ -35,21 +35,14 @@ func shiftGoCreateQP(spd *C.struct_shift_pd, sqp *C.struct_shift_qp, a *C.struct
 	if !ok1 || !ok2 || scq.ctx != c || rcq.ctx != c {
 		return C.int(unix.EINVAL)
 	}
-	if c.emu {
-		// The link binds now: a device another process carries traffic on fails here.
-		names := []string{c.name}
-		if c.fo != nil {
-			names = append(names, c.fo.Backup().Name())
-		}
-		for _, n := range names {
-			if err := activateEmulated(n); err != nil {
-				return failLoud("create_qp "+c.name, err)
-			}
-		}
-	}
+	// An emulated device binds its address at its first QP (emuhost): a device another
+	// process carries traffic on fails the create, loudly.
 	v, err := p.v.CreateQP(verbs.QPInitAttr{SendCQ: scq.v, RecvCQ: rcq.v, Cap: capFromC(&a.cap), SigAll: a.sq_sig_all != 0,
 		Handle: uint64(uintptr(unsafe.Pointer(&sqp.vqp))) /* the ibv_qp async events name */})
 	if err != nil {
+		if c.emu {
+			return failLoud("create_qp "+c.name, err)
+		}
 		return fail("create_qp "+c.name, err)
 	}
 	if err := fastQP(c.sctx, sqp, (*C.struct_shift_cq)(unsafe.Pointer(a.send_cq)), (*C.struct_shift_cq)(unsafe.Pointer(a.recv_cq)), v); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -18,19 +17,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// addrs returns n loopback addresses of a /24 no other run is likely to use (127.x.y.0/24
-// with x, y random): each emulated NIC binds its address's UDP port 4791.
-func addrs(n int) []netip.Addr {
-	x, y := byte(100+rand.IntN(100)), byte(rand.IntN(256))
-	out := make([]netip.Addr, n)
-	for i := range out {
-		out[i] = netip.AddrFrom4([4]byte{127, x, y, byte(i + 1)})
-	}
-	return out
-}
+// addrs returns n fresh loopback addresses (tooltest.LoopbackAddrs).
+func addrs(n int) []netip.Addr { return tooltest.LoopbackAddrs(n) }
 
-// port is a TCP port for one tool run (the tools' own default, 18515, may be taken).
-func port() int { return 20000 + rand.IntN(20000) }
+// port is a TCP port for one tool run (tooltest.Port).
+func port() int { return tooltest.Port() }
 
 // devices names n emulated devices s0..s<n-1> at addresses ips.
 func devices(ips []netip.Addr, netdev string) []tooltest.Device {

@@ -16,10 +16,10 @@ func TestToolsNetns(t *testing.T) {
 	b := tooltest.BuildPlugin(t)
 	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
 	t.Run("plain", func(t *testing.T) {
-		runMatrix(t, p.B, p.A, tooltest.Mode{}, tooltest.Mode{}, "s0", "s0", p.CtlAddr(1))
+		tooltest.RunMatrix(t, tooltest.Matrix(), p.B, p.A, tooltest.Mode{}, tooltest.Mode{}, "s0", "s0", p.CtlAddr(1))
 	})
 	t.Run("shift", func(t *testing.T) {
 		m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("netns-%d", port())}
-		runMatrix(t, p.B, p.A, m, m, "s0", "s0", p.CtlAddr(1))
+		tooltest.RunMatrix(t, tooltest.Matrix(), p.B, p.A, m, m, "s0", "s0", p.CtlAddr(1))
 	})
 }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/internal/tooltest"
+	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
+)
+
+// Debian's unmodified programs on Debian's own libmlx5, over emulated ConnectX devices
+// served by this library: a provider nobody here wrote checks the emulated kernel and NIC.
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	tooltest.RemoveBuild()
+	os.Exit(code)
+}
+
+// connectx is a host with n emulated devices k0..k<n-1> with a ConnectX-6 identity (so that
+// libmlx5 claims them) on fresh loopback addresses.
+func connectx(t *testing.T, n int) *tooltest.Host {
+	t.Helper()
+	tooltest.RequireRoot(t)
+	b := tooltest.BuildPlugin(t)
+	var devs []tooltest.Device
+	for i, ip := range tooltest.LoopbackAddrs(n) {
+		devs = append(devs, tooltest.Device{Name: fmt.Sprintf("k%d", i), IP: ip, Netdev: "lo"})
+	}
+	return tooltest.NewHost(t, b, nil, emusysfs.ConnectX, devs...)
+}
+
+var libmlx5 = tooltest.Mode{Kernel: true}
+
+// TestLibmlx5Devinfo: ibv_devinfo -v through libmlx5 reports the device, its active
+// Ethernet port and its RoCE v2 GID.
+func TestLibmlx5Devinfo(t *testing.T) {
+	tooltest.RequireTools(t, "ibv_devinfo")
+	h := connectx(t, 1)
+	out, err := h.Start(t, libmlx5, "ibv_devinfo", "-v", "-d", "k0").Wait(30 * time.Second)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	ip := h.Tree.Devices[0].IP.String()
+	for _, want := range []string{"hca_id:\tk0", "vendor_part_id:\t\t\t4123", "PORT_ACTIVE", "link_layer:\t\tEthernet", "::ffff:" + ip + ", RoCE v2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ibv_devinfo -v lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestLibmlx5Tools runs the plugin's tool matrix (ibv_rc_pingpong -c with and without -N,
+// ib_{write,send,read}_{bw,lat} with ibv_post_send and ibv_wr_*) with both processes on
+// libmlx5.
+func TestLibmlx5Tools(t *testing.T) {
+	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_write_lat", "ib_send_lat", "ib_read_lat")
+	h := connectx(t, 2)
+	tooltest.RunMatrix(t, tooltest.Matrix(), h, h, libmlx5, libmlx5, "k0", "k1", "127.0.0.1")
+}
+
+// TestLibmlx5Events runs the programs that wait on completion channels (-e) on libmlx5:
+// the channels and their events come from the emulated kernel's descriptors.
+func TestLibmlx5Events(t *testing.T) {
+	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_send_bw", "ib_read_bw")
+	h := connectx(t, 2)
+	tooltest.RunMatrix(t, tooltest.EventTools(), h, h, libmlx5, libmlx5, "k0", "k1", "127.0.0.1")
+}
+
+// TestInterop runs the matrix between a process on libmlx5 and one on libmlx5-shift (plain,
+// through the preload object, since perftest links libmlx5), each way round.
+func TestInterop(t *testing.T) {
+	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_write_lat", "ib_send_lat", "ib_read_lat")
+	h := connectx(t, 2)
+	shift := tooltest.Mode{Preload: true}
+	t.Run("libmlx5 server", func(t *testing.T) {
+		tooltest.RunMatrix(t, tooltest.Matrix(), h, h, libmlx5, shift, "k0", "k1", "127.0.0.1")
+	})
+	t.Run("libmlx5-shift server", func(t *testing.T) {
+		tooltest.RunMatrix(t, tooltest.Matrix(), h, h, shift, libmlx5, "k0", "k1", "127.0.0.1")
+	})
+}
