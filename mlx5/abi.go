@@ -23,6 +23,10 @@ const (
 	LibCapDynUAR = 1 << 1 // MLX5_LIB_CAP_DYN_UAR
 )
 
+// AllocUctxDEVX is the AllocUcontextReqV2.Flags bit asking for a DEVX context
+// (MLX5_IB_ALLOC_UCTX_DEVX, enum mlx5_ib_alloc_uctx_v2_flags).
+const AllocUctxDEVX = 1 << 0
+
 // AllocUcontextReqV2 is struct mlx5_ib_alloc_ucontext_req_v2.
 type AllocUcontextReqV2 struct {
 	TotalNumBfregs      uint32 // 0

@@ -90,6 +90,7 @@ func TestOracleConstants(t *testing.T) {
 		"IBV_WC_RECV_RDMA_WITH_IMM": int64(WCRecvRDMAWithImm),
 		"IBV_WC_GRH":                int64(WCFlagGRH), "IBV_WC_WITH_IMM": int64(WCFlagWithImm), "IBV_WC_WITH_INV": int64(WCFlagWithInv),
 		"MLX5_IB_UVERBS_ABI_VERSION": ABIVersion, "MLX5_LIB_CAP_4K_UAR": LibCap4KUAR, "MLX5_LIB_CAP_DYN_UAR": LibCapDynUAR,
+		"MLX5_IB_ALLOC_UCTX_DEVX":                AllocUctxDEVX,
 		"MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD":   CreateCQFlagCQE128BPad,
 		"MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX": CreateCQFlagUARPageIndex,
 		"MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS":   CreateCQFlagRealTimeTS,

@@ -135,3 +135,19 @@ func RequireRoot(tb testing.TB) {
 		tb.Skip("tooltest: emulated devices for unmodified programs need root (stand-ins in /dev/infiniband)")
 	}
 }
+
+// Harness builds the C program provider/plugin/bench/NAME.c against libibverbs into the
+// test's temporary directory, or skips the test when gcc or libibverbs-dev is missing.
+func Harness(tb testing.TB, name string) string {
+	tb.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bin := filepath.Join(tb.TempDir(), name)
+	src := filepath.Join(root, "provider/plugin/bench", name+".c")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", bin, src, "-libverbs").CombinedOutput(); err != nil {
+		tb.Skipf("building %s.c needs gcc and libibverbs-dev: %v\n%s", name, err, out)
+	}
+	return bin
+}

@@ -97,8 +97,12 @@ func (d *Device) events() hwEvents {
 			cq := d.cqs[cqn]
 			d.mu.Unlock()
 			if cq != nil && cq.channel != nil {
-				cq.compEvents.Add(1)
-				cq.channel.pushComp(cq.userHandle)
+				cq.evMu.Lock()
+				if !cq.dead {
+					cq.compEvents.Add(1)
+					cq.channel.pushComp(cq.userHandle)
+				}
+				cq.evMu.Unlock()
 			}
 		},
 		cqError: func(cqn uint32) {
@@ -106,8 +110,12 @@ func (d *Device) events() hwEvents {
 			cq := d.cqs[cqn]
 			d.mu.Unlock()
 			if cq != nil {
-				cq.asyncEvents.Add(1)
-				cq.file.asyncEvent(cq.userHandle, uverbs.EventCQErr)
+				cq.evMu.Lock()
+				if !cq.dead {
+					cq.asyncEvents.Add(1)
+					cq.file.asyncEvent(cq.userHandle, uverbs.EventCQErr)
+				}
+				cq.evMu.Unlock()
 			}
 		},
 		qpEvent: func(qpn, event uint32) {
@@ -115,8 +123,12 @@ func (d *Device) events() hwEvents {
 			qp := d.qps[qpn]
 			d.mu.Unlock()
 			if qp != nil {
-				qp.events.Add(1)
-				qp.file.asyncEvent(qp.userHandle, event)
+				qp.evMu.Lock()
+				if !qp.dead {
+					qp.events.Add(1)
+					qp.file.asyncEvent(qp.userHandle, event)
+				}
+				qp.evMu.Unlock()
 			}
 		},
 		portChange: func(port int, active bool) {

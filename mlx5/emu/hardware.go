@@ -60,6 +60,7 @@ type qpSpec struct {
 	maxSendSGE       uint32
 	maxRecvSGE       uint32
 	maxInline        uint32
+	userIndex        uint32 // QPC user_index (CQE version 1)
 }
 
 // qpAttr is the RC subset of struct ib_qp_attr the driver keeps per QP.

@@ -78,6 +78,7 @@ func (h *nicHW) createQP(s qpSpec) (uint32, error) {
 		RQWQEs: int(s.rqWQECnt), RQWQEShift: int(s.rqWQEShift), SQWQEBBs: int(s.sqWQECnt),
 		SQOffset: uint64(s.rqWQECnt) << s.rqWQEShift, DBRec: s.dbAddr, UAR: u, Bfreg: s.bfreg, SharedBfreg: s.sharedBfreg,
 		MaxSendSGE: int(s.maxSendSGE), MaxRecvSGE: int(s.maxRecvSGE), MaxInline: int(s.maxInline),
+		UserIndex: s.userIndex,
 		OnError: func(st mlx5.WCStatus) {
 			if ev, ok := qpErrorEvent(st); ok {
 				h.ev.qpEvent(qpn.Load(), ev)

@@ -38,7 +38,9 @@ func (f *File) Ioctl(buf []byte) error {
 	if err := r.Check(m.specs); err != nil {
 		return fmt.Errorf("ioctl %s: %w", m.name, err)
 	}
-	if m.name != "get_context" {
+	// get_context makes the context; invoke_write leaves the check to the write command it
+	// carries (as the write path does).
+	if m.name != "get_context" && m.name != "invoke_write" {
 		if err := f.needContext(m.name); err != nil {
 			return err
 		}
@@ -88,6 +90,11 @@ var ioctlMethods map[[2]uint16]ioctlMethod
 
 func init() {
 	ioctlMethods = map[[2]uint16]ioctlMethod{
+		{uverbs.ObjectDevice, uverbs.MethodInvokeWrite}: {"invoke_write", []uverbs.AttrSpec{
+			const8(uverbs.AttrWriteCmd, true),
+			{ID: uverbs.AttrCoreIn, Kind: uverbs.AttrPtrIn},
+			{ID: uverbs.AttrCoreOut, Kind: uverbs.AttrPtrOut},
+			uhwIn, uhwOut}, (*File).iInvokeWrite},
 		{uverbs.ObjectDevice, uverbs.MethodGetContext}: {"get_context", []uverbs.AttrSpec{
 			ptrOut(uverbs.AttrGetContextNumCompVectors, false, 4),
 			ptrOut(uverbs.AttrGetContextCoreSupport, false, 8), uhwIn, uhwOut}, (*File).iGetContext},

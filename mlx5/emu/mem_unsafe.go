@@ -28,3 +28,8 @@ func checkMapped(addr, length uint64) error {
 	}
 	return nil
 }
+
+// addrOf is the address of b's first byte as the kernel ABI carries user pointers (the
+// emulated kernel and the application share the address space). The caller keeps b alive
+// (runtime.KeepAlive) until the address has been used.
+func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }

@@ -30,6 +30,10 @@ type cqObj struct {
 	channel    *eventQueue // nil without a completion channel
 	usecnt     atomic.Int32
 
+	// evMu orders raising an event (count, then queue) against destroy (withdraw the
+	// unread ones, then report): after destroy no event of the CQ is raised (dead).
+	evMu        sync.Mutex
+	dead        bool
 	compEvents  atomic.Uint32 // comp_events_reported in destroy_cq's response
 	asyncEvents atomic.Uint32 // async_events_reported
 }
@@ -51,6 +55,8 @@ type qpObj struct {
 	mu   sync.Mutex
 	attr qpAttr
 
+	evMu   sync.Mutex // as cqObj.evMu
+	dead   bool
 	events atomic.Uint32 // events_reported in destroy_qp's response
 }
 

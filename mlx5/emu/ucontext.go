@@ -23,8 +23,13 @@ type ucontext struct {
 // pages, fill the response.
 func (f *File) allocUcontext(req mlx5.AllocUcontextReqV2, v2 bool) (mlx5.AllocUcontextResp, error) {
 	var resp mlx5.AllocUcontextResp
-	if req.Flags != 0 {
+	if req.Flags&^mlx5.AllocUctxDEVX != 0 {
 		return resp, fmt.Errorf("alloc_ucontext: flags %#x: %w", req.Flags, unix.EOPNOTSUPP)
+	}
+	if req.Flags&mlx5.AllocUctxDEVX != 0 {
+		// mlx5_ib_devx_create on a device whose log_max_uctx is 0: the emulated device
+		// has no firmware command interface to offer (libmlx5 then opens without DEVX).
+		return resp, fmt.Errorf("alloc_ucontext: DEVX requested, but the device offers no DEVX (log_max_uctx 0): %w", unix.EINVAL)
 	}
 	if req.CompMask != 0 {
 		return resp, fmt.Errorf("alloc_ucontext: comp_mask %#x: %w", req.CompMask, unix.EOPNOTSUPP)

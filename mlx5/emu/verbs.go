@@ -235,7 +235,10 @@ func (f *File) destroyCQLocked(h uint32) (comp, async uint32, err error) {
 	delete(f.dev.cqs, cq.cqn)
 	f.dev.mu.Unlock()
 	err = f.dev.hw.destroyCQ(cq.cqn)
-	// Reported means read (see eventQueue.withdraw).
+	// Reported means read (see eventQueue.withdraw); an event raised from here on is dropped.
+	cq.evMu.Lock()
+	cq.dead = true
+	cq.evMu.Unlock()
 	comp, async = cq.compEvents.Load(), cq.asyncEvents.Load()
 	if cq.channel != nil {
 		comp -= uint32(cq.channel.withdraw(compFor(cq.userHandle)))
@@ -330,13 +333,22 @@ func (f *File) createQP(r createQPReq) (*qpObj, mlx5.CreateQPResp, error) {
 	if err := checkMapped(ud.DBAddr, 8); err != nil {
 		return nil, resp, fmt.Errorf("%s: doorbell record: %w", op, err)
 	}
+	// get_qp_user_index: with CQE version 1 the request carries the user index the CQEs
+	// will name the QP by (24 bits); with version 0 it is ignored.
+	var uidx uint32
+	if f.ctx.cqeVersion == 1 {
+		if ud.UIdx&^uint32(0xffffff) != 0 {
+			return nil, resp, fmt.Errorf("%s: user index %#x: %w", op, ud.UIdx, unix.EINVAL)
+		}
+		uidx = ud.UIdx
+	}
 	net, shared := f.ctx.allocBfreg()
 	uar, reg := f.ctx.bfregPage(net)
 	qpn, err := f.dev.hw.createQP(qpSpec{
 		pdn: pd.pdn, bufAddr: ud.BufAddr, dbAddr: ud.DBAddr,
 		sqWQECnt: ud.SQWQECount, rqWQECnt: ud.RQWQECount, rqWQEShift: ud.RQWQEShift,
 		sendCQN: scq.cqn, recvCQN: rcq.cqn, sqSigAll: r.sqSigAll, uar: uar, bfreg: reg, sharedBfreg: shared,
-		maxSendSGE: c.maxSendSGE, maxRecvSGE: c.maxRecvSGE, maxInline: c.maxInline,
+		maxSendSGE: c.maxSendSGE, maxRecvSGE: c.maxRecvSGE, maxInline: c.maxInline, userIndex: uidx,
 	})
 	if err != nil {
 		f.ctx.freeBfreg(net)
@@ -370,6 +382,9 @@ func (f *File) destroyQPLocked(h uint32) (uint32, error) {
 	qp.pd.usecnt.Add(-1)
 	qp.sendCQ.usecnt.Add(-1)
 	qp.recvCQ.usecnt.Add(-1)
+	qp.evMu.Lock()
+	qp.dead = true
+	qp.evMu.Unlock()
 	n := qp.events.Load()
 	if q := f.async.Load(); q != nil {
 		n -= uint32(q.withdraw(asyncFor(qp.userHandle, uverbs.EventQPFatal, uverbs.EventQPReqErr, uverbs.EventQPAccessErr,

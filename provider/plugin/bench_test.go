@@ -14,11 +14,14 @@ import (
 	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
 )
 
-// BenchmarkVerbs times single verbs calls through libibverbs on a plugin QP with the C
-// harness bench/verbsbench.c: one ibv_post_send of a 64-byte inline RDMA WRITE (one SGE) and
-// one empty ibv_poll_cq, in plain mode (the C data path) and in SHIFT mode (Default state,
-// the failover layer in Go), on two emulated devices of one process. Each sub-benchmark
-// reports the harness's figures as ns/post and ns/poll; compare runs with benchstat:
+// BenchmarkVerbs times single verbs calls through libibverbs with the C harness
+// bench/verbsbench.c: one ibv_post_send of a 64-byte inline RDMA WRITE (one SGE), one empty
+// ibv_poll_cq, one ibv_post_recv (one SGE) and one ibv_poll_cq that returns a completion, on
+// two emulated devices of one process: libmlx5-shift in plain mode (the C data path) and in
+// SHIFT mode (Default state, the failover layer in Go), and Debian's own libmlx5 over the
+// emulated kernel library (mlx5/emu/kernelso) on the same emulated rings. Each sub-benchmark
+// reports the harness's figures as ns/post, ns/poll, ns/recv and ns/poll1; compare runs
+// with benchstat:
 //
 //	go test ./provider/plugin -run '^$' -bench Verbs -count 6 | tee new.txt
 //
@@ -27,33 +30,39 @@ func BenchmarkVerbs(b *testing.B) {
 	bld := tooltest.BuildPlugin(b)
 	bin := harness(b, "verbsbench")
 	h := tooltest.NewHost(b, bld, nil, emusysfs.Shift, devices(addrs(2), "lo")...)
+	var cx []tooltest.Device
+	for i, ip := range addrs(2) {
+		cx = append(cx, tooltest.Device{Name: fmt.Sprintf("s%d", i), IP: ip, Netdev: "lo"})
+	}
+	hx := tooltest.NewHost(b, bld, nil, emusysfs.ConnectX, cx...)
 	for _, m := range []struct {
 		name string
+		host *tooltest.Host
 		mode tooltest.Mode
 	}{
-		{"plain", tooltest.Mode{}},
-		{"shift", tooltest.Mode{Shift: "s0:s1,s1:s0", Job: fmt.Sprintf("bench-%d", port())}},
+		{"plain", h, tooltest.Mode{}},
+		{"shift", h, tooltest.Mode{Shift: "s0:s1,s1:s0", Job: fmt.Sprintf("bench-%d", port())}},
+		{"libmlx5", hx, tooltest.Mode{Kernel: true}},
 	} {
 		b.Run(m.name, func(b *testing.B) {
 			// One harness process per run (it starts two emulated NICs), timing a fixed
 			// number of calls whatever b.N the framework asks for; its figures are the
 			// result, so the run's own time per b.N is suppressed.
-			p := h.Start(b, m.mode, bin, "-d", "s0", "-D", "s1", "-n", strconv.Itoa(1<<16), "-s", "64")
+			p := m.host.Start(b, m.mode, bin, "-d", "s0", "-D", "s1", "-n", strconv.Itoa(1<<16), "-s", "64")
 			out, err := p.Wait(2 * time.Minute)
 			if err != nil {
 				b.Fatalf("verbsbench: %v\n%s", err, out)
 			}
-			post, err := harnessFigure(out, "post_send_ns")
-			if err != nil {
-				b.Fatal(err)
-			}
-			poll, err := harnessFigure(out, "poll_empty_ns")
-			if err != nil {
-				b.Fatal(err)
-			}
 			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(post, "ns/post")
-			b.ReportMetric(poll, "ns/poll")
+			for _, f := range []struct{ name, unit string }{
+				{"post_send_ns", "ns/post"}, {"poll_empty_ns", "ns/poll"}, {"post_recv_ns", "ns/recv"}, {"poll_one_ns", "ns/poll1"},
+			} {
+				v, err := harnessFigure(out, f.name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(v, f.unit)
+			}
 		})
 	}
 }

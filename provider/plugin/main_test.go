@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/shift-rdma/shift/internal/tooltest"
@@ -32,13 +30,5 @@ func devices(ips []netip.Addr, netdev string) []tooltest.Device {
 	return out
 }
 
-// harness builds the C program bench/NAME.c against libibverbs, or skips the test when gcc
-// or libibverbs-dev is missing.
-func harness(tb testing.TB, name string) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), name)
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", bin, "bench/"+name+".c", "-libverbs").CombinedOutput(); err != nil {
-		tb.Skipf("building bench/%s.c needs gcc and libibverbs-dev: %v\n%s", name, err, out)
-	}
-	return bin
-}
+// harness builds the C harness bench/NAME.c (tooltest.Harness).
+func harness(tb testing.TB, name string) string { return tooltest.Harness(tb, name) }

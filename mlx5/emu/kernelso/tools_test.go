@@ -82,3 +82,18 @@ func TestInterop(t *testing.T) {
 		tooltest.RunMatrix(t, tooltest.Matrix(), h, h, shift, libmlx5, "k0", "k1", "127.0.0.1")
 	})
 }
+
+// TestLibmlx5QPLifecycle runs bench/qpcycle.c on libmlx5: two QPs on one CQ (libmlx5 asks for
+// CQE version 1 and finds a CQE's QP by the user index in it, so the emulated NIC must write
+// each QP's own), one destroyed with completions possibly unpolled, the other reset and
+// reconnected.
+func TestLibmlx5QPLifecycle(t *testing.T) {
+	h := connectx(t, 2)
+	bin := tooltest.Harness(t, "qpcycle")
+	for round := range 3 {
+		out, err := h.Start(t, libmlx5, bin, "-d", "k0", "-D", "k1").Wait(time.Minute)
+		if err != nil || !strings.Contains(out, "qpcycle: ok") {
+			t.Fatalf("round %d: %v\n%s", round, err, out)
+		}
+	}
+}

@@ -130,6 +130,7 @@ func (h *qpHost) RecvCompleted(c rc.RecvCompletion) {
 	e := mlx5.CQE64{
 		SopDropQPN: q.qpn,
 		WQECounter: c.Index,
+		SRQNUIdx:   q.uidx,
 	}
 	if st != mlx5.WCSuccess {
 		e.SetOpOwn(mlx5.CQERespErr, false, 0)
@@ -196,7 +197,7 @@ func stale(s, from rc.State) bool {
 
 // writeCQE writes a requester (or, for device-flushed receives, responder) CQE.
 func (q *QP) writeCQE(receive bool, op mlx5.Opcode, index uint16, st mlx5.WCStatus, byteLen uint32) {
-	e := mlx5.CQE64{WQECounter: index}
+	e := mlx5.CQE64{WQECounter: index, SRQNUIdx: q.uidx}
 	cq := q.scq
 	if receive {
 		cq = q.rcq

@@ -76,6 +76,9 @@ type QPConfig struct {
 	// MaxSendSGE, MaxRecvSGE and MaxInline are the QP's capabilities; 0 means no limit beyond
 	// the WQE size. A WQE exceeding them fails with a local QP operation error.
 	MaxSendSGE, MaxRecvSGE, MaxInline int
+	// UserIndex is the QP context's user_index, written to the srqn_uidx field of each of
+	// the QP's CQEs: with CQE version 1 libmlx5 finds the QP of a CQE by it, not by QPN.
+	UserIndex uint32
 	// OnError is called whenever the QP enters ERR by itself (transport error, responder
 	// error, local error), with the ibv_wc_status of the cause. It must not block.
 	OnError func(status mlx5.WCStatus)
@@ -140,6 +143,7 @@ type QP struct {
 	bfrg    int
 	onError func(mlx5.WCStatus)
 	onEvent func(QPEvent)
+	uidx    uint32 // QPConfig.UserIndex
 
 	sqRing     *mlx5.SQ
 	rqRing     *mlx5.RQ
@@ -213,6 +217,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		dev: d, pd: cfg.PD, scq: cfg.SendCQ, rcq: cfg.RecvCQ, uar: cfg.UAR, bfrg: cfg.Bfreg,
 		onError:    cfg.OnError,
 		onEvent:    cfg.OnAsyncEvent,
+		uidx:       cfg.UserIndex & 0xffffff,
 		sqBBs:      uint16(cfg.SQWQEBBs),
 		rqN:        uint16(cfg.RQWQEs),
 		maxSendSGE: cfg.MaxSendSGE,

@@ -8,7 +8,12 @@
  * post_send: ITERS posts of one SIZE-byte inline RDMA WRITE (one SGE), signaled every 64th;
  * each run of 64 consecutive posts is timed with CLOCK_MONOTONIC, the polls that free the
  * queue between runs are not. poll_empty: ITERS ibv_poll_cq calls on an empty CQ, timed as
- * one loop. Prints one line: "post_send_ns=X poll_empty_ns=Y".
+ * one loop. post_recv: ITERS posts of one receive WR (one SGE) on a third QP in INIT, timed
+ * in runs of 16 (its receive queue), emptied between runs by RESET and INIT again.
+ * poll_one: ibv_poll_cq(1) calls that return a completion, while 64 signaled WRITEs complete:
+ * each call is timed alone, and the clock's share is taken out by subtracting the median of
+ * the calls that found nothing and adding poll_empty. Prints one line:
+ * "post_send_ns=A poll_empty_ns=B post_recv_ns=C poll_one_ns=D".
  */
 #include "end.h"
 
@@ -29,6 +34,96 @@ static void wait_one(struct ibv_cq *cq)
 	}
 }
 
+static void to_state(struct ibv_qp *qp, enum ibv_qp_state st)
+{
+	struct ibv_qp_attr a = { .qp_state = st, .port_num = 1, .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	int err = ibv_modify_qp(qp, &a, st == IBV_QPS_INIT ? IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS : IBV_QP_STATE);
+
+	if (err)
+		die(st == IBV_QPS_INIT ? "modify INIT" : "modify RESET", err);
+}
+
+/* time_post_recv returns the mean ns of one ibv_post_recv of one WR with one SGE. */
+static double time_post_recv(struct end *e, long iters)
+{
+	struct ibv_qp *qp = rc_qp(e, e->cq, 0);
+	struct ibv_sge sge = { .addr = (uintptr_t)e->buf, .length = 4096, .lkey = e->mr->lkey };
+	struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
+	double ns = 0, t0;
+	long n = 0;
+	int err;
+
+	to_state(qp, IBV_QPS_INIT);
+	while (n + 16 <= iters) {
+		t0 = now_ns();
+		for (int i = 0; i < 16; i++) {
+			wr.wr_id = n + i;
+			if ((err = ibv_post_recv(qp, &wr, &bad)))
+				die("ibv_post_recv", err);
+		}
+		ns += now_ns() - t0;
+		n += 16;
+		to_state(qp, IBV_QPS_RESET);
+		to_state(qp, IBV_QPS_INIT);
+	}
+	if ((err = ibv_destroy_qp(qp)))
+		die("ibv_destroy_qp", err);
+	return ns / n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, long n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n ? v[n / 2] : 0;
+}
+
+/* time_poll_one returns the median ns of an ibv_poll_cq(1) call that returns a completion,
+ * less the median of a timed call that returns none (the clock's share plus an empty poll):
+ * medians, because on a busy machine a call is now and then preempted for a timeslice. */
+static double time_poll_one(struct end *e, struct ibv_send_wr *wr, long iters)
+{
+	double *one = calloc(iters, sizeof(double)), *none = calloc(iters, sizeof(double)), t0, dt, r1, r0;
+	long n_one = 0, n_none = 0;
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc;
+	int err, r;
+
+	if (!one || !none)
+		die("calloc", ENOMEM);
+	while (n_one + BATCH <= iters) {
+		for (int i = 0; i < BATCH; i++) {
+			wr->send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+			if ((err = ibv_post_send(e->qp, wr, &bad)))
+				die("ibv_post_send", err);
+		}
+		for (int got = 0; got < BATCH;) {
+			t0 = now_ns();
+			r = ibv_poll_cq(e->cq, 1, &wc);
+			dt = now_ns() - t0;
+			if (r < 0 || (r == 1 && wc.status != IBV_WC_SUCCESS))
+				die("completion", EIO);
+			if (r == 1) {
+				one[n_one++] = dt;
+				got++;
+			} else if (n_none < iters) {
+				none[n_none++] = dt;
+			}
+		}
+	}
+	r1 = median(one, n_one);
+	r0 = median(none, n_none);
+	free(one);
+	free(none);
+	return r1 - r0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dev = NULL, *peer = NULL;
@@ -38,7 +133,7 @@ int main(int argc, char **argv)
 	struct ibv_sge sge;
 	struct ibv_send_wr wr, *bad;
 	struct ibv_wc wc;
-	double post_ns = 0, t0;
+	double post_ns = 0, empty_ns, recv_ns, one_ns, t0;
 	int opt, err;
 
 	while ((opt = getopt(argc, argv, "d:D:n:s:")) != -1) {
@@ -94,7 +189,11 @@ int main(int argc, char **argv)
 	for (long i = 0; i < iters; i++)
 		if (ibv_poll_cq(a.cq, 1, &wc) != 0)
 			die("poll of an empty CQ returned a completion", EINVAL);
-	printf("post_send_ns=%.2f poll_empty_ns=%.2f\n", post_ns / (iters / BATCH * BATCH), (now_ns() - t0) / iters);
+	empty_ns = (now_ns() - t0) / iters;
+	recv_ns = time_post_recv(&a, iters);
+	one_ns = time_poll_one(&a, &wr, iters) + empty_ns;
+	printf("post_send_ns=%.2f poll_empty_ns=%.2f post_recv_ns=%.2f poll_one_ns=%.2f\n",
+	       post_ns / (iters / BATCH * BATCH), empty_ns, recv_ns, one_ns);
 	ibv_destroy_qp(a.qp);
 	ibv_destroy_qp(b.qp);
 	ibv_dereg_mr(a.mr);
