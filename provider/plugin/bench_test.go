@@ -77,39 +77,58 @@ func harnessFigure(out, name string) (float64, error) {
 	return 0, fmt.Errorf("verbsbench printed no %s: %q", name, out)
 }
 
-// BenchmarkPerftestLat runs Debian's ib_write_lat and ib_send_lat (64 bytes, 3000
-// iterations, the ibv_wr_* API) between two processes on one emulated pair, in plain mode and
-// in SHIFT mode, and reports perftest's typical (median) and average latency:
+// BenchmarkPerftest runs Debian's ib_write_lat and ib_send_lat (64 bytes, 3000 iterations,
+// the ibv_wr_* API; reporting perftest's typical and average latency) and ib_write_bw with
+// 64-byte messages (reporting its message rate) between two processes on one emulated pair:
+// libmlx5-shift plain, libmlx5-shift SHIFT, and Debian's libmlx5 over the emulated kernel
+// library.
 //
-//	go test ./provider/plugin -run '^$' -bench PerftestLat -count 6 | tee lat.txt
+//	go test ./provider/plugin -run '^$' -bench Perftest -count 3 | tee perftest.txt
 //
 // The emulated NICs are Go goroutines exchanging UDP over loopback, so the figures are the
-// emulator's round trip plus the provider's; plain vs SHIFT on the same pair is the
-// comparison that means something.
-func BenchmarkPerftestLat(b *testing.B) {
-	tooltest.RequireTools(b, "ib_write_lat", "ib_send_lat")
+// emulator's round trip plus the provider's; the providers on the same pair is the comparison
+// that means something.
+func BenchmarkPerftest(b *testing.B) {
+	tooltest.RequireTools(b, "ib_write_lat", "ib_send_lat", "ib_write_bw")
 	bld := tooltest.BuildPlugin(b)
-	ips := addrs(4)
-	h := tooltest.NewHost(b, bld, nil, emusysfs.Shift, devices(ips, "lo")...)
-	for _, prog := range []string{"ib_write_lat", "ib_send_lat"} {
+	h := tooltest.NewHost(b, bld, nil, emusysfs.Shift, devices(addrs(4), "lo")...)
+	var cx []tooltest.Device
+	for i, ip := range addrs(2) {
+		cx = append(cx, tooltest.Device{Name: fmt.Sprintf("s%d", i), IP: ip, Netdev: "lo"})
+	}
+	hx := tooltest.NewHost(b, bld, nil, emusysfs.ConnectX, cx...)
+	for _, prog := range []string{"ib_write_lat", "ib_send_lat", "ib_write_bw"} {
 		for _, m := range []struct {
 			name string
+			host *tooltest.Host
 			mode tooltest.Mode
 		}{
-			{"plain", tooltest.Mode{}},
-			{"shift", tooltest.Mode{Shift: "s0:s2,s1:s3", Job: fmt.Sprintf("lat-%d", port())}},
+			{"plain", h, tooltest.Mode{}},
+			{"shift", h, tooltest.Mode{Shift: "s0:s2,s1:s3", Job: fmt.Sprintf("lat-%d", port())}},
+			{"libmlx5", hx, tooltest.Mode{Kernel: true}},
 		} {
 			b.Run(prog+"/"+m.name, func(b *testing.B) {
 				args := []string{"-n", "3000", "-s", "64"}
-				r := tooltest.RunPair(b, h, h, m.mode, m.mode, prog, args, port(), "s0", "s1", "127.0.0.1", 2*time.Minute)
+				if prog == "ib_write_bw" {
+					args = []string{"-n", "20000", "-s", "64"}
+				}
+				r := tooltest.RunPair(b, m.host, m.host, m.mode, m.mode, prog, args, port(), "s0", "s1", "127.0.0.1", 2*time.Minute)
 				if r.ClientErr != nil || r.ServerErr != nil {
 					b.Fatalf("client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", r.ClientErr, r.ServerErr, r.Client, r.Server)
+				}
+				b.ReportMetric(0, "ns/op")
+				if prog == "ib_write_bw" {
+					bw, err := toolrun.ParseBW(r.Client)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(bw.MsgRateMpp*1e3, "Kmsg/s")
+					return
 				}
 				l, err := toolrun.ParseLat(r.Client)
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.ReportMetric(0, "ns/op")
 				b.ReportMetric(l.Typical, "us-typical")
 				b.ReportMetric(l.Avg, "us-avg")
 			})
