@@ -120,36 +120,40 @@ func (q *eventQueue) pushAsync(element uint64, eventType uint32) {
 func (q *eventQueue) withdraw(match func(ev []byte) bool) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.writing {
-		q.cond.Wait()
-	}
 	if q.closed {
 		return 0
 	}
-	var kept [][]byte
-	n := 0
+	var queued [][]byte
 	buf := make([]byte, 64)
-	for {
-		// The application's end: the process is the application, and the socket keeps
-		// message boundaries (SOCK_SEQPACKET).
-		m, _, _, _, err := unix.Recvmsg(q.userFd, buf, nil, unix.MSG_DONTWAIT)
-		if err != nil || m == 0 {
-			break
-		}
-		if ev := bytes.Clone(buf[:m]); match(ev) {
-			n++
-		} else {
-			kept = append(kept, ev)
+	drain := func() {
+		for {
+			// The application's end: the process is the application, and the socket keeps
+			// message boundaries (SOCK_SEQPACKET).
+			m, _, _, _, err := unix.Recvmsg(q.userFd, buf, nil, unix.MSG_DONTWAIT)
+			if err != nil || m == 0 {
+				return
+			}
+			queued = append(queued, bytes.Clone(buf[:m]))
 		}
 	}
-	for _, ev := range q.pending {
+	// The writer may be blocked sending into a full socket (an application that stopped
+	// reading): drain it first so that the send completes, then wait for the writer.
+	drain()
+	for q.writing {
+		q.cond.Wait()
+	}
+	drain()
+	queued = append(queued, q.pending...)
+	q.pending = nil
+	var kept [][]byte
+	n := 0
+	for _, ev := range queued {
 		if match(ev) {
 			n++
 		} else {
 			kept = append(kept, ev)
 		}
 	}
-	q.pending = nil
 	for i, ev := range kept {
 		if _, err := unix.SendmsgN(q.fd(), ev, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL); err != nil {
 			q.pending = append(q.pending, kept[i:]...)

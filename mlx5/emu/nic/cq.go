@@ -35,8 +35,8 @@ type CQ struct {
 	cqn   uint32
 	dev   *Device
 	uar   *UAR
-	ring  *mlx5.CQ
-	dbrec mlx5.DBRec
+	ring  *cqRing
+	dbrec dbRecord
 	n     uint32
 	users atomic.Int32
 
@@ -60,7 +60,7 @@ func (d *Device) CreateCQ(cfg CQConfig) (*CQ, error) {
 	if d.closed.Load() {
 		return nil, newErr(op, ErrClosed, unix.ENODEV, "device %s", d.name)
 	}
-	if cfg.CQESize != mlx5.CQE64Size {
+	if cfg.CQESize != cqeSize {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "cqe size %d", cfg.CQESize)
 	}
 	if cfg.CQEs <= 0 || cfg.CQEs > 1<<22 || cfg.CQEs&(cfg.CQEs-1) != 0 {
@@ -69,14 +69,14 @@ func (d *Device) CreateCQ(cfg CQConfig) (*CQ, error) {
 	if cfg.Buf == 0 || cfg.Buf%64 != 0 || cfg.DBRec == 0 || cfg.DBRec%8 != 0 {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "buffer %#x dbrec %#x", cfg.Buf, cfg.DBRec)
 	}
-	if !checkMapped(cfg.Buf, uint64(cfg.CQEs*cfg.CQESize)) || !checkMapped(cfg.DBRec, mlx5.DBRecSize) {
+	if !checkMapped(cfg.Buf, uint64(cfg.CQEs*cfg.CQESize)) || !checkMapped(cfg.DBRec, 8) {
 		return nil, newErr(op, ErrInvalid, unix.EFAULT, "buffer %#x or dbrec %#x not mapped", cfg.Buf, cfg.DBRec)
 	}
-	ring, err := mlx5.NewCQ(hostBytes(cfg.Buf, cfg.CQEs*cfg.CQESize), cfg.CQEs, cfg.CQESize)
+	ring, err := newCQRing(hostBytes(cfg.Buf, cfg.CQEs*cfg.CQESize), cfg.CQEs)
 	if err != nil {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "%v", err)
 	}
-	dbrec, err := mlx5.NewDBRec(hostBytes(cfg.DBRec, mlx5.DBRecSize))
+	dbrec, err := newDBRecord(hostBytes(cfg.DBRec, 8))
 	if err != nil {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "%v", err)
 	}
@@ -91,7 +91,7 @@ func (d *Device) CreateCQ(cfg CQConfig) (*CQ, error) {
 	}
 	// Mark the arm word "never armed" (see armFromDoorbell). Software only ever writes
 	// this word and zeroes it before creating the CQ, so the mark is invisible to it.
-	dbrec.Store(mlx5.CQArmDB, armUnset)
+	dbrec.store(dbCQArm, armUnset)
 	c.lastArm = armUnset
 	d.mu.Lock()
 	d.nextCQN = (d.nextCQN + 1) & 0xffffff
@@ -155,14 +155,14 @@ func (c *CQ) Destroy() error {
 // push writes one CQE. solicited marks a completion that satisfies a solicited-only arm
 // (a receive of a message with the SE bit); error CQEs always do. It returns false when the
 // CQ had no free entry (overrun) or is in error.
-func (c *CQ) push(e *mlx5.CQE64, solicited bool) bool {
-	isErr := e.IsError()
+func (c *CQ) push(e *cqe, solicited bool) bool {
+	isErr := e.isError()
 	c.mu.Lock()
 	if c.errored || c.dead {
 		c.mu.Unlock()
 		return false
 	}
-	if !c.ring.HasRoom(c.pi, c.dbrec.ConsumerIndex()) {
+	if !c.ring.hasRoom(c.pi, c.dbrec.consumerIndex()) {
 		// No free entry: the hardware reports a CQ overrun (IBV_EVENT_CQ_ERR) and stops
 		// writing to the CQ.
 		c.errored = true
@@ -175,8 +175,8 @@ func (c *CQ) push(e *mlx5.CQE64, solicited bool) bool {
 	}
 	// The body first, then the word holding op_own with the owner bit of this pass in one
 	// atomic store: software that sees the new owner bit sees the whole entry.
-	e.SetOpOwn(e.Opcode(), solicited && !isErr, 0)
-	c.ring.Publish(c.pi, e)
+	e.solicited = solicited && !isErr
+	c.ring.publish(c.pi, e)
 	if solicited || isErr {
 		c.hasSol, c.solIdx = true, c.pi
 	}
@@ -264,7 +264,7 @@ func (d *Device) armFromDoorbell(u *UAR, cqn, word uint32) {
 			c.mu.Unlock()
 			continue
 		}
-		w := c.dbrec.Load(mlx5.CQArmDB)
+		w := c.dbrec.load(dbCQArm)
 		changed := w != c.lastArm
 		c.mu.Unlock()
 		if changed {

@@ -12,8 +12,11 @@
 //
 // The emulated kernel driver (package emu) calls this API to create objects on uverbs commands
 // and turns the device's callbacks (port state, CQ events and errors, QP errors and
-// asynchronous events) into uverbs events. Formats and ring code come from package mlx5;
-// nothing here knows about the provider or SHIFT.
+// asynchronous events) into uverbs events. The device reads WQEs and doorbells and writes
+// CQEs with code of its own (prm_wqe.go, prm_cqe.go), from the PRM layouts; only constants
+// come from package mlx5, whose ring code the providers use, so that a mistake in one is seen
+// by the other (prm_test.go runs them against each other, TestEmulatorDecodesRingsItself in
+// package emu keeps it so). Nothing here knows about the provider or SHIFT.
 //
 // How the model follows a ConnectX, and where it cannot:
 //

@@ -127,31 +127,27 @@ func (h *qpHost) RecvCompleted(c rc.RecvCompletion) {
 		return
 	}
 	st := mlx5.WCStatus(c.Status)
-	e := mlx5.CQE64{
-		SopDropQPN: q.qpn,
-		WQECounter: c.Index,
-		SRQNUIdx:   q.uidx,
-	}
+	e := cqe{sopDropQPN: q.qpn, wqeCounter: c.Index, srqnUIdx: q.uidx}
 	if st != mlx5.WCSuccess {
-		e.SetOpOwn(mlx5.CQERespErr, false, 0)
-		e.Syndrome, e.VendorSyndrome = syndromeOf(st)
+		e.opcode = mlx5.CQERespErr
+		e.syndrome, e.vendorSyndrome = syndromeOf(st)
 		q.rcq.push(&e, false)
 		return
 	}
 	switch c.Op {
 	case rc.OpSendImm:
-		e.SetOpOwn(mlx5.CQERespSendImm, false, 0)
+		e.opcode = mlx5.CQERespSendImm
 	case rc.OpWriteImm:
-		e.SetOpOwn(mlx5.CQERespWrImm, false, 0)
+		e.opcode = mlx5.CQERespWrImm
 	default:
-		e.SetOpOwn(mlx5.CQERespSend, false, 0)
+		e.opcode = mlx5.CQERespSend
 	}
-	e.ByteCnt = c.ByteLen
+	e.byteCnt = c.ByteLen
 	if c.HasImm {
-		e.ImmInvalPKey = c.Imm
+		e.immInvalPKey = c.Imm
 	}
 	// RoCE: the GRH is always present (l3/grh bits 29:28 = 1), source QPN in 23:0.
-	e.FlagsRQPN = 1<<28 | c.SrcQPN&0xffffff
+	e.flagsRQPN = 1<<28 | c.SrcQPN&0xffffff
 	q.rcq.push(&e, c.Solicited)
 }
 
@@ -197,31 +193,30 @@ func stale(s, from rc.State) bool {
 
 // writeCQE writes a requester (or, for device-flushed receives, responder) CQE.
 func (q *QP) writeCQE(receive bool, op mlx5.Opcode, index uint16, st mlx5.WCStatus, byteLen uint32) {
-	e := mlx5.CQE64{WQECounter: index, SRQNUIdx: q.uidx}
+	e := cqe{wqeCounter: index, srqnUIdx: q.uidx}
 	cq := q.scq
 	if receive {
 		cq = q.rcq
 	}
 	if st != mlx5.WCSuccess {
+		e.opcode = mlx5.CQEReqErr
 		if receive {
-			e.SetOpOwn(mlx5.CQERespErr, false, 0)
-		} else {
-			e.SetOpOwn(mlx5.CQEReqErr, false, 0)
+			e.opcode = mlx5.CQERespErr
 		}
-		e.Syndrome, e.VendorSyndrome = syndromeOf(st)
-		e.SopDropQPN = uint32(op)<<24 | q.qpn
+		e.syndrome, e.vendorSyndrome = syndromeOf(st)
+		e.sopDropQPN = uint32(op)<<24 | q.qpn
 		cq.push(&e, false)
 		return
 	}
-	e.SetOpOwn(mlx5.CQEReq, false, 0)
-	e.SopDropQPN = uint32(op)<<24 | q.qpn
+	e.opcode = mlx5.CQEReq
+	e.sopDropQPN = uint32(op)<<24 | q.qpn
 	switch op {
 	case mlx5.OpcodeRDMARead:
-		e.ByteCnt = byteLen
+		e.byteCnt = byteLen
 	case mlx5.OpcodeAtomicCS, mlx5.OpcodeAtomicFA:
-		e.ByteCnt = mlx5.AtomicSize
+		e.byteCnt = mlx5.AtomicSize
 	default:
-		e.ByteCnt = byteLen
+		e.byteCnt = byteLen
 	}
 	cq.push(&e, false)
 }

@@ -65,3 +65,24 @@ func checkMapped(addr uint64, n uint64) bool {
 	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(start), uintptr(end-start), uintptr(unsafe.Pointer(&vec[0])))
 	return e == 0
 }
+
+// loadBE32 atomically loads the big-endian 32-bit word at b[off:off+4] (4-byte aligned): a
+// doorbell record word software stores with one aligned store.
+func loadBE32(b []byte, off int) uint32 {
+	var w [4]byte
+	binary.NativeEndian.PutUint32(w[:], atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[off]))))
+	return binary.BigEndian.Uint32(w[:])
+}
+
+// storeBE32 atomically stores v big-endian at b[off:off+4] (4-byte aligned).
+func storeBE32(b []byte, off int, v uint32) {
+	var w [4]byte
+	binary.BigEndian.PutUint32(w[:], v)
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b[off])), binary.NativeEndian.Uint32(w[:]))
+}
+
+// storeWord atomically stores the 4 bytes w, in memory order, at b[off:off+4] (4-byte
+// aligned): the last word of a CQE, whose op_own byte hands the entry to software.
+func storeWord(b []byte, off int, w [4]byte) {
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b[off])), binary.NativeEndian.Uint32(w[:]))
+}

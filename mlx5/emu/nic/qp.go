@@ -145,9 +145,9 @@ type QP struct {
 	onEvent func(QPEvent)
 	uidx    uint32 // QPConfig.UserIndex
 
-	sqRing     *mlx5.SQ
-	rqRing     *mlx5.RQ
-	dbrec      mlx5.DBRec
+	sqRing     *sendRing
+	rqRing     *recvRing
+	dbrec      dbRecord
 	sqBBs      uint16 // send queue size in WQEBBs
 	rqN        uint16
 	maxSendSGE int
@@ -161,8 +161,8 @@ type QP struct {
 
 	mu        sync.Mutex // serialises send-queue processing and Modify
 	attr      QPAttr
-	sqCI      uint16       // next WQEBB the device reads
-	wqe       mlx5.SendWQE // parse scratch, under mu
+	sqCI      uint16  // next WQEBB the device reads
+	wqe       sendWQE // parse scratch, under mu
 	wr        rc.WorkRequest
 	locals    [][][]byte // per send queue slot gather/scatter list storage, under mu
 	dbPending bool       // rung while not yet in RTS
@@ -175,7 +175,7 @@ type QP struct {
 	rqMu    sync.Mutex
 	rqCI    uint16 // next receive WQE the device consumes
 	badRecv *localCompletion
-	rsegs   [maxRecvSegs]mlx5.DataSeg // parse scratch, under rqMu
+	rsegs   [maxRecvSegs]wqeData // parse scratch, under rqMu
 }
 
 // maxRecvSegs bounds the scatter entries of a receive WQE (a 4 KiB stride of 16-byte entries).
@@ -202,15 +202,15 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "bad bfreg %d", cfg.Bfreg)
 	case !pow2(cfg.SQWQEBBs) || cfg.SQWQEBBs > 1<<15:
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "sq of %d wqebbs", cfg.SQWQEBBs)
-	case cfg.RQWQEs != 0 && (!pow2(cfg.RQWQEs) || cfg.RQWQEs > 1<<15 || cfg.RQWQEShift < 4 || cfg.RQWQEShift > 12 || 1<<cfg.RQWQEShift/mlx5.DataSegSize > maxRecvSegs):
+	case cfg.RQWQEs != 0 && (!pow2(cfg.RQWQEs) || cfg.RQWQEs > 1<<15 || cfg.RQWQEShift < 4 || cfg.RQWQEShift > 12 || 1<<cfg.RQWQEShift/segSize > maxRecvSegs):
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "rq of %d wqes, shift %d", cfg.RQWQEs, cfg.RQWQEShift)
 	case cfg.Buf == 0 || cfg.Buf%64 != 0 || cfg.SQOffset%64 != 0 || cfg.SQOffset < uint64(cfg.RQWQEs)<<cfg.RQWQEShift:
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "buffer %#x sq offset %#x", cfg.Buf, cfg.SQOffset)
 	case cfg.DBRec == 0 || cfg.DBRec%8 != 0:
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "dbrec %#x", cfg.DBRec)
 	}
-	bufLen := cfg.SQOffset + uint64(cfg.SQWQEBBs)*mlx5.SendWQEBB
-	if !checkMapped(cfg.Buf, bufLen) || !checkMapped(cfg.DBRec, mlx5.DBRecSize) {
+	bufLen := cfg.SQOffset + uint64(cfg.SQWQEBBs)*wqeBB
+	if !checkMapped(cfg.Buf, bufLen) || !checkMapped(cfg.DBRec, 8) {
 		return nil, newErr(op, ErrInvalid, unix.EFAULT, "buffer %#x+%#x or dbrec %#x not mapped", cfg.Buf, bufLen, cfg.DBRec)
 	}
 	q := &QP{
@@ -225,14 +225,14 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		maxInline:  cfg.MaxInline,
 	}
 	var err error
-	if q.dbrec, err = mlx5.NewDBRec(hostBytes(cfg.DBRec, mlx5.DBRecSize)); err != nil {
+	if q.dbrec, err = newDBRecord(hostBytes(cfg.DBRec, 8)); err != nil {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "doorbell record: %v", err)
 	}
-	if q.sqRing, err = mlx5.NewSQ(hostBytes(cfg.Buf+cfg.SQOffset, cfg.SQWQEBBs*mlx5.SendWQEBB), cfg.SQWQEBBs); err != nil {
+	if q.sqRing, err = newSendRing(hostBytes(cfg.Buf+cfg.SQOffset, cfg.SQWQEBBs*wqeBB), cfg.SQWQEBBs); err != nil {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "send queue: %v", err)
 	}
 	if cfg.RQWQEs > 0 {
-		if q.rqRing, err = mlx5.NewRQ(hostBytes(cfg.Buf, cfg.RQWQEs<<cfg.RQWQEShift), cfg.RQWQEs, cfg.RQWQEShift); err != nil {
+		if q.rqRing, err = newRecvRing(hostBytes(cfg.Buf, cfg.RQWQEs<<cfg.RQWQEShift), cfg.RQWQEs, cfg.RQWQEShift); err != nil {
 			return nil, newErr(op, ErrInvalid, unix.EINVAL, "receive queue: %v", err)
 		}
 	}
@@ -437,7 +437,7 @@ func (q *QP) handlePacket(p *roce.Packet) {
 func (q *QP) Describe() string {
 	q.mu.Lock()
 	s := fmt.Sprintf("nic state %v sqCI %d db %d dbPending %v outstanding %d stalled %v", q.State(), q.sqCI,
-		q.dbrec.SendCounter(), q.dbPending, q.outstanding.Load(), q.stalled.Load())
+		q.dbrec.sendCounter(), q.dbPending, q.outstanding.Load(), q.stalled.Load())
 	q.mu.Unlock()
 	if d, ok := q.tr.(interface{ Describe() string }); ok {
 		s += "; " + d.Describe()

@@ -15,23 +15,23 @@ func (q *QP) popRecv() (rc.Recv, bool) {
 	if q.rqN == 0 || q.badRecv != nil {
 		return rc.Recv{}, false
 	}
-	pi := q.dbrec.RecvCounter()
+	pi := q.dbrec.recvCounter()
 	if pi == q.rqCI {
 		return rc.Recv{}, false
 	}
 	r := rc.Recv{Index: q.rqCI}
-	n, err := q.rqRing.Parse(uint32(q.rqCI), q.rsegs[:])
+	n, err := q.rqRing.parse(uint32(q.rqCI), q.rsegs[:])
 	st := mlx5.WCLocQPOpErr
 	if err == nil && (q.maxRecvSGE == 0 || n <= q.maxRecvSGE) {
 		st = mlx5.WCSuccess
 		r.Scatter = make([][]byte, 0, n)
 		for i := 0; i < n; i++ {
 			d := &q.rsegs[i]
-			l := d.ByteCount
+			l := d.byteCount
 			if l == 0 {
 				l = maxMessage
 			}
-			b, ok := q.dev.localAccess(q.pd, d.LKey, d.Addr, l, true)
+			b, ok := q.dev.localAccess(q.pd, d.lkey, d.addr, l, true)
 			if !ok {
 				st = mlx5.WCLocProtErr
 				break
@@ -76,7 +76,7 @@ func (q *QP) pendingRecv() bool {
 	}
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
-	return q.dbrec.RecvCounter() != q.rqCI
+	return q.dbrec.recvCounter() != q.rqCI
 }
 
 // watchErr adds q to the QPs whose receive queue the watcher flushes: in ERR every receive

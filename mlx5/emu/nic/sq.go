@@ -43,9 +43,9 @@ func (q *QP) process() (more bool) {
 		return false
 	}
 	defer func() {
-		more = !q.stalled.Load() && q.dbrec.SendCounter() != q.sqCI
+		more = !q.stalled.Load() && q.dbrec.sendCounter() != q.sqCI
 	}()
-	pi := q.dbrec.SendCounter()
+	pi := q.dbrec.sendCounter()
 	for q.sqCI != pi {
 		pending := pi - q.sqCI
 		wr := &q.wr // the engine copies it
@@ -94,8 +94,8 @@ func (q *QP) process() (more bool) {
 // basic blocks the WQE occupies.
 func (q *QP) parse(wr *rc.WorkRequest, lc *localCompletion, pending uint16) (bbs uint16, local bool) {
 	w := &q.wqe
-	err := q.sqRing.Parse(uint32(q.sqCI), w)
-	*lc = localCompletion{index: q.sqCI, opcode: w.Ctrl.Opcode, signaled: w.Ctrl.Signaled(), status: mlx5.WCLocQPOpErr}
+	err := q.sqRing.parse(uint32(q.sqCI), w)
+	*lc = localCompletion{index: q.sqCI, opcode: w.ctrl.opcode, signaled: w.ctrl.signaled(), status: mlx5.WCLocQPOpErr}
 	if pending > q.sqBBs {
 		// Software advertised more than the ring holds.
 		return 1, true
@@ -103,59 +103,59 @@ func (q *QP) parse(wr *rc.WorkRequest, lc *localCompletion, pending uint16) (bbs
 	if err != nil {
 		// Malformed (bad DS, unknown opcode, segments that do not fit): a local QP
 		// operation error, as the hardware reports it.
-		if w.BBs == 0 {
+		if w.bbs == 0 {
 			return 1, true
 		}
-		return min(uint16(w.BBs), pending), true
+		return min(uint16(w.bbs), pending), true
 	}
-	bbs = uint16(w.BBs)
+	bbs = uint16(w.bbs)
 	if bbs > pending {
 		// The doorbell record does not cover the whole WQE: software rang a partial WQE.
 		return pending, true
 	}
-	if w.Ctrl.QPN != q.qpn || w.Ctrl.Opcode == mlx5.OpcodeSendInval {
+	if w.ctrl.qpn != q.qpn || w.ctrl.opcode == mlx5.OpcodeSendInval {
 		return bbs, true
 	}
-	if w.Ctrl.Opcode == mlx5.OpcodeNOP {
+	if w.ctrl.opcode == mlx5.OpcodeNOP {
 		lc.status = mlx5.WCSuccess
 		return bbs, true
 	}
 	*wr = rc.WorkRequest{
 		Index:      q.sqCI,
-		Op:         rcOp(w.Ctrl.Opcode),
-		Imm:        w.Ctrl.Imm,
-		RemoteAddr: w.Raddr.RemoteAddr,
-		RKey:       w.Raddr.RKey,
-		SwapAdd:    w.Atomic.SwapAdd,
-		Compare:    w.Atomic.Compare,
-		Signaled:   w.Ctrl.Signaled(),
-		Fence:      w.Ctrl.Fenced(),
-		Solicited:  w.Ctrl.Solicited(),
+		Op:         rcOp(w.ctrl.opcode),
+		Imm:        w.ctrl.imm,
+		RemoteAddr: w.raddr,
+		RKey:       w.rkey,
+		SwapAdd:    w.swapAdd,
+		Compare:    w.compare,
+		Signaled:   w.ctrl.signaled(),
+		Fence:      w.ctrl.fenced(),
+		Solicited:  w.ctrl.solicited(),
 	}
-	scatter := w.Ctrl.Opcode == mlx5.OpcodeRDMARead || w.HasAtomic
-	if w.Inline {
-		if scatter || q.maxInline > 0 && w.InlineLen > q.maxInline {
+	scatter := w.ctrl.opcode == mlx5.OpcodeRDMARead || w.hasAtomic
+	if w.inline {
+		if scatter || q.maxInline > 0 && w.inlineLen > q.maxInline {
 			return bbs, true
 		}
 		// Inline data is copied now, as the hardware takes it with the WQE: software may
 		// reuse the slot once a later completion frees it.
-		b := make([]byte, w.InlineLen)
-		q.sqRing.CopyInline(w, b)
+		b := make([]byte, w.inlineLen)
+		q.sqRing.copyInline(w, b)
 		wr.Local = [][]byte{b}
 		return bbs, false
 	}
-	if q.maxSendSGE > 0 && w.NumData > q.maxSendSGE {
+	if q.maxSendSGE > 0 && w.numData > q.maxSendSGE {
 		return bbs, true
 	}
 	var total uint64
-	wr.Local = q.localsFor(w.NumData)
-	for i := 0; i < w.NumData; i++ {
-		d := &w.Data[i]
-		l := d.ByteCount
+	wr.Local = q.localsFor(w.numData)
+	for i := 0; i < w.numData; i++ {
+		d := &w.data[i]
+		l := d.byteCount
 		if l == 0 {
 			l = maxMessage // the PRM encodes 2 GiB as a zero byte count
 		}
-		b, ok := q.dev.localAccess(q.pd, d.LKey, d.Addr, l, scatter)
+		b, ok := q.dev.localAccess(q.pd, d.lkey, d.addr, l, scatter)
 		if !ok {
 			lc.status = mlx5.WCLocProtErr
 			return bbs, true
@@ -167,7 +167,7 @@ func (q *QP) parse(wr *rc.WorkRequest, lc *localCompletion, pending uint16) (bbs
 		lc.status = mlx5.WCLocLenErr
 		return bbs, true
 	}
-	if w.HasAtomic && (len(wr.Local) != 1 || len(wr.Local[0]) != mlx5.AtomicSize) {
+	if w.hasAtomic && (len(wr.Local) != 1 || len(wr.Local[0]) != mlx5.AtomicSize) {
 		return bbs, true
 	}
 	return bbs, false

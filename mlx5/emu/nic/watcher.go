@@ -134,7 +134,7 @@ func (d *Device) dispatch(db *doorbell) {
 		// CQ arm doorbell: bytes 0..3 are sn<<28 | cmd | ci, bytes 4..7 the CQN, both
 		// big-endian (rdma-core mlx5_arm_cq).
 		d.stats.cqDoorbells.Add(1)
-		cqn, word := mlx5.ParseCQDoorbell(db.val)
+		cqn, word := parseCQDoorbell(db.val)
 		d.armFromDoorbell(db.uar, cqn, word)
 		return
 	}
@@ -142,7 +142,7 @@ func (d *Device) dispatch(db *doorbell) {
 	// (opmod_idx_opcode, qpn_ds), written by post_send_db either as an 8-byte doorbell or as
 	// the head of a blue-flame copy.
 	d.stats.sqDoorbells.Add(1)
-	qpn := mlx5.ParseSQDoorbell(db.val).QPN
+	qpn := parseSQDoorbellQPN(db.val)
 	r := db.uar.bf[db.bfreg].Load()
 	if r == nil {
 		d.stats.strayDoorbells.Add(1)
