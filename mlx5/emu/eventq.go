@@ -19,8 +19,9 @@ import (
 // queued without bound (the kernel's event lists are unbounded too) and written by one
 // goroutine, so the NIC's callbacks never block on a slow reader.
 type eventQueue struct {
-	userFd int      // the application's descriptor; it owns and closes it
-	ours   *os.File // the emulator's end
+	userFd int       // the application's descriptor; it owns and closes it
+	userID [2]uint64 // device and inode of the application's end, to tell it from a reuse of the number
+	ours   *os.File  // the emulator's end
 	oursFd int
 
 	mu      sync.Mutex
@@ -37,6 +38,7 @@ func newEventQueue(name string) (*eventQueue, error) {
 		return nil, fmt.Errorf("%s: socketpair: %w", name, err)
 	}
 	q := &eventQueue{userFd: fds[0], ours: os.NewFile(uintptr(fds[1]), name), oursFd: fds[1], done: make(chan struct{})}
+	q.userID, _ = fileID(fds[0])
 	// Reading is the application's job; the emulator's end only writes.
 	_ = unix.Shutdown(fds[1], unix.SHUT_RD)
 	q.cond = sync.NewCond(&q.mu)
@@ -125,8 +127,12 @@ func (q *eventQueue) withdraw(match func(ev []byte) bool) int {
 	}
 	var queued [][]byte
 	buf := make([]byte, 64)
+	// The application may have closed its end, and its number may name another file by now:
+	// read only from the socket the queue made.
+	id, err := fileID(q.userFd)
+	mine := err == nil && id == q.userID
 	drain := func() {
-		for {
+		for mine {
 			// The application's end: the process is the application, and the socket keeps
 			// message boundaries (SOCK_SEQPACKET).
 			m, _, _, _, err := unix.Recvmsg(q.userFd, buf, nil, unix.MSG_DONTWAIT)
@@ -162,6 +168,15 @@ func (q *eventQueue) withdraw(match func(ev []byte) bool) int {
 		}
 	}
 	return n
+}
+
+// fileID is the device and inode of descriptor fd.
+func fileID(fd int) ([2]uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return [2]uint64{}, err
+	}
+	return [2]uint64{st.Dev, st.Ino}, nil
 }
 
 // compFor selects the completion events of the CQ whose user_handle is h.
