@@ -30,23 +30,8 @@ package main
 #include "plugin.h"
 */
 import "C"
-
-import (
-	"os"
-	"runtime"
-	"strconv"
-)
+import "github.com/shift-rdma/shift/internal/cshared"
 
 func main() {}
 
-func init() {
-	// The application's threads run the verbs; Go needs few threads of its own (the
-	// emulated NIC's engine, SHIFT's background work).
-	n := 2
-	if v, err := strconv.Atoi(os.Getenv("SHIFT_GOMAXPROCS")); err == nil && v > 0 {
-		n = v
-	}
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(min(n, runtime.NumCPU()))
-	}
-}
+func init() { cshared.LimitProcs() }

@@ -69,81 +69,48 @@ static int emu_open(const char *path, int flags)
 	return r == SHIFT_EMU_NOT_OURS ? SHIFT_EMU_NOT_OURS : (int)ret(r);
 }
 
-static mode_t mode_arg(int flags, va_list ap)
-{
-	return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
-}
+/* OPEN is the body of the open family: the mode argument exists only with O_CREAT or
+ * O_TMPFILE; an emulated device's path is answered by the Go side, anything else by the C
+ * library's function (call, with mode in scope). */
+#define OPEN(flags, call)                                                                          \
+	do {                                                                                       \
+		va_list ap;                                                                        \
+		mode_t mode = 0;                                                                   \
+		if ((flags) & (O_CREAT | O_TMPFILE)) {                                             \
+			va_start(ap, flags);                                                       \
+			mode = (mode_t)va_arg(ap, int);                                            \
+			va_end(ap);                                                                \
+		}                                                                                  \
+		if (is_uverbs(path)) {                                                             \
+			int r = emu_open(path, flags);                                             \
+			if (r != SHIFT_EMU_NOT_OURS)                                               \
+				return r;                                                          \
+		}                                                                                  \
+		return call;                                                                       \
+	} while (0)
 
 int open(const char *path, int flags, ...)
 {
 	REAL(open, open_fn);
-	va_list ap;
-	mode_t mode;
-
-	va_start(ap, flags);
-	mode = mode_arg(flags, ap);
-	va_end(ap);
-	if (is_uverbs(path)) {
-		int r = emu_open(path, flags);
-
-		if (r != SHIFT_EMU_NOT_OURS)
-			return r;
-	}
-	return real_open(path, flags, mode);
+	OPEN(flags, real_open(path, flags, mode));
 }
 
 int open64(const char *path, int flags, ...)
 {
 	REAL(open64, open_fn);
-	va_list ap;
-	mode_t mode;
-
-	va_start(ap, flags);
-	mode = mode_arg(flags, ap);
-	va_end(ap);
-	if (is_uverbs(path)) {
-		int r = emu_open(path, flags);
-
-		if (r != SHIFT_EMU_NOT_OURS)
-			return r;
-	}
-	return real_open64(path, flags, mode);
+	OPEN(flags, real_open64(path, flags, mode));
 }
 
 int openat(int dirfd, const char *path, int flags, ...)
 {
 	REAL(openat, openat_fn);
-	va_list ap;
-	mode_t mode;
-
-	va_start(ap, flags);
-	mode = mode_arg(flags, ap);
-	va_end(ap);
-	if (is_uverbs(path)) {
-		int r = emu_open(path, flags);
-
-		if (r != SHIFT_EMU_NOT_OURS)
-			return r;
-	}
-	return real_openat(dirfd, path, flags, mode);
+	OPEN(flags, real_openat(dirfd, path, flags, mode));
 }
 
 int openat64(int dirfd, const char *path, int flags, ...)
 {
 	REAL(openat64, openat_fn);
-	va_list ap;
-	mode_t mode;
-
-	va_start(ap, flags);
-	mode = mode_arg(flags, ap);
-	va_end(ap);
-	if (is_uverbs(path)) {
-		int r = emu_open(path, flags);
-
-		if (r != SHIFT_EMU_NOT_OURS)
-			return r;
-	}
-	return real_openat64(dirfd, path, flags, mode);
+	OPEN(flags, real_openat64(dirfd, path, flags, mode));
 }
 
 int ioctl(int fd, unsigned long req, ...)

@@ -22,21 +22,8 @@ package main
 #cgo LDFLAGS: -ldl
 */
 import "C"
-
-import (
-	"os"
-	"runtime"
-	"strconv"
-)
+import "github.com/shift-rdma/shift/internal/cshared"
 
 func main() {}
 
-func init() {
-	n := 2
-	if v, err := strconv.Atoi(os.Getenv("SHIFT_GOMAXPROCS")); err == nil && v > 0 {
-		n = v
-	}
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(min(n, runtime.NumCPU()))
-	}
-}
+func init() { cshared.LimitProcs() }
