@@ -24,6 +24,7 @@ type Context struct {
 	f        uverbs.File
 	asyncFD  int
 	numCompV uint32
+	cmds     cmdPaths // commands the kernel offers only as write()
 
 	resp   mlx5.AllocUcontextResp
 	layout mlx5.UARLayout
@@ -100,7 +101,9 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 	var in [mlx5.AllocUcontextReqV2Size]byte
 	var out [mlx5.AllocUcontextRespSize]byte
 	req.Put(in[:])
-	uc, err := uverbs.GetContext(f, uverbs.DriverIDMLX5, in[:], out[:])
+	uc, err := viaIoctl(&c.cmds, cmdGetContext,
+		func() (uverbs.Context, error) { return uverbs.GetContext(f, uverbs.DriverIDMLX5, in[:], out[:]) },
+		func() (uverbs.Context, error) { return uverbs.GetContextWrite(f, in[:], out[:]) })
 	if err != nil {
 		return nil, opError("get context", err)
 	}
@@ -282,7 +285,12 @@ func (c *Context) QueryDevice() (verbs.DeviceAttr, error) {
 
 // QueryPort is ibv_query_port.
 func (c *Context) QueryPort(port uint8) (verbs.PortAttr, error) {
-	r, err := uverbs.QueryPort(c.f, uverbs.DriverIDMLX5, port)
+	r, err := viaIoctl(&c.cmds, cmdQueryPort,
+		func() (uverbs.QueryPortRespEx, error) { return uverbs.QueryPort(c.f, uverbs.DriverIDMLX5, port) },
+		func() (uverbs.QueryPortRespEx, error) {
+			l, err := uverbs.QueryPortWrite(c.f, port)
+			return uverbs.QueryPortRespEx{Legacy_resp: l}, err
+		})
 	if err != nil {
 		return verbs.PortAttr{}, opError(fmt.Sprintf("query port %d", port), err)
 	}

@@ -82,14 +82,14 @@ func (c *Context) createCQ(a verbs.CQInitAttr) (*CQ, error) {
 	if channel != nil {
 		chFD = channel.fd
 	}
-	r, err := uverbs.CreateCQ(c.f, uverbs.DriverIDMLX5, uverbs.CreateCQRequest{CQE: uint32(ncqe - 1), UserHandle: q.id,
+	r, err := c.cmdCreateCQ(uverbs.CreateCQRequest{CQE: uint32(ncqe - 1), UserHandle: q.id,
 		CompChannel: chFD, CompVector: compVector, AsyncFD: c.asyncFD}, in[:], out[:])
 	if err != nil {
 		return fail(err)
 	}
 	resp, err := mlx5.DecodeCreateCQResp(out[:])
 	if err != nil {
-		uverbs.DestroyCQ(c.f, uverbs.DriverIDMLX5, r.Handle)
+		c.cmdDestroyCQ(r.Handle)
 		return fail(err)
 	}
 	q.handle, q.cqn, q.cqe = r.Handle, resp.CQN, int(r.CQE)
@@ -124,7 +124,7 @@ func (c *CQ) Destroy() error {
 	if c.dead.Load() {
 		return nil
 	}
-	if _, err := uverbs.DestroyCQ(c.ctx.f, uverbs.DriverIDMLX5, c.handle); err != nil {
+	if err := c.ctx.cmdDestroyCQ(c.handle); err != nil {
 		return opError("destroy cq", err)
 	}
 	if c.dead.Swap(true) {

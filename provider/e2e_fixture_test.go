@@ -51,10 +51,13 @@ func hilTestbed(t *testing.T) *testbed {
 }
 
 // newTestbed builds two emulated hosts on an in-process fabric.
-func newTestbed(t testing.TB) *testbed {
+func newTestbed(t testing.TB) *testbed { t.Helper(); return newTestbedKernel(t, emu.KernelCurrent) }
+
+// newTestbedKernel is newTestbed on emulated kernels offering the commands of k.
+func newTestbedKernel(t testing.TB, k emu.KernelABI) *testbed {
 	t.Helper()
 	prefix := fmt.Sprintf("ptest%d_%d_", os.Getpid(), clusterSeq.Add(1))
-	c, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, Register: true, Prefix: prefix, Seed: 1})
+	c, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, Register: true, Prefix: prefix, Seed: 1, Kernel: k})
 	if err != nil {
 		t.Fatal(err)
 	}

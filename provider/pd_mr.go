@@ -24,7 +24,7 @@ type PD struct {
 
 // Dealloc is ibv_dealloc_pd; the kernel refuses (EBUSY) while MRs or QPs use the PD.
 func (p *PD) Dealloc() error {
-	return opError("dealloc pd", uverbs.DeallocPD(p.ctx.f, uverbs.DriverIDMLX5, p.handle))
+	return opError("dealloc pd", p.ctx.cmdDeallocPD(p.handle))
 }
 
 // MR is a registered memory region.
@@ -86,5 +86,5 @@ func (m *MR) SGE(off, n int) verbs.SGE {
 
 // Dereg is ibv_dereg_mr.
 func (m *MR) Dereg() error {
-	return opError("dereg mr", uverbs.DeregMR(m.pd.ctx.f, uverbs.DriverIDMLX5, m.handle))
+	return opError("dereg mr", m.pd.ctx.cmdDeregMR(m.handle))
 }

@@ -63,7 +63,7 @@ func (p *PD) createQP(a verbs.QPInitAttr) (*QP, error) {
 	if l.sqWQECnt > 0 {
 		reqCap.MaxInlineData = uint32(l.maxInline)
 	}
-	r, err := uverbs.CreateQP(c.f, uverbs.DriverIDMLX5, uverbs.CreateQPRequest{
+	r, err := c.cmdCreateQP(uverbs.CreateQPRequest{
 		Type: uverbs.QPTypeRC, PD: p.handle, SendCQ: scq.handle, RecvCQ: rcq.handle,
 		Cap:    uverbs.QPCap{Send_wr: reqCap.MaxSendWR, Recv_wr: reqCap.MaxRecvWR, Send_sge: reqCap.MaxSendSGE, Recv_sge: reqCap.MaxRecvSGE, Inline_data: reqCap.MaxInlineData},
 		SigAll: a.SigAll, UserHandle: q.id, AsyncFD: c.asyncFD,
@@ -72,7 +72,7 @@ func (p *PD) createQP(a verbs.QPInitAttr) (*QP, error) {
 		return fail(err)
 	}
 	destroy := func(err error) (*QP, error) {
-		uverbs.DestroyQP(c.f, uverbs.DriverIDMLX5, r.Handle)
+		c.cmdDestroyQP(r.Handle)
 		return fail(err)
 	}
 	resp, err := mlx5.DecodeCreateQPResp(out[:])
@@ -144,7 +144,7 @@ func (q *QP) Destroy() error {
 	if q.dead.Load() {
 		return nil
 	}
-	if _, err := uverbs.DestroyQP(q.ctx.f, uverbs.DriverIDMLX5, q.handle); err != nil {
+	if err := q.ctx.cmdDestroyQP(q.handle); err != nil {
 		return opError(fmt.Sprintf("destroy qp %#x", q.qpn), err)
 	}
 	// Posts check the state before touching the rings: RESET stops them, dead names why.

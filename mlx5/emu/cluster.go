@@ -28,6 +28,8 @@ type ClusterConfig struct {
 	Register bool
 	// Prefix names the devices <Prefix><index>, index = host*NICs + nic; "" means "emlx5_".
 	Prefix string
+	// Kernel is every device's kernel ABI (KernelCurrent: all commands).
+	Kernel KernelABI
 }
 
 // Cluster is a set of emulated hosts on one fabric.
@@ -87,7 +89,7 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		host := &Host{Index: h}
 		c.Hosts = append(c.Hosts, host)
 		for n := range cfg.NICs {
-			dc := DeviceConfig{Name: fmt.Sprintf("%s%d", cfg.Prefix, h*cfg.NICs+n), Caps: cfg.Caps, Clock: cfg.Clock}
+			dc := DeviceConfig{Name: fmt.Sprintf("%s%d", cfg.Prefix, h*cfg.NICs+n), Caps: cfg.Caps, Clock: cfg.Clock, Kernel: cfg.Kernel}
 			for p := 1; p <= cfg.Ports; p++ {
 				ep, err := c.Fabric.Attach(PortAddr(h, n, p))
 				if err != nil {

@@ -43,6 +43,7 @@ type Device struct {
 	closed bool
 
 	beforeQP func() error // DeviceConfig.BeforeCreateQP
+	kernel   KernelABI    // DeviceConfig.Kernel
 }
 
 // ErrClosed is returned by operations on a closed device or file.

@@ -17,9 +17,15 @@ import (
 // handles resolved before the handler runs, then the handler; outputs are copied through the
 // attributes' pointers and flagged valid.
 func (f *File) Ioctl(buf []byte) error {
+	if f.dev.kernel == KernelNoIoctl {
+		return fmt.Errorf("ioctl on a kernel without RDMA_VERBS_IOCTL: %w", unix.ENOTTY)
+	}
 	r, err := uverbs.ParseIoctl(buf)
 	if err != nil {
 		return fmt.Errorf("ioctl: %w", err)
+	}
+	if err := f.dev.kernel.ioctlOffered(r.Hdr.Object_id, r.Hdr.Method_id); err != nil {
+		return fmt.Errorf("ioctl object %d method %d on a %s kernel: %w", r.Hdr.Object_id, r.Hdr.Method_id, f.dev.kernel, err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

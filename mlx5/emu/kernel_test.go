@@ -2,6 +2,7 @@ package emu_test
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -222,5 +223,32 @@ func TestPathMTUFollowsNetdev(t *testing.T) {
 	rtr.PathMTU = uverbs.MTU1024
 	if err := qp.Modify(&rtr, mask); err != nil {
 		t.Errorf("path MTU 1024: %v", err)
+	}
+}
+
+// TestAllocUcontextLengths: mlx5_ib takes a v0 request of exactly 8 bytes or a v2 request of
+// at least offsetof(max_cqe_version) = 16 bytes; libmlx5 retries with 24 and then 16 bytes
+// on kernels that refuse what they do not know (mlx5_cmd_get_context).
+func TestAllocUcontextLengths(t *testing.T) {
+	c := newCluster(t, emu.ClusterConfig{Hosts: 1})
+	for _, n := range []int{4, 8, 12, 15, 16, 24, 32} {
+		f, err := c.Hosts[0].Devices[0].Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := mlx5.AllocUcontextReqV2{TotalNumBfregs: 4, NumLowLatencyBfregs: 1}
+		in := make([]byte, mlx5.AllocUcontextReqV2Size)
+		req.Put(in)
+		ctx, err := uverbs.GetContextWrite(f, in[:n], make([]byte, mlx5.AllocUcontextRespSize))
+		if n == 8 || n >= 16 {
+			if err != nil {
+				t.Errorf("%d-byte request: %v", n, err)
+			} else {
+				unix.Close(ctx.AsyncFD)
+			}
+		} else {
+			wantErrno(t, fmt.Sprintf("%d-byte request", n), err, unix.EINVAL)
+		}
+		f.Close()
 	}
 }

@@ -29,6 +29,8 @@ type DeviceConfig struct {
 	// per NIC, which only one process may hold) binds it here, so a process that only
 	// queries the device never takes the address.
 	BeforeCreateQP func() error
+	// Kernel selects the uverbs commands the emulated kernel offers (KernelCurrent: all).
+	Kernel KernelABI
 }
 
 // PortConfig describes one port.
@@ -62,6 +64,7 @@ func NewDevice(cfg DeviceConfig) (*Device, error) {
 		cqs:      make(map[uint32]*cqObj),
 		qps:      make(map[uint32]*qpObj),
 		beforeQP: cfg.BeforeCreateQP,
+		kernel:   cfg.Kernel,
 	}
 	if cfg.Caps != nil {
 		d.caps = *cfg.Caps

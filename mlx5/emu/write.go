@@ -138,7 +138,9 @@ func (f *File) getContext(in []byte, outLen int) ([]byte, error) {
 	var v2 bool
 	switch {
 	case len(in) == mlx5.AllocUcontextReqMinSize:
-	case len(in) >= 24: // offsetof(lib_caps) is the shortest v2 request mlx5 accepts
+	case len(in) >= mlx5.AllocUcontextReqMinV2Size:
+		// mlx5_ib_alloc_ucontext's min_req_v2 is offsetof(max_cqe_version): libmlx5 retries
+		// with exactly that length for kernels that refuse fields they do not know.
 		v2 = true
 	default:
 		return nil, fmt.Errorf("%s: driver data of %d bytes: %w", op, len(in), unix.EINVAL)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"sync"
 
 	"github.com/shift-rdma/shift/mlx5/emu/emuhost"
@@ -18,7 +19,12 @@ var emulated struct {
 // package uverbs (provider.Open and failover's backups find them there), once per process.
 func registerEmulated() error {
 	emulated.once.Do(func() {
-		h, err := emuhost.Load(uverbs.DefaultSysfs())
+		o, err := emuhost.OptionsFromEnv(os.Getenv)
+		if err != nil {
+			emulated.err = err
+			return
+		}
+		h, err := emuhost.Load(uverbs.DefaultSysfs(), o)
 		if err != nil {
 			emulated.err = err
 			return

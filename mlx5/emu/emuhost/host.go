@@ -24,6 +24,7 @@ import (
 // Host is the emulated devices of one sysfs tree.
 type Host struct {
 	root string
+	opts Options
 	devs []*Device
 }
 
@@ -33,19 +34,26 @@ type Device struct {
 	IP     netip.Addr
 	Netdev string
 
-	mu   sync.Mutex
-	dev  *emu.Device
-	link *fabric.LazyUDPLink
+	kernel emu.KernelABI
+	mu     sync.Mutex
+	dev    *emu.Device
+	link   *fabric.LazyUDPLink
+}
+
+// Options adjusts the emulated devices a Host serves.
+type Options struct {
+	// Kernel is the uverbs commands the emulated kernel offers (emu.KernelCurrent: all).
+	Kernel emu.KernelABI
 }
 
 // Load finds the emulated devices of the sysfs tree s describes (uverbs.DefaultSysfs: the
 // tree SYSFS_PATH names).
-func Load(s uverbs.Sysfs) (*Host, error) {
+func Load(s uverbs.Sysfs, o Options) (*Host, error) {
 	devs, err := s.Devices()
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{root: s.Root}
+	h := &Host{root: s.Root, opts: o}
 	if h.root == "" {
 		h.root = "/sys"
 	}
@@ -53,7 +61,7 @@ func Load(s uverbs.Sysfs) (*Host, error) {
 		if !h.isEmulated(d) {
 			continue
 		}
-		e, err := newDevice(d)
+		e, err := newDevice(d, o)
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +94,7 @@ func (h *Host) Lookup(name string) *Device {
 	return nil
 }
 
-func newDevice(d uverbs.DeviceInfo) (*Device, error) {
+func newDevice(d uverbs.DeviceInfo, o Options) (*Device, error) {
 	p, ok := d.Port(1)
 	if !ok {
 		return nil, fmt.Errorf("emulated device %s: no port 1 in sysfs", d.Name)
@@ -96,7 +104,7 @@ func newDevice(d uverbs.DeviceInfo) (*Device, error) {
 			continue
 		}
 		if ip, ok := netip.AddrFromSlice(g.GID); ok {
-			return &Device{Info: d, IP: ip.Unmap(), Netdev: p.Netdev}, nil
+			return &Device{Info: d, IP: ip.Unmap(), Netdev: p.Netdev, kernel: o.Kernel}, nil
 		}
 	}
 	return nil, fmt.Errorf("emulated device %s: port 1 has no RoCE v2 GID in sysfs to take its address from", d.Name)
@@ -119,7 +127,7 @@ func (e *Device) Open() (*emu.File, error) {
 		}
 		d, err := emu.NewDevice(emu.DeviceConfig{Name: e.Info.Name,
 			Ports:          []emu.PortConfig{{Link: link, Netdev: e.Netdev, NetdevMTU: mtu}},
-			BeforeCreateQP: e.activate})
+			BeforeCreateQP: e.activate, Kernel: e.kernel})
 		if err != nil {
 			link.Close()
 			return nil, fmt.Errorf("emulated device %s: %w", e.Info.Name, err)
@@ -136,4 +144,15 @@ func (e *Device) activate() error {
 		return fmt.Errorf("emulated device %s cannot take its address %v:4791 (another process carrying traffic on it?): %w", e.Info.Name, e.IP, err)
 	}
 	return nil
+}
+
+// OptionsFromEnv reads the Options the edges (the plugin, the emulated-kernel library) take
+// from their environment: SHIFT_EMU_KERNEL (current, write-create or no-ioctl) picks the
+// uverbs commands the emulated kernel offers.
+func OptionsFromEnv(getenv func(string) string) (Options, error) {
+	k, err := emu.ParseKernelABI(getenv("SHIFT_EMU_KERNEL"))
+	if err != nil {
+		return Options{}, fmt.Errorf("SHIFT_EMU_KERNEL: %w", err)
+	}
+	return Options{Kernel: k}, nil
 }

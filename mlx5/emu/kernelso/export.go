@@ -40,7 +40,11 @@ type mapping struct {
 
 func host() (*emuhost.Host, error) {
 	state.once.Do(func() {
-		state.host, state.err = emuhost.Load(uverbs.DefaultSysfs())
+		o, err := emuhost.OptionsFromEnv(os.Getenv)
+		if err == nil {
+			state.host, err = emuhost.Load(uverbs.DefaultSysfs(), o)
+		}
+		state.err = err
 		state.files = map[int]*emu.File{}
 		state.maps = map[uintptr]mapping{}
 	})

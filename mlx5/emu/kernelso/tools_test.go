@@ -97,3 +97,36 @@ func TestLibmlx5QPLifecycle(t *testing.T) {
 		}
 	}
 }
+
+// TestOlderKernels runs Debian's libibverbs and libmlx5, and libmlx5-shift beside them, on
+// emulated kernels that lack the ioctl forms of the context, port, CQ and QP commands
+// (write-create) or the ioctl interface altogether (no-ioctl): libibverbs then sends the
+// legacy write() commands (cmd_fallback.c), which checks the emulated kernel's write path
+// against a library nobody here wrote, and the provider's own fallback against both.
+func TestOlderKernels(t *testing.T) {
+	tooltest.RequireTools(t, "ibv_devinfo", "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw")
+	tools := []tooltest.Tool{}
+	for _, tl := range append(tooltest.Matrix(), tooltest.EventTools()...) {
+		if tl.Name == "ibv_rc_pingpong" && len(tl.API) == 0 || tl.Name == "ib_write_bw" || tl.Name == "ib_send_bw" {
+			tools = append(tools, tl)
+		}
+	}
+	for _, k := range []string{"write-create", "no-ioctl"} {
+		t.Run(k, func(t *testing.T) {
+			h := connectx(t, 2)
+			env := []string{"SHIFT_EMU_KERNEL=" + k}
+			lib := tooltest.Mode{Kernel: true, Extra: env}
+			shift := tooltest.Mode{Preload: true, Extra: env}
+			out, err := h.Start(t, lib, "ibv_devinfo", "-v", "-d", "k0").Wait(30 * time.Second)
+			if err != nil || !strings.Contains(out, "PORT_ACTIVE") || !strings.Contains(out, "RoCE v2") {
+				t.Fatalf("ibv_devinfo -v: %v\n%s", err, out)
+			}
+			t.Run("libmlx5", func(t *testing.T) {
+				tooltest.RunMatrix(t, tools, h, h, lib, lib, "k0", "k1", "127.0.0.1")
+			})
+			t.Run("interop", func(t *testing.T) {
+				tooltest.RunMatrix(t, tools[:1], h, h, lib, shift, "k0", "k1", "127.0.0.1")
+			})
+		})
+	}
+}
