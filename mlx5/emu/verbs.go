@@ -168,9 +168,6 @@ func (f *File) createCQ(userHandle uint64, cqe uint32, compVector uint32, channe
 	if ud.CQESize != 64 && ud.CQESize != 128 {
 		return 0, 0, 0, fmt.Errorf("%s: cqe_size %d: %w", op, ud.CQESize, unix.EINVAL)
 	}
-	if ud.CQESize == 128 {
-		return 0, 0, 0, fmt.Errorf("%s: 128-byte CQEs not emulated: %w", op, unix.EOPNOTSUPP)
-	}
 	if ud.CQECompEn != 0 {
 		return 0, 0, 0, fmt.Errorf("%s: CQE compression not emulated: %w", op, unix.EOPNOTSUPP)
 	}

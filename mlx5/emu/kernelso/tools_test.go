@@ -130,3 +130,18 @@ func TestOlderKernels(t *testing.T) {
 		})
 	}
 }
+
+// TestLibmlx5CQE128 runs libmlx5 with MLX5_CQE_SIZE=128: its CQs ask for 128-byte CQEs, and
+// it reads each CQE from the second half of the entry.
+func TestLibmlx5CQE128(t *testing.T) {
+	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw")
+	var tools []tooltest.Tool
+	for _, tl := range append(tooltest.Matrix(), tooltest.EventTools()...) {
+		if strings.HasSuffix(tl.Name, "_bw") && len(tl.API) == 0 || tl.Name == "ibv_rc_pingpong" {
+			tools = append(tools, tl)
+		}
+	}
+	h := connectx(t, 2)
+	lib := tooltest.Mode{Kernel: true, Extra: []string{"MLX5_CQE_SIZE=128"}}
+	tooltest.RunMatrix(t, tools, h, h, lib, lib, "k0", "k1", "127.0.0.1")
+}

@@ -16,7 +16,7 @@ type CQConfig struct {
 	Buf uint64
 	// CQEs is the number of entries, a power of two (1..1<<22).
 	CQEs int
-	// CQESize is the entry size in bytes; only 64 (CQE64) is supported.
+	// CQESize is the entry size in bytes: 64, or 128 (the CQE in the second half).
 	CQESize int
 	// DBRec is the address of the 8-byte doorbell record: set_ci word then arm word.
 	DBRec uint64
@@ -60,7 +60,7 @@ func (d *Device) CreateCQ(cfg CQConfig) (*CQ, error) {
 	if d.closed.Load() {
 		return nil, newErr(op, ErrClosed, unix.ENODEV, "device %s", d.name)
 	}
-	if cfg.CQESize != cqeSize {
+	if cfg.CQESize != cqeSize && cfg.CQESize != 2*cqeSize {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "cqe size %d", cfg.CQESize)
 	}
 	if cfg.CQEs <= 0 || cfg.CQEs > 1<<22 || cfg.CQEs&(cfg.CQEs-1) != 0 {
@@ -72,7 +72,7 @@ func (d *Device) CreateCQ(cfg CQConfig) (*CQ, error) {
 	if !checkMapped(cfg.Buf, uint64(cfg.CQEs*cfg.CQESize)) || !checkMapped(cfg.DBRec, 8) {
 		return nil, newErr(op, ErrInvalid, unix.EFAULT, "buffer %#x or dbrec %#x not mapped", cfg.Buf, cfg.DBRec)
 	}
-	ring, err := newCQRing(hostBytes(cfg.Buf, cfg.CQEs*cfg.CQESize), cfg.CQEs)
+	ring, err := newCQRing(hostBytes(cfg.Buf, cfg.CQEs*cfg.CQESize), cfg.CQEs, cfg.CQESize)
 	if err != nil {
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "%v", err)
 	}

@@ -66,17 +66,21 @@ func (e *cqe) tail(owner uint8) [4]byte {
 	return w
 }
 
-// cqRing is a CQ buffer of n 64-byte entries (a power of two).
+// cqRing is a CQ buffer of n entries (a power of two) of stride bytes: 64, or 128 when
+// software asked for 128-byte CQEs, whose 64-byte CQE is the entry's second half (the first
+// holds data scattered to the CQE, which this device never does), as libmlx5's get_cqe
+// reads it (cqe + 64).
 type cqRing struct {
-	buf []byte
-	n   uint32
+	buf    []byte
+	n      uint32
+	stride int
 }
 
-func newCQRing(buf []byte, n int) (*cqRing, error) {
-	if n <= 0 || n&(n-1) != 0 || len(buf) != n*cqeSize {
+func newCQRing(buf []byte, n, stride int) (*cqRing, error) {
+	if n <= 0 || n&(n-1) != 0 || (stride != cqeSize && stride != 2*cqeSize) || len(buf) != n*stride {
 		return nil, errors.New("CQ ring geometry")
 	}
-	return &cqRing{buf: buf, n: uint32(n)}, nil
+	return &cqRing{buf: buf, n: uint32(n), stride: stride}, nil
 }
 
 // hasRoom reports whether the device may write entry pi, given the consumer index software
@@ -86,7 +90,7 @@ func (r *cqRing) hasRoom(pi, ci uint32) bool { return (pi-ci)&cqCIMask < r.n }
 // publish writes e as entry pi: the body first, then the last word in one atomic store with
 // the owner bit of pi's pass, so software that sees the new owner bit sees the whole entry.
 func (r *cqRing) publish(pi uint32, e *cqe) {
-	b := r.buf[int(pi&(r.n-1))*cqeSize:][:cqeSize]
+	b := r.buf[int(pi&(r.n-1))*r.stride+r.stride-cqeSize:][:cqeSize]
 	e.body(b)
 	owner := uint8(0)
 	if pi&r.n != 0 {

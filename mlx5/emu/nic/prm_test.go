@@ -2,6 +2,7 @@ package nic
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -148,12 +149,22 @@ func TestPRMReceiveWQEs(t *testing.T) {
 }
 
 // TestPRMCompletions writes random CQEs with the device's code and reads them with package
-// mlx5's decoder, at random producer positions (both owner phases).
+// mlx5's decoder, at random producer positions (both owner phases), in rings of 64-byte
+// entries and of 128-byte ones (the CQE in the second half, the first left as software set it).
 func TestPRMCompletions(t *testing.T) {
+	for _, stride := range []int{cqeSize, 2 * cqeSize} {
+		t.Run(fmt.Sprint(stride), func(t *testing.T) { prmCompletions(t, stride) })
+	}
+}
+
+func prmCompletions(t *testing.T, stride int) {
 	r := prmSeeded(t)
 	const n = 8
-	buf := prmMapped(t, n*cqeSize)
-	ring, err := newCQRing(buf, n)
+	buf := prmMapped(t, n*stride)
+	for i := range buf {
+		buf[i] = 0xa5
+	}
+	ring, err := newCQRing(buf, n, stride)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,9 +175,15 @@ func TestPRMCompletions(t *testing.T) {
 			sopDropQPN: r.Uint32(), wqeCounter: uint16(r.Uint32())}
 		pi := r.Uint32()
 		ring.publish(pi, &e)
-		got, err := mlx5.DecodeCQE64(buf[int(pi%n)*cqeSize:])
+		entry := buf[int(pi%n)*stride:][:stride]
+		got, err := mlx5.DecodeCQE64(entry[stride-cqeSize:])
 		if err != nil {
 			t.Fatal(err)
+		}
+		for i, v := range entry[:stride-cqeSize] {
+			if v != 0xa5 {
+				t.Fatalf("round %d: byte %d of the entry's first half written (%#x)", round, i, v)
+			}
 		}
 		owner := uint8(0)
 		if pi&n != 0 {
