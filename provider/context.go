@@ -37,6 +37,7 @@ type Context struct {
 	cqByID map[uint64]*CQ         // by user handle, for completion and async events
 	qpByID map[uint64]*QP         // by user handle, for async events
 	nextID uint64
+	uidx   userIndexes // CQE version 1 user indexes of live QPs
 	closed bool
 }
 
@@ -90,14 +91,16 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 	}
 	c := &Context{name: name, info: info, f: f, asyncFD: -1,
 		bfs: map[uint32]*mlx5.BFReg{}, cqByID: map[uint64]*CQ{}, qpByID: map[uint64]*QP{}}
-	// CQE version 0: completions name their QP by QPN (version 1 would carry a user index
-	// the provider assigns; libmlx5 asks for it, the kernel honours either).
+	// CQE version 1, as libmlx5 asks: every QP carries a user index the provider assigns,
+	// and the device writes it into the QP's CQEs. A kernel or device without it answers 0,
+	// and QPs are then created with the "no user index" value. Completions are matched to
+	// their QP by the QPN, which an RC QP's CQEs carry in either version.
 	tot, lowLat, err := bfregRequest(os.Getenv, unix.Getpagesize())
 	if err != nil {
 		return nil, opError("get context", err)
 	}
 	req := mlx5.AllocUcontextReqV2{TotalNumBfregs: tot,
-		NumLowLatencyBfregs: lowLat, MaxCQEVersion: 0, LibCaps: mlx5.LibCap4KUAR}
+		NumLowLatencyBfregs: lowLat, MaxCQEVersion: 1, LibCaps: mlx5.LibCap4KUAR}
 	var in [mlx5.AllocUcontextReqV2Size]byte
 	var out [mlx5.AllocUcontextRespSize]byte
 	req.Put(in[:])
@@ -114,11 +117,10 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 		return nil, opError("get context", err)
 	}
 	c.resp = resp
-	if resp.CQEVersion != 0 {
-		// The kernel answers min(requested, supported); anything else breaks the QPN-based
-		// completion lookup.
+	if resp.CQEVersion > 1 {
+		// The kernel answers min(requested, supported).
 		c.release()
-		return nil, fmt.Errorf("provider: get context: kernel chose CQE version %d, asked for 0: %w", resp.CQEVersion, verbs.ErrInvalidArgument)
+		return nil, fmt.Errorf("provider: get context: kernel chose CQE version %d, asked for at most 1: %w", resp.CQEVersion, verbs.ErrInvalidArgument)
 	}
 	c.lim = queueLimits{MaxSQDescSize: int(resp.MaxSQDescSz), MaxRQDescSize: int(resp.MaxRQDescSz),
 		MaxSendWQEBB: int(resp.MaxSendWQEBB), MaxRecvWR: int(resp.MaxRecvWR)}

@@ -51,13 +51,23 @@ func hilTestbed(t *testing.T) *testbed {
 }
 
 // newTestbed builds two emulated hosts on an in-process fabric.
-func newTestbed(t testing.TB) *testbed { t.Helper(); return newTestbedKernel(t, emu.KernelCurrent) }
+func newTestbed(t testing.TB) *testbed { t.Helper(); return newTestbedCfg(t, nil) }
 
 // newTestbedKernel is newTestbed on emulated kernels offering the commands of k.
 func newTestbedKernel(t testing.TB, k emu.KernelABI) *testbed {
 	t.Helper()
+	return newTestbedCfg(t, func(c *emu.ClusterConfig) { c.Kernel = k })
+}
+
+// newTestbedCfg is newTestbed with the cluster's configuration adjusted by adjust.
+func newTestbedCfg(t testing.TB, adjust func(*emu.ClusterConfig)) *testbed {
+	t.Helper()
 	prefix := fmt.Sprintf("ptest%d_%d_", os.Getpid(), clusterSeq.Add(1))
-	c, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, Register: true, Prefix: prefix, Seed: 1, Kernel: k})
+	cfg := emu.ClusterConfig{Hosts: 2, Register: true, Prefix: prefix, Seed: 1}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	c, err := emu.NewCluster(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

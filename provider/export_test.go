@@ -15,3 +15,12 @@ func WriteOnlyCommands(ctx *Context) []string {
 	}
 	return out
 }
+
+// CQEVersion is the CQE version the kernel granted ctx.
+func CQEVersion(ctx *Context) uint8 { return ctx.resp.CQEVersion }
+
+// UserIndex is the CQE version 1 user index q was created with.
+func UserIndex(q *QP) uint32 { return q.uidx }
+
+// NoUserIndex is the uidx of QPs on CQE version 0 contexts.
+const NoUserIndex = noUserIndex

@@ -19,6 +19,7 @@ type QP struct {
 	recvCQ *CQ
 	handle uint32
 	qpn    uint32
+	uidx   uint32 // CQE version 1 user index (noUserIndex on version 0)
 	cap    verbs.QPCap
 
 	state atomic.Uint32 // QPState

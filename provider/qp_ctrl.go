@@ -47,15 +47,23 @@ func (p *PD) createQP(a verbs.QPInitAttr) (*QP, error) {
 	if id == 0 {
 		id = c.newID()
 	}
+	uidx, err := c.newUserIndex()
+	if err != nil {
+		mem.Free()
+		dbMem.Free()
+		return nil, opError("create qp", err)
+	}
 	q := &QP{ctx: c, pd: p, sendCQ: scq, recvCQ: rcq, id: id, mem: mem, dbMem: dbMem,
-		dbrec: dbMem.Bytes()[:mlx5.DBRecSize]}
-	fail := func(err error) (*QP, error) { mem.Free(); dbMem.Free(); return nil, opError("create qp", err) }
+		dbrec: dbMem.Bytes()[:mlx5.DBRecSize], uidx: uidx}
+	fail := func(err error) (*QP, error) {
+		mem.Free()
+		dbMem.Free()
+		c.freeUserIndex(uidx)
+		return nil, opError("create qp", err)
+	}
 
 	drv := mlx5.CreateQP{BufAddr: mem.Addr(), DBAddr: dbMem.Addr(), SQWQECount: uint32(l.sqWQECnt),
-		RQWQECount: uint32(l.rqWQECnt), RQWQEShift: uint32(l.rqWQEShift),
-		// With CQE version 0 the kernel requires the "no user index" value (libmlx5 sends
-		// 0xffffff; mlx5_ib's get_qp_user_index refuses anything else).
-		UIdx: noUserIndex}
+		RQWQECount: uint32(l.rqWQECnt), RQWQEShift: uint32(l.rqWQEShift), UIdx: uidx}
 	var in [mlx5.CreateQPSize]byte
 	var out [mlx5.CreateQPRespSize]byte
 	drv.Put(in[:])
@@ -96,9 +104,6 @@ func (p *PD) createQP(a verbs.QPInitAttr) (*QP, error) {
 	c.mu.Unlock()
 	return q, nil
 }
-
-// noUserIndex is libmlx5's uidx for CQE version 0 contexts.
-const noUserIndex = 0xffffff
 
 // Modify is ibv_modify_qp. On a transition to RESET the QP's rings are reset and its
 // unpolled completions removed from its CQs, as libmlx5 does, so the QP can be reused.
@@ -160,6 +165,7 @@ func (q *QP) Destroy() error {
 	q.ctx.mu.Lock()
 	delete(q.ctx.qpByID, q.id)
 	q.ctx.mu.Unlock()
+	q.ctx.freeUserIndex(q.uidx)
 	q.mem.Free()
 	q.dbMem.Free()
 	return nil

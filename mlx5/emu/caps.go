@@ -35,6 +35,9 @@ type DeviceCaps struct {
 	LocalCAAckDelay  uint8
 	MaxInlineData    uint32 // what the device accepts as max_inline_data at create_qp
 	CompVectors      uint32
+	// CQEVersion0Only is a device whose cqe_version capability is 0: every context gets CQE
+	// version 0, whatever it asks (mlx5_ib answers min(requested, capability)).
+	CQEVersion0Only bool
 }
 
 // Device capability flags reported (enum ib_device_cap_flags).

@@ -64,7 +64,7 @@ func (f *File) allocUcontext(req mlx5.AllocUcontextReqV2, v2 bool) (mlx5.AllocUc
 	if v2 {
 		f.ctx.ver = 2
 	}
-	if v2 && req.MaxCQEVersion >= 1 {
+	if v2 && req.MaxCQEVersion >= 1 && !f.dev.caps.CQEVersion0Only {
 		f.ctx.cqeVersion = 1
 	}
 	c := &f.dev.caps
