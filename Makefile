@@ -35,7 +35,7 @@ CC           ?= gcc
 MULTIARCH    := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 PROVIDER_DIR ?= /usr/lib/$(MULTIARCH)/libibverbs
 
-.PHONY: all deps build test vm-test bench generate lint demo clean plugin emu-kernel install-plugin uninstall-plugin
+.PHONY: all deps build test vm-test hil bench generate lint demo clean plugin emu-kernel install-plugin uninstall-plugin
 
 all: build
 
@@ -96,6 +96,17 @@ test: deps
 		echo "== real-kernel tier: result from the go test cache; 'make vm-test' re-runs it"; \
 	else echo "== real-kernel tier: did not run (skipped or failed; see above)"; fi; \
 	exit $$rc
+
+## hil: the hardware-in-the-loop matrix on real ConnectX ports (SHIFT_HIL_DEVICES, as root):
+## the provider's end-to-end bodies, SHIFT failover under real link downs and flapping, the
+## withheld doorbell, the link probe, and the unmodified programs through libmlx5-shift;
+## writes out/hil/report.md (machine, devices and firmware, results, logged figures)
+hil: deps
+	@test -n "$${SHIFT_HIL_DEVICES:-}" || { echo "make hil: set SHIFT_HIL_DEVICES to 2 or 4 mlx5 devices" \
+		"(host A default[,backup], host B default[,backup]); see README"; exit 2; }
+	@mkdir -p out/hil
+	-$(GO) test -json -count=1 -timeout 30m -run 'TestHIL' ./provider ./failover ./fence ./probe ./provider/plugin > out/hil/test.json
+	$(GO) run ./internal/hiltest/cmd/hilreport -o out/hil/report.md < out/hil/test.json
 
 ## vm-test: the real-kernel tier alone, verbose, never cached; a missing prerequisite fails
 vm-test:

@@ -30,6 +30,8 @@ type testHost struct {
 	buf *provider.Buffer
 	mr  *MR
 	gid [16]byte
+	// gidIdx is the index of gid, the source GID index of the host's QPs.
+	gidIdx uint8
 }
 
 type testEnv struct {
@@ -43,6 +45,11 @@ type testEnv struct {
 	kv          *kv.Mem
 	hosts       [2]*testHost
 	attr        verbs.ConnectAttr
+	// names are the devices on hardware (host A default, backup, host B default, backup);
+	// empty: the emulated <prefix><n>.
+	names []string
+	// gidIndex is the GID index on hardware; -1 (or on the emulator) the preferred GID.
+	gidIndex int
 }
 
 const bufSize = 4 << 20
@@ -145,8 +152,8 @@ func (p *poller) next(deadline time.Time) []verbs.WC {
 // a CQ and one registered buffer.
 func (e *testEnv) openHost(t testing.TB, h, cqe, size int) *testHost {
 	t.Helper()
-	def, bk := fmt.Sprintf("%s%d", e.prefix, 2*h), fmt.Sprintf("%s%d", e.prefix, 2*h+1)
-	o := Options{Backups: []string{bk}, KV: e.kv, Job: e.job,
+	def, bk := e.device(2*h), e.device(2*h+1)
+	o := Options{Backups: []string{bk}, KV: e.kv, Job: e.job, GIDIndex: e.gidIndex,
 		DrainTimeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second}
 	if e.hook != nil {
 		e.hook(h, &o)
@@ -190,12 +197,20 @@ func (e *testEnv) openHost(t testing.TB, h, cqe, size int) *testHost {
 	if th.mr, err = as[*MR](th.pd.RegMR(th.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)); err != nil {
 		t.Fatal(err)
 	}
-	g, err := c.GIDByIndex(1, 0)
+	g, err := chooseGID(c.Default(), 1, e.gidIndex)
 	if err != nil {
 		t.Fatal(err)
 	}
-	th.gid = g.GID
+	th.gid, th.gidIdx = g.GID, uint8(g.Index)
 	return th
+}
+
+// device is the name of device n (host h's default is 2h, its backup 2h+1).
+func (e *testEnv) device(n int) string {
+	if e.names != nil {
+		return e.names[n]
+	}
+	return fmt.Sprintf("%s%d", e.prefix, n)
 }
 
 // connect creates and connects one QP pair between two host contexts.
@@ -211,10 +226,12 @@ func (e *testEnv) connect(t testing.TB, ha, hb *testHost, cp verbs.QPCap, psn ui
 	}
 	ea := verbs.Endpoint{QPN: qa.QPN(), PSN: psn, GID: ha.gid}
 	eb := verbs.Endpoint{QPN: qb.QPN(), PSN: psn + 0x8000, GID: hb.gid}
-	if err := verbs.Connect(qa, e.attr, ea, eb); err != nil {
+	aa, ab := e.attr, e.attr
+	aa.GIDIndex, ab.GIDIndex = ha.gidIdx, hb.gidIdx
+	if err := verbs.Connect(qa, aa, ea, eb); err != nil {
 		t.Fatal(err)
 	}
-	if err := verbs.Connect(qb, e.attr, eb, ea); err != nil {
+	if err := verbs.Connect(qb, ab, eb, ea); err != nil {
 		t.Fatal(err)
 	}
 	return qa, qb

@@ -12,6 +12,7 @@ import (
 	"github.com/shift-rdma/shift/fence"
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
+	"github.com/shift-rdma/shift/mlx5/emu/nic"
 	"github.com/shift-rdma/shift/mlx5/emu/roce"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -55,8 +56,9 @@ func handAll(t testing.TB, f *fence.Fence, wcs []verbs.WC) (rest []verbs.WC, err
 // to the NIC — no doorbell consumed, no WQE executed, remote memory untouched — over many
 // doorbell-watcher passes while the fence WR's completion sits unpolled; once it is handed in,
 // all of them execute with the right data.
-func TestWithheldDoNotExecuteUntilReleased(t *testing.T) {
-	b := newBed(t)
+func TestWithheldDoNotExecuteUntilReleased(t *testing.T) { withheldBody(t, newBed(t)) }
+
+func withheldBody(t *testing.T, b *bed) {
 	f := newFence(t, b)
 	old, nw := b.snd[pathBackup], b.snd[pathDefault]
 	const n, size, base = 32, 512, 4096
@@ -71,7 +73,10 @@ func TestWithheldDoNotExecuteUntilReleased(t *testing.T) {
 	if err := f.Begin(fw, nil); err != nil {
 		t.Fatal(err)
 	}
-	before := nw.dev.NIC().Stats()
+	var before nic.Stats
+	if nw.dev != nil {
+		before = nw.dev.NIC().Stats()
+	}
 	rung := nw.qp.SendRung()
 	for i := range n {
 		if err := f.Post([]verbs.SendWR{b.write(pathDefault, uint64(100+i), base+i*size, size, verbs.SendSignaled)}); err != nil {
@@ -79,11 +84,17 @@ func TestWithheldDoNotExecuteUntilReleased(t *testing.T) {
 		}
 	}
 	// The old path completes meanwhile; its completion is deliberately left unpolled.
-	waitPasses(t, nw, 500)
-	after := nw.dev.NIC().Stats()
-	if after.SQDoorbells != before.SQDoorbells || after.WQEsExecuted != before.WQEsExecuted {
-		t.Fatalf("NIC saw withheld WQEs: doorbells %d→%d, WQEs executed %d→%d",
-			before.SQDoorbells, after.SQDoorbells, before.WQEsExecuted, after.WQEsExecuted)
+	if nw.dev != nil {
+		waitPasses(t, nw, 500)
+		after := nw.dev.NIC().Stats()
+		if after.SQDoorbells != before.SQDoorbells || after.WQEsExecuted != before.WQEsExecuted {
+			t.Fatalf("NIC saw withheld WQEs: doorbells %d→%d, WQEs executed %d→%d",
+				before.SQDoorbells, after.SQDoorbells, before.WQEsExecuted, after.WQEsExecuted)
+		}
+	} else {
+		// A ConnectX has no pass counter to wait on: this window is the time a WQE the NIC
+		// knew of would need to execute (far above one RTT) before the receiver is read.
+		time.Sleep(50 * time.Millisecond)
 	}
 	if nw.qp.SendRung() != rung {
 		t.Fatalf("doorbell moved from %d to %d while withheld", rung, nw.qp.SendRung())

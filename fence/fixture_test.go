@@ -35,11 +35,30 @@ type nicSide struct {
 	qp  *provider.QP
 	mr  *provider.MR
 	ep  verbs.Endpoint
+	// gidIdx is the source GID index of ep's GID.
+	gidIdx uint8
+}
+
+// gidOf is GID idx of port 1, or the device's preferred GID when idx is negative.
+func gidOf(ctx *provider.Context, idx int) (verbs.GID, error) {
+	if idx >= 0 {
+		return ctx.GIDByIndex(1, idx)
+	}
+	gs, err := ctx.GIDs()
+	if err != nil {
+		return verbs.GID{}, err
+	}
+	g, ok := verbs.PreferredGID(gs, 1)
+	if !ok {
+		return verbs.GID{}, fmt.Errorf("%s port 1 has no GID", ctx.Name())
+	}
+	return g, nil
 }
 
 type bed struct {
-	cluster    *emu.Cluster
-	snd, rcv   [2]*nicSide // per path
+	cluster    *emu.Cluster // nil on hardware
+	gidIndex   int          // source GID index; -1: each device's preferred GID
+	snd, rcv   [2]*nicSide  // per path
 	sbuf, rbuf *provider.Buffer
 	attr       verbs.ConnectAttr
 	psn        uint32
@@ -58,7 +77,18 @@ func newBed(t testing.TB) *bed {
 			t.Errorf("close cluster: %v", err)
 		}
 	})
-	b := &bed{cluster: c, psn: 0x100}
+	devs := func(h, p int) (string, *emu.Device) {
+		return fmt.Sprintf("%s%d", prefix, h*2+p), c.Hosts[h].Devices[p]
+	}
+	return newBedOn(t, c, devs, 0)
+}
+
+// newBedOn builds the bed on the devices devs names (host h's NIC p, with its emulated
+// device or nil on hardware).
+func newBedOn(t testing.TB, c *emu.Cluster, devs func(h, p int) (string, *emu.Device), gidIndex int) *bed {
+	t.Helper()
+	var err error
+	b := &bed{cluster: c, psn: 0x100, gidIndex: gidIndex}
 	// A short ACK timeout (4.096 µs × 2^10 ≈ 4 ms) so a dead path fails within a test's time.
 	b.attr = verbs.ConnectAttr{Timeout: 10, RetryCnt: 3}
 	for _, buf := range []**provider.Buffer{&b.sbuf, &b.rbuf} {
@@ -69,18 +99,20 @@ func newBed(t testing.TB) *bed {
 		t.Cleanup(func() { m.Free() })
 	}
 	for p := range 2 {
-		b.snd[p] = openNIC(t, c.Hosts[0].Devices[p], prefix, 0*2+p, b.sbuf)
-		b.rcv[p] = openNIC(t, c.Hosts[1].Devices[p], prefix, 1*2+p, b.rbuf)
+		sn, sd := devs(0, p)
+		rn, rd := devs(1, p)
+		b.snd[p] = openNIC(t, sd, sn, b.sbuf)
+		b.rcv[p] = openNIC(t, rd, rn, b.rbuf)
 		b.connect(t, p)
 	}
 	return b
 }
 
-func openNIC(t testing.TB, dev *emu.Device, prefix string, idx int, buf *provider.Buffer) *nicSide {
+func openNIC(t testing.TB, dev *emu.Device, name string, buf *provider.Buffer) *nicSide {
 	t.Helper()
 	s := &nicSide{dev: dev}
 	var err error
-	if s.ctx, err = provider.Open(fmt.Sprintf("%s%d", prefix, idx)); err != nil {
+	if s.ctx, err = provider.Open(name); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.ctx.Close() })
@@ -117,23 +149,34 @@ func (b *bed) connect(t testing.TB, p int) {
 				t.Fatal(err)
 			}
 		}
-		g, err := n.ctx.GIDByIndex(1, 0)
+		g, err := gidOf(n.ctx, b.gidIndex)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b.psn += 0x1000
 		n.ep = verbs.Endpoint{QPN: n.qp.QPN(), PSN: b.psn, GID: g.GID}
+		n.gidIdx = uint8(g.Index)
 	}
-	if err := verbs.Connect(s.qp, b.attr, s.ep, r.ep); err != nil {
+	as, ar := b.attr, b.attr
+	as.GIDIndex, ar.GIDIndex = s.gidIdx, r.gidIdx
+	if err := verbs.Connect(s.qp, as, s.ep, r.ep); err != nil {
 		t.Fatal(err)
 	}
-	if err := verbs.Connect(r.qp, b.attr, r.ep, s.ep); err != nil {
+	if err := verbs.Connect(r.qp, ar, r.ep, s.ep); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // link returns the fabric endpoint of the sender's port on path p.
 func (b *bed) link(p int) *fabric.Endpoint { return b.cluster.Endpoint(0, p, 1) }
+
+// needEmulator skips a body's step that reads the emulated NIC's internals on hardware.
+func (b *bed) needEmulator(t testing.TB, why string) {
+	t.Helper()
+	if b.cluster == nil {
+		t.Skipf("needs the emulated NIC (%s); skipped on hardware", why)
+	}
+}
 
 // write is an RDMA WRITE of n bytes at off of the sender buffer to the same offset of the
 // receiver buffer over path p.

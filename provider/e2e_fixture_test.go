@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/shift-rdma/shift/internal/hiltest"
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -28,25 +27,31 @@ type testbed struct {
 	cluster *emu.Cluster // nil on hardware
 }
 
-// hilTestbed names the two hardware devices of SHIFT_HIL_DEVICES, or skips.
+// hilTestbed names the two hardware devices of SHIFT_HIL_DEVICES, or skips. The source GID
+// index is SHIFT_HIL_GID_INDEX, else the first device's preferred GID (the RoCE v2 GID of its
+// port's IPv4 address; index 0 on a ConnectX is the RoCE v1 link-local GID).
 func hilTestbed(t *testing.T) *testbed {
 	t.Helper()
-	hil := os.Getenv("SHIFT_HIL_DEVICES")
-	if hil == "" {
-		t.Skip("hardware-in-the-loop tests need SHIFT_HIL_DEVICES=devA,devB naming two connected mlx5 devices; none set")
+	r := hiltest.Need(t, 2)
+	tb := &testbed{names: [2]string{r.Devices[0], r.Devices[1]}}
+	if r.GIDIndex >= 0 {
+		tb.gid = uint8(r.GIDIndex)
+		return tb
 	}
-	n := strings.Split(hil, ",")
-	if len(n) != 2 {
-		t.Fatalf("SHIFT_HIL_DEVICES=%q: want two comma-separated device names", hil)
+	ctx, err := provider.Open(tb.names[0])
+	if err != nil {
+		t.Fatal(err)
 	}
-	tb := &testbed{names: [2]string{n[0], n[1]}}
-	if g := os.Getenv("SHIFT_HIL_GID_INDEX"); g != "" {
-		v, err := strconv.Atoi(g)
-		if err != nil || v < 0 || v > 255 {
-			t.Fatalf("SHIFT_HIL_GID_INDEX=%q", g)
-		}
-		tb.gid = uint8(v)
+	defer ctx.Close()
+	gs, err := ctx.GIDs()
+	if err != nil {
+		t.Fatal(err)
 	}
+	g, ok := verbs.PreferredGID(gs, 1)
+	if !ok {
+		t.Fatalf("%s port 1 has no GID", tb.names[0])
+	}
+	tb.gid = uint8(g.Index)
 	return tb
 }
 

@@ -1,13 +1,19 @@
 package provider_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
+
+	"github.com/shift-rdma/shift/internal/hiltest"
 )
 
 // TestHIL runs the end-to-end bodies against real devices named by SHIFT_HIL_DEVICES (two
 // mlx5 ports that reach each other); bodies that need fault injection skip there.
-func TestHIL(t *testing.T) { runHIL(t) }
+func TestHIL(t *testing.T) {
+	hiltest.Need(t, 2)
+	runHIL(t)
+}
 
 // TestHILPlumbing runs the hardware suite against emulated devices named through
 // SHIFT_HIL_DEVICES, so the hardware path itself (device selection by name, GID index from
@@ -17,8 +23,9 @@ func TestHILPlumbing(t *testing.T) {
 		t.Skip("real devices configured; TestHIL covers them")
 	}
 	emuTB := newTestbed(t)
-	t.Setenv("SHIFT_HIL_DEVICES", emuTB.names[0]+","+emuTB.names[1])
-	t.Setenv("SHIFT_HIL_GID_INDEX", "0")
+	hiltest.Emulate(t, emuTB.names[:], -1, func(dev string, up bool) error {
+		return fmt.Errorf("the provider's hardware bodies never set links (asked for %s)", dev)
+	})
 	runHIL(t)
 }
 
@@ -39,6 +46,7 @@ func runHIL(t *testing.T) {
 		{"DevicesQueriesAndGIDs", e2eDevicesQueriesAndGIDs},
 		{"MRAccessFlags", e2eMRAccessFlags},
 		{"CQOverrunEvent", e2eCQOverrunEvent},
+		{"DrainMarker", e2eDrainMarker},
 	} {
 		t.Run(b.name, func(t *testing.T) { b.fn(t, hilTestbed(t)) })
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // Host is a set of emulated devices in one sysfs tree, seen by programs started in NS (nil:
-// this process's namespace).
+// this process's namespace), or this machine's real devices (Tree nil, HardwareHost).
 type Host struct {
 	Build *Build
 	Tree  *emusysfs.Tree
@@ -25,6 +25,9 @@ type Device struct {
 	IP     netip.Addr
 	Netdev string // "" omits the GID's netdev (a loopback address has lo)
 }
+
+// HardwareHost is this machine's real RDMA devices, as libibverbs finds them in /sys.
+func HardwareHost(b *Build) *Host { return &Host{Build: b} }
 
 // NewHost writes the tree for devs (identity id) into a temporary directory and removes it,
 // with its stand-ins, at the end of the test. It needs root.
@@ -82,7 +85,9 @@ func (h *Host) Env(m Mode) []string {
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "SYSFS_PATH="+h.Tree.Root)
+	if h.Tree != nil {
+		env = append(env, "SYSFS_PATH="+h.Tree.Root)
+	}
 	if m.Kernel {
 		return append(append(env, "LD_PRELOAD="+h.Build.EmuKernel), m.Extra...)
 	}
@@ -118,6 +123,9 @@ func (h *Host) String() string {
 	ns := "this namespace"
 	if h.NS != nil {
 		ns = h.NS.Name
+	}
+	if h.Tree == nil {
+		return "this machine's RDMA devices (" + ns + ")"
 	}
 	return fmt.Sprintf("%d devices in %s (%s)", len(h.Tree.Devices), h.Tree.Root, ns)
 }
