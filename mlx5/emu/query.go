@@ -14,8 +14,8 @@ func (d *Device) queryDevice() uverbs.QueryDeviceResp {
 	c := &d.caps
 	return uverbs.QueryDeviceResp{
 		Fw_ver:                    c.FWVer,
-		Node_guid:                 d.nodeGUID,
-		Sys_image_guid:            d.nodeGUID,
+		Node_guid:                 bigEndianWord(d.nodeGUID),
+		Sys_image_guid:            bigEndianWord(d.nodeGUID),
 		Max_mr_size:               c.MaxMRSize,
 		Page_size_cap:             c.PageSizeCap,
 		Vendor_id:                 c.VendorID,
@@ -114,4 +114,12 @@ func (d *Device) gidEntries(ifindex func(netdev string) uint32) []uverbs.GIDEntr
 		out = append(out, e)
 	}
 	return out
+}
+
+// bigEndianWord is v as a __be64 field holds it: its bytes in memory most significant first
+// (the kernel's node_guid and sys_image_guid are __be64; libibverbs prints them as read).
+func bigEndianWord(v uint64) uint64 {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return binary.NativeEndian.Uint64(b[:])
 }

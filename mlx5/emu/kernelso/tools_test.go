@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,12 @@ func TestLibmlx5Devinfo(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	ip := h.Tree.Devices[0].IP.String()
-	for _, want := range []string{"hca_id:\tk0", "vendor_part_id:\t\t\t4123", "PORT_ACTIVE", "link_layer:\t\tEthernet", "::ffff:" + ip + ", RoCE v2"} {
+	// The GUIDs are __be64 in query_device's answer; ibv_devinfo prints them as sysfs does.
+	guid, err := os.ReadFile(filepath.Join(h.Tree.Root, "class/infiniband/k0/node_guid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"node_guid:\t\t\t" + strings.TrimSpace(string(guid)), "hca_id:\tk0", "vendor_part_id:\t\t\t4123", "PORT_ACTIVE", "link_layer:\t\tEthernet", "::ffff:" + ip + ", RoCE v2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ibv_devinfo -v lacks %q:\n%s", want, out)
 		}
