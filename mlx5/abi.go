@@ -266,6 +266,27 @@ const (
 	QPFlagUARPageIndex = 1 << 10 // MLX5_QP_FLAG_UAR_PAGE_INDEX
 )
 
+// InvalidBfreg is the bfreg_index create_qp answers for a QP that rings a UAR page the
+// library allocated itself (MLX5_IB_INVALID_BFREG, mlx5_ib's internal value, BIT(31)).
+const InvalidBfreg = 1 << 31
+
+// The mlx5 driver's UAR object over RDMA_VERBS_IOCTL (rdma/mlx5_user_ioctl_cmds.h and
+// mlx5_user_ioctl_verbs.h): the dynamic UAR pages libmlx5 allocates when its context was
+// created with LibCapDynUAR. Driver-specific ids start at 1 << UVERBS_ID_NS_SHIFT.
+const (
+	ObjectUAR                 = 0x1008 // MLX5_IB_OBJECT_UAR
+	MethodUARObjAlloc         = 0x1000 // MLX5_IB_METHOD_UAR_OBJ_ALLOC
+	MethodUARObjDestroy       = 0x1001 // MLX5_IB_METHOD_UAR_OBJ_DESTROY
+	AttrUARObjAllocHandle     = 0x1000 // MLX5_IB_ATTR_UAR_OBJ_ALLOC_HANDLE
+	AttrUARObjAllocType       = 0x1001 // MLX5_IB_ATTR_UAR_OBJ_ALLOC_TYPE
+	AttrUARObjAllocMmapOffset = 0x1002 // MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET
+	AttrUARObjAllocMmapLength = 0x1003 // MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH
+	AttrUARObjAllocPageID     = 0x1004 // MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID
+	AttrUARObjDestroyHandle   = 0x1000 // MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE
+	UARAllocTypeBF            = 0      // MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF
+	UARAllocTypeNC            = 1      // MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC
+)
+
 // CreateQP is struct mlx5_ib_create_qp.
 type CreateQP struct {
 	BufAddr    uint64 // 0: RQ then SQ in one buffer

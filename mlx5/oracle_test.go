@@ -100,6 +100,15 @@ func TestOracleConstants(t *testing.T) {
 		"MLX5_IB_MMAP_WC_PAGE": MmapWCPage, "MLX5_IB_MMAP_NC_PAGE": MmapNCPage, "MLX5_IB_MMAP_CORE_CLOCK": MmapCoreClock,
 		"MLX5_IB_MMAP_ALLOC_WC": MmapAllocWC, "MLX5_IB_MMAP_CLOCK_INFO": MmapClockInfo,
 		"MLX5_IB_MMAP_DEVICE_MEM": MmapDeviceMem,
+		"MLX5_IB_OBJECT_UAR":      ObjectUAR, "MLX5_IB_METHOD_UAR_OBJ_ALLOC": MethodUARObjAlloc,
+		"MLX5_IB_METHOD_UAR_OBJ_DESTROY":         MethodUARObjDestroy,
+		"MLX5_IB_ATTR_UAR_OBJ_ALLOC_HANDLE":      AttrUARObjAllocHandle,
+		"MLX5_IB_ATTR_UAR_OBJ_ALLOC_TYPE":        AttrUARObjAllocType,
+		"MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET": AttrUARObjAllocMmapOffset,
+		"MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH": AttrUARObjAllocMmapLength,
+		"MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID":     AttrUARObjAllocPageID,
+		"MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE":    AttrUARObjDestroyHandle,
+		"MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF":         UARAllocTypeBF, "MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC": UARAllocTypeNC,
 	}
 	seen := map[string]bool{}
 	for _, c := range dvoracle.Consts() {

@@ -17,10 +17,11 @@ const (
 	objQP
 	objCompChannel
 	objAsyncEvent
+	objUAR
 )
 
 var objTypeNames = map[objType]string{objPD: "PD", objMR: "MR", objCQ: "CQ", objQP: "QP",
-	objCompChannel: "COMP_CHANNEL", objAsyncEvent: "ASYNC_EVENT"}
+	objCompChannel: "COMP_CHANNEL", objAsyncEvent: "ASYNC_EVENT", objUAR: "UAR"}
 
 func (t objType) String() string { return objTypeNames[t] }
 

@@ -42,6 +42,7 @@ type cqSpec struct {
 // uarPage is one UAR page of the device.
 type uarPage interface {
 	Mem() []byte
+	PageID() uint32 // the device's index of the page (the QP and CQ contexts' uar_page)
 }
 
 // qpSpec is the mlx5 create_qp for RC: one user buffer holding the RQ then the SQ, the
@@ -57,6 +58,7 @@ type qpSpec struct {
 	uar              uarPage // the UAR page holding the QP's blue-flame register
 	bfreg            int     // register 0..3 within that page
 	sharedBfreg      bool    // the register is shared with other QPs (medium latency, bfreg 0)
+	anyBfreg         bool    // a dynamic page: the library picks the register (bfreg unused)
 	maxSendSGE       uint32
 	maxRecvSGE       uint32
 	maxInline        uint32

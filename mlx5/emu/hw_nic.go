@@ -76,7 +76,7 @@ func (h *nicHW) createQP(s qpSpec) (uint32, error) {
 	qp, err := h.d.CreateQP(nic.QPConfig{
 		PD: s.pdn, SendCQ: scq, RecvCQ: rcq, Buf: s.bufAddr,
 		RQWQEs: int(s.rqWQECnt), RQWQEShift: int(s.rqWQEShift), SQWQEBBs: int(s.sqWQECnt),
-		SQOffset: uint64(s.rqWQECnt) << s.rqWQEShift, DBRec: s.dbAddr, UAR: u, Bfreg: s.bfreg, SharedBfreg: s.sharedBfreg,
+		SQOffset: uint64(s.rqWQECnt) << s.rqWQEShift, DBRec: s.dbAddr, UAR: u, Bfreg: s.bfreg, SharedBfreg: s.sharedBfreg, AnyBfreg: s.anyBfreg,
 		MaxSendSGE: int(s.maxSendSGE), MaxRecvSGE: int(s.maxRecvSGE), MaxInline: int(s.maxInline),
 		UserIndex: s.userIndex,
 		OnError: func(st mlx5.WCStatus) {

@@ -117,6 +117,14 @@ func init() {
 			const8(uverbs.AttrQueryGIDEntryGIDIndex, true),
 			flagsAttr(uverbs.AttrQueryGIDEntryFlags),
 			ptrOut(uverbs.AttrQueryGIDEntryRespEntry, true, sizeOf[uverbs.GIDEntry]())}, (*File).iQueryGIDEntry},
+		{mlx5.ObjectUAR, mlx5.MethodUARObjAlloc}: {"uar_obj_alloc", []uverbs.AttrSpec{
+			idr(mlx5.AttrUARObjAllocHandle, true),
+			{ID: mlx5.AttrUARObjAllocType, Kind: uverbs.AttrConstIn, Mandatory: true, MinLen: 4, MaxLen: 8},
+			ptrOut(mlx5.AttrUARObjAllocMmapOffset, true, 8),
+			ptrOut(mlx5.AttrUARObjAllocMmapLength, true, 4),
+			ptrOut(mlx5.AttrUARObjAllocPageID, true, 4)}, (*File).iUARAlloc},
+		{mlx5.ObjectUAR, mlx5.MethodUARObjDestroy}: {"uar_obj_destroy", []uverbs.AttrSpec{
+			idr(mlx5.AttrUARObjDestroyHandle, true)}, (*File).iUARDestroy},
 		{uverbs.ObjectPD, uverbs.MethodPDDestroy}: {"dealloc_pd", []uverbs.AttrSpec{
 			idr(uverbs.AttrDestroyPDHandle, true)}, (*File).iDeallocPD},
 		{uverbs.ObjectMR, uverbs.MethodMRDestroy}: {"dereg_mr", []uverbs.AttrSpec{

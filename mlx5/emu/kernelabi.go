@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/uverbs"
 )
 
@@ -20,9 +21,12 @@ const (
 	// KernelWriteCreate has the ioctl interface but not the methods that create and destroy
 	// contexts, CQs and QPs, allocate the async event fd, or query ports and GIDs: those answer
 	// EPROTONOSUPPORT, as on kernels whose ioctl tree predates them, and the write commands
-	// serve them (the async fd then comes from the write GET_CONTEXT response).
+	// serve them (the async fd then comes from the write GET_CONTEXT response). Like those
+	// kernels it has no dynamic UARs: MLX5_LIB_CAP_DYN_UAR is ignored and the UAR object is
+	// missing.
 	KernelWriteCreate
-	// KernelNoIoctl has no RDMA_VERBS_IOCTL at all: every ioctl answers ENOTTY.
+	// KernelNoIoctl has no RDMA_VERBS_IOCTL at all: every ioctl answers ENOTTY (and, like
+	// KernelWriteCreate, no dynamic UARs).
 	KernelNoIoctl
 )
 
@@ -62,6 +66,8 @@ var writeOnlyMethods = map[[2]uint16]bool{
 	{uverbs.ObjectCQ, uverbs.MethodCQDestroy}:               true,
 	{uverbs.ObjectQP, uverbs.MethodQPCreate}:                true,
 	{uverbs.ObjectQP, uverbs.MethodQPDestroy}:               true,
+	{mlx5.ObjectUAR, mlx5.MethodUARObjAlloc}:                true,
+	{mlx5.ObjectUAR, mlx5.MethodUARObjDestroy}:              true,
 }
 
 // ioctlOffered is nil when the device's kernel ABI offers the method, else the errno the

@@ -22,6 +22,16 @@ func (f *File) Mmap(offset int64, length int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mmap offset %#x: %w", offset, unix.EINVAL)
 	}
+	if cmd >= mmapOffsetStart {
+		// An entry: a dynamic UAR page (mlx5_ib_mmap_offset).
+		_, idx := mmapIndex(offset)
+		if idx >= len(f.ctx.dyn) || f.ctx.dyn[idx].freed || length != pageSize {
+			return nil, fmt.Errorf("mmap offset %#x: no UAR entry %d of length %d: %w", offset, idx, length, unix.EINVAL)
+		}
+		m := f.ctx.dyn[idx].page.Mem()
+		f.mapped = append(f.mapped, m)
+		return m, nil
+	}
 	switch cmd {
 	case mlx5.MmapRegularPage, mlx5.MmapWCPage, mlx5.MmapNCPage:
 	default:

@@ -17,6 +17,9 @@ type ucontext struct {
 	bfregUse   []int     // QPs per net bfreg
 	ver        int       // 2 for a v2 request (bfregs by latency class), else 0: all on bfreg 0
 	cqeVersion uint8
+	// dynamic UARs (lib_uar_dyn): no static pages; the library allocates them
+	dynUARs bool
+	dyn     []*dynUAR // by mmap entry index
 }
 
 // allocUcontext is mlx5_ib_alloc_ucontext: validate the request, allocate the static UAR
@@ -42,13 +45,20 @@ func (f *File) allocUcontext(req mlx5.AllocUcontextReqV2, v2 bool) (mlx5.AllocUc
 	if req.NumLowLatencyBfregs > tot-1 && tot != 0 {
 		return resp, fmt.Errorf("alloc_ucontext: %d low-latency of %d bfregs: %w", req.NumLowLatencyBfregs, tot, unix.EINVAL)
 	}
-	if tot == 0 {
+	// lib_uar_dyn (libmlx5 always asks): no static pages at all, whatever the request's
+	// counts; mlx5_ib skips calc_total_bfregs and answers tot_bfregs 0.
+	// The older kernel ABIs model kernels from before dynamic UARs, which ignore the bit.
+	dyn := v2 && req.LibCaps&mlx5.LibCapDynUAR != 0 && f.dev.kernel == KernelCurrent
+	if !dyn && tot == 0 {
 		return resp, fmt.Errorf("alloc_ucontext: no bfregs: %w", unix.EINVAL)
 	}
-	if tot > mlx5.MaxBfregs {
+	if !dyn && tot > mlx5.MaxBfregs {
 		return resp, fmt.Errorf("alloc_ucontext: %d bfregs above %d: %w", tot, mlx5.MaxBfregs, unix.ENOMEM)
 	}
 	pages := tot / mlx5.NonFPBfregsPerUAR
+	if dyn {
+		tot, pages = 0, 0
+	}
 	uars := make([]uarPage, 0, pages)
 	for range pages {
 		u, err := f.dev.hw.allocUAR()
@@ -60,7 +70,7 @@ func (f *File) allocUcontext(req mlx5.AllocUcontextReqV2, v2 bool) (mlx5.AllocUc
 		}
 		uars = append(uars, u)
 	}
-	f.ctx = ucontext{totBfregs: tot, lowLat: req.NumLowLatencyBfregs, uars: uars, bfregUse: make([]int, tot)}
+	f.ctx = ucontext{totBfregs: tot, lowLat: req.NumLowLatencyBfregs, uars: uars, bfregUse: make([]int, tot), dynUARs: dyn}
 	if v2 {
 		f.ctx.ver = 2
 	}
@@ -140,5 +150,8 @@ func (f *File) releaseUARs() {
 	for _, u := range f.ctx.uars {
 		_ = f.dev.hw.freeUAR(u)
 	}
-	f.ctx.uars = nil
+	for _, u := range f.ctx.dyn {
+		_ = f.dev.hw.freeUAR(u.page)
+	}
+	f.ctx.uars, f.ctx.dyn = nil, nil
 }

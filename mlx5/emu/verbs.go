@@ -197,12 +197,20 @@ func (f *File) createCQ(userHandle uint64, cqe uint32, compVector uint32, channe
 	if err := checkMapped(ud.DBAddr, 8); err != nil {
 		return 0, 0, 0, fmt.Errorf("%s: doorbell record: %w", op, err)
 	}
-	uar := f.ctx.uars[0]
-	if ud.Flags&mlx5.CreateCQFlagUARPageIndex != 0 {
-		if int(ud.UARPageIndex) >= len(f.ctx.uars) {
-			return 0, 0, 0, fmt.Errorf("%s: uar page %d: %w", op, ud.UARPageIndex, unix.EINVAL)
+	// mlx5_ib_create_cq (create_cq_user): the CQ's doorbell page is the page id the flag
+	// names, else the context's first static page; a dynamic-UAR context has none.
+	var uar uarPage
+	switch {
+	case ud.Flags&mlx5.CreateCQFlagUARPageIndex != 0:
+		u, ok := f.ctx.uarByPageID(uint32(ud.UARPageIndex))
+		if !ok {
+			return 0, 0, 0, fmt.Errorf("%s: uar page id %d is not this context's: %w", op, ud.UARPageIndex, unix.EINVAL)
 		}
-		uar = f.ctx.uars[ud.UARPageIndex]
+		uar = u
+	case f.ctx.dynUARs:
+		return 0, 0, 0, fmt.Errorf("%s: no uar page index on a dynamic-UAR context: %w", op, unix.EINVAL)
+	default:
+		uar = f.ctx.uars[0]
 	}
 	cqn, err = f.dev.hw.createCQ(cqSpec{bufAddr: ud.BufAddr, dbAddr: ud.DBAddr, ncqe: n, cqeSize: ud.CQESize, uar: uar})
 	if err != nil {
@@ -314,7 +322,7 @@ func (f *File) createQP(r createQPReq) (*qpObj, mlx5.CreateQPResp, error) {
 	if c.maxRecvWR > ud.RQWQECount || c.maxSendWR > ud.SQWQECount {
 		return nil, resp, fmt.Errorf("%s: cap %+v larger than the rings (sq %d, rq %d): %w", op, c, ud.SQWQECount, ud.RQWQECount, unix.EINVAL)
 	}
-	if ud.Flags&^uint32(mlx5.QPFlagSignature|mlx5.QPFlagScatterCQE) != 0 {
+	if ud.Flags&^uint32(mlx5.QPFlagSignature|mlx5.QPFlagScatterCQE|mlx5.QPFlagUARPageIndex) != 0 {
 		return nil, resp, fmt.Errorf("%s: mlx5 flags %#x: %w", op, ud.Flags, unix.EOPNOTSUPP)
 	}
 	bufSize := uint64(ud.RQWQECount)<<ud.RQWQEShift + uint64(ud.SQWQECount)*mlx5.SendWQEBB
@@ -339,14 +347,30 @@ func (f *File) createQP(r createQPReq) (*qpObj, mlx5.CreateQPResp, error) {
 		}
 		uidx = ud.UIdx
 	}
-	net, shared := f.ctx.allocBfreg()
-	uar, reg := f.ctx.bfregPage(net)
-	qpn, err := f.dev.hw.createQP(qpSpec{
-		pdn: pd.pdn, bufAddr: ud.BufAddr, dbAddr: ud.DBAddr,
+	// _create_user_qp: MLX5_QP_FLAG_UAR_PAGE_INDEX names a page the library allocated (its
+	// bfreg is then the library's business); otherwise alloc_bfreg, which a dynamic-UAR
+	// context cannot serve.
+	spec := qpSpec{pdn: pd.pdn, bufAddr: ud.BufAddr, dbAddr: ud.DBAddr,
 		sqWQECnt: ud.SQWQECount, rqWQECnt: ud.RQWQECount, rqWQEShift: ud.RQWQEShift,
-		sendCQN: scq.cqn, recvCQN: rcq.cqn, sqSigAll: r.sqSigAll, uar: uar, bfreg: reg, sharedBfreg: shared,
-		maxSendSGE: c.maxSendSGE, maxRecvSGE: c.maxRecvSGE, maxInline: c.maxInline, userIndex: uidx,
-	})
+		sendCQN: scq.cqn, recvCQN: rcq.cqn, sqSigAll: r.sqSigAll,
+		maxSendSGE: c.maxSendSGE, maxRecvSGE: c.maxRecvSGE, maxInline: c.maxInline, userIndex: uidx}
+	net := uint32(noBfreg)
+	switch {
+	case ud.Flags&mlx5.QPFlagUARPageIndex != 0:
+		u, ok := f.ctx.uarByPageID(ud.BfregIndex)
+		if !ok {
+			return nil, resp, fmt.Errorf("%s: uar page id %d is not this context's: %w", op, ud.BfregIndex, unix.EINVAL)
+		}
+		spec.uar, spec.anyBfreg = u, true
+	case f.ctx.dynUARs:
+		return nil, resp, fmt.Errorf("%s: no uar page index on a dynamic-UAR context: %w", op, unix.EINVAL)
+	default:
+		var shared bool
+		net, shared = f.ctx.allocBfreg()
+		spec.uar, spec.bfreg = f.ctx.bfregPage(net)
+		spec.sharedBfreg = shared
+	}
+	qpn, err := f.dev.hw.createQP(spec)
 	if err != nil {
 		f.ctx.freeBfreg(net)
 		return nil, resp, fmt.Errorf("%s: %w", op, err)
@@ -361,7 +385,10 @@ func (f *File) createQP(r createQPReq) (*qpObj, mlx5.CreateQPResp, error) {
 	f.dev.mu.Lock()
 	f.dev.qps[qpn] = qp
 	f.dev.mu.Unlock()
-	resp.BfregIndex = mlx5.GrossBfregIndex(net)
+	resp.BfregIndex = mlx5.InvalidBfreg
+	if net != noBfreg {
+		resp.BfregIndex = mlx5.GrossBfregIndex(net)
+	}
 	return qp, resp, nil
 }
 
@@ -389,3 +416,6 @@ func (f *File) destroyQPLocked(h uint32) (uint32, error) {
 	}
 	return n, err
 }
+
+// noBfreg marks a QP on a page the library allocated: it holds no bfreg of the context.
+const noBfreg = ^uint32(0)

@@ -101,8 +101,15 @@ func TestCreateValidation(t *testing.T) {
 	if _, err := d.CreateCQ(CQConfig{Buf: addrOf(buf), CQEs: 6, CQESize: 64, DBRec: addrOf(db)}); err == nil {
 		t.Error("CQ of 6 entries accepted")
 	}
-	if _, err := d.CreateCQ(CQConfig{Buf: addrOf(buf), CQEs: 8, CQESize: 128, DBRec: addrOf(db)}); err == nil {
-		t.Error("128-byte CQEs accepted")
+	for _, size := range []int{32, 96, 256} {
+		if _, err := d.CreateCQ(CQConfig{Buf: addrOf(buf), CQEs: 8, CQESize: size, DBRec: addrOf(db)}); err == nil {
+			t.Errorf("%d-byte CQEs accepted", size)
+		}
+	}
+	if cq, err := d.CreateCQ(CQConfig{Buf: addrOf(buf), CQEs: 8, CQESize: 128, DBRec: addrOf(db)}); err != nil {
+		t.Errorf("128-byte CQEs refused: %v", err)
+	} else if err := cq.Destroy(); err != nil {
+		t.Error(err)
 	}
 	if _, err := d.CreateCQ(CQConfig{Buf: addrOf(buf) + 8, CQEs: 8, CQESize: 64, DBRec: addrOf(db)}); err == nil {
 		t.Error("misaligned CQ buffer accepted")

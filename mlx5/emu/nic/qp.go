@@ -73,6 +73,10 @@ type QPConfig struct {
 	// SharedBfreg binds the QP to a register other QPs may share (mlx5_ib's medium-latency
 	// bfregs and bfreg 0); without it the register must be free and stays the QP's own.
 	SharedBfreg bool
+	// AnyBfreg binds the QP, shared, to every register of UAR (Bfreg is then ignored): the
+	// page was allocated dynamically and the library, not the kernel, chose which of its
+	// registers the QP rings (libmlx5 with MLX5_QP_FLAG_UAR_PAGE_INDEX).
+	AnyBfreg bool
 	// MaxSendSGE, MaxRecvSGE and MaxInline are the QP's capabilities; 0 means no limit beyond
 	// the WQE size. A WQE exceeding them fails with a local QP operation error.
 	MaxSendSGE, MaxRecvSGE, MaxInline int
@@ -198,7 +202,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	switch {
 	case cfg.SendCQ == nil || cfg.RecvCQ == nil:
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "missing cq")
-	case cfg.UAR == nil || cfg.Bfreg < 0 || cfg.Bfreg >= BfregsPerUAR || cfg.UAR.dev != d:
+	case cfg.UAR == nil || cfg.UAR.dev != d || !cfg.AnyBfreg && (cfg.Bfreg < 0 || cfg.Bfreg >= BfregsPerUAR):
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "bad bfreg %d", cfg.Bfreg)
 	case !pow2(cfg.SQWQEBBs) || cfg.SQWQEBBs > 1<<15:
 		return nil, newErr(op, ErrInvalid, unix.EINVAL, "sq of %d wqebbs", cfg.SQWQEBBs)
@@ -237,11 +241,20 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		}
 	}
 	q.host.q = q
+	regs, shared := []int{cfg.Bfreg}, cfg.SharedBfreg
+	if cfg.AnyBfreg {
+		regs, shared, q.bfrg = nil, true, -1
+		for i := range BfregsPerUAR {
+			regs = append(regs, i)
+		}
+	}
 	// Everything the watcher reads from q is set before the register is bound to it.
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if r := cfg.UAR.bf[cfg.Bfreg].Load(); r != nil && len(r.qps) > 0 && (!cfg.SharedBfreg || !r.shared) {
-		return nil, newErr(op, ErrBusy, unix.EBUSY, "uar %d bfreg %d already serves a qp", cfg.UAR.Index, cfg.Bfreg)
+	for _, reg := range regs {
+		if r := cfg.UAR.bf[reg].Load(); r != nil && len(r.qps) > 0 && (!shared || !r.shared) {
+			return nil, newErr(op, ErrBusy, unix.EBUSY, "uar %d bfreg %d already serves a qp", cfg.UAR.Index, reg)
+		}
 	}
 	d.objMu.Lock()
 	for {
@@ -257,12 +270,17 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	q.tr = d.newTr(&q.host)
 	d.qps[q.qpn] = q
 	d.objMu.Unlock()
-	if err := cfg.UAR.bind(cfg.Bfreg, q, cfg.SharedBfreg); err != nil {
-		d.objMu.Lock()
-		delete(d.qps, q.qpn)
-		d.objMu.Unlock()
-		_ = q.tr.Close()
-		return nil, err
+	for i, reg := range regs {
+		if err := cfg.UAR.bind(reg, q, shared); err != nil {
+			for _, done := range regs[:i] {
+				cfg.UAR.unbind(done, q)
+			}
+			d.objMu.Lock()
+			delete(d.qps, q.qpn)
+			d.objMu.Unlock()
+			_ = q.tr.Close()
+			return nil, err
+		}
 	}
 	q.scq.users.Add(1)
 	q.rcq.users.Add(1)
@@ -410,7 +428,13 @@ func (q *QP) Destroy() error {
 	d.objMu.Lock()
 	delete(d.qps, q.qpn)
 	d.objMu.Unlock()
-	q.uar.unbind(q.bfrg, q)
+	if q.bfrg < 0 {
+		for i := range BfregsPerUAR {
+			q.uar.unbind(i, q)
+		}
+	} else {
+		q.uar.unbind(q.bfrg, q)
+	}
 	// The watcher no longer processes the send queue (destroyed is set under q.mu, which
 	// process holds). Stop the engine, then wait for the callbacks it is still delivering
 	// and for a receive flush in progress; later ones are dropped. Only then stop flushing

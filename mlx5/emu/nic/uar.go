@@ -96,6 +96,9 @@ func (u *UAR) unbind(reg int, q *QP) {
 	u.bf[reg].Store(next)
 }
 
+// PageID is the device's index of the page.
+func (u *UAR) PageID() uint32 { return u.Index }
+
 // Mem is the page itself (UARPageSize bytes, page-aligned, shared read-write). The emulated
 // kernel hands it out from mmap; software writes doorbells into it.
 func (u *UAR) Mem() []byte { return u.mem }

@@ -12,6 +12,8 @@
 
 #ifdef DVO_HAVE_ABI
 #include <rdma/mlx5-abi.h>
+#include <rdma/mlx5_user_ioctl_cmds.h>
+#include <rdma/mlx5_user_ioctl_verbs.h>
 
 int dvo_abi_available(void) { return 1; }
 
@@ -98,6 +100,11 @@ static const dvo_named abi_consts[] = {
 	C(MLX5_IB_MMAP_REGULAR_PAGE), C(MLX5_IB_MMAP_GET_CONTIGUOUS_PAGES), C(MLX5_IB_MMAP_WC_PAGE),
 	C(MLX5_IB_MMAP_NC_PAGE), C(MLX5_IB_MMAP_CORE_CLOCK), C(MLX5_IB_MMAP_ALLOC_WC),
 	C(MLX5_IB_MMAP_CLOCK_INFO), C(MLX5_IB_MMAP_DEVICE_MEM),
+	C(MLX5_IB_OBJECT_UAR), C(MLX5_IB_METHOD_UAR_OBJ_ALLOC), C(MLX5_IB_METHOD_UAR_OBJ_DESTROY),
+	C(MLX5_IB_ATTR_UAR_OBJ_ALLOC_HANDLE), C(MLX5_IB_ATTR_UAR_OBJ_ALLOC_TYPE),
+	C(MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET), C(MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH),
+	C(MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID), C(MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE),
+	C(MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF), C(MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC),
 };
 
 int dvo_abi_nconsts(void) { return sizeof(abi_consts) / sizeof(abi_consts[0]); }
