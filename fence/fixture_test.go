@@ -170,13 +170,6 @@ func (b *bed) connect(t testing.TB, p int) {
 // link returns the fabric endpoint of the sender's port on path p.
 func (b *bed) link(p int) *fabric.Endpoint { return b.cluster.Endpoint(0, p, 1) }
 
-// needEmulator skips a body's step that reads the emulated NIC's internals on hardware.
-func (b *bed) needEmulator(t testing.TB, why string) {
-	t.Helper()
-	if b.cluster == nil {
-		t.Skipf("needs the emulated NIC (%s); skipped on hardware", why)
-	}
-}
 
 // write is an RDMA WRITE of n bytes at off of the sender buffer to the same offset of the
 // receiver buffer over path p.
