@@ -170,7 +170,6 @@ func (b *bed) connect(t testing.TB, p int) {
 // link returns the fabric endpoint of the sender's port on path p.
 func (b *bed) link(p int) *fabric.Endpoint { return b.cluster.Endpoint(0, p, 1) }
 
-
 // write is an RDMA WRITE of n bytes at off of the sender buffer to the same offset of the
 // receiver buffer over path p.
 func (b *bed) write(p int, wrid uint64, off, n int, flags verbs.SendFlags) verbs.SendWR {
