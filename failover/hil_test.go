@@ -118,11 +118,17 @@ func hilFallback(t *testing.T, mk hilEnvFunc, mode streamMode, side int, links b
 // hilFlapping: the default port goes down and up four times under streams; every message
 // arrives once, in order, and the QPs return to the default ports after each cycle.
 func hilFlapping(t *testing.T, mk hilEnvFunc, mode streamMode) {
-	e := mk(t, recoverOpts, false)
+	flapUnderStreams(t, mk(t, recoverOpts, false), mode, 4)
+}
+
+// flapUnderStreams runs streams over one QP pair of e while host (seed % 2)'s default link
+// goes down and up cycles times (e.linkDown/linkUp: the fabric, a veth or a real port);
+// every message arrives once and in order, and each cycle counts a fallback and a recovery.
+func flapUnderStreams(t *testing.T, e *testEnv, mode streamMode, cycles int) {
 	seed := testSeed()
 	t.Logf("seed %d (SHIFT_TEST_SEED reruns it)", seed)
 	a, b := e.pairs(t, 1, smallCap)
-	f := &flapper{e: e, qs: []*QP{a[0], b[0]}, host: int(seed % 2), cycles: 4,
+	f := &flapper{e: e, qs: []*QP{a[0], b[0]}, host: int(seed % 2), cycles: cycles,
 		rng: rand.New(rand.NewPCG(seed, 1)), done: make(chan struct{})}
 	stop := make(chan struct{})
 	go f.run(stop)

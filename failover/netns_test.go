@@ -2,7 +2,6 @@ package failover
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"testing"
@@ -107,34 +106,8 @@ func TestNetnsRoCEv2Fallback(t *testing.T) {
 func TestNetnsRoCEv2Flapping(t *testing.T) {
 	for _, mode := range []streamMode{modeWrite, modeSend} {
 		t.Run(mode.String(), func(t *testing.T) {
-			seed := testSeed()
-			t.Logf("seed %d (SHIFT_TEST_SEED reruns it)", seed)
 			e := newNetnsEnvWith(t, recoverOpts)
-			a, b := e.pairs(t, 1, smallCap)
-			f := &flapper{e: e, qs: []*QP{a[0], b[0]}, host: int(seed % 2), cycles: 4,
-				rng: rand.New(rand.NewPCG(seed, 1)), done: make(chan struct{})}
-			stop := make(chan struct{})
-			go f.run(stop)
-			defer func() {
-				close(stop)
-				<-f.done
-			}()
-			for round := 0; ; round++ {
-				select {
-				case <-f.done:
-				default:
-					runStream(t, e, a[0], b[0], stream{mode: mode, msgs: 200, size: 1024, failAt: -1, seed: seed + uint64(round)})
-					continue
-				}
-				break
-			}
-			if f.err != nil {
-				t.Fatal(f.err)
-			}
-			if sa := e.hosts[0].ctx.Stats(); sa.Fallbacks < uint64(f.cycles) || sa.Recoveries < uint64(f.cycles) {
-				t.Fatalf("%d cycles: %+v", f.cycles, sa)
-			}
-			t.Logf("%d cycles; switch-back median %v, stall median %v", f.count, percentile(f.switchBack, 0.5), percentile(f.stall, 0.5))
+			flapUnderStreams(t, e, mode, 4)
 		})
 	}
 }

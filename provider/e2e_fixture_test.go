@@ -34,24 +34,7 @@ func hilTestbed(t *testing.T) *testbed {
 	t.Helper()
 	r := hiltest.Need(t, 2)
 	tb := &testbed{names: [2]string{r.Devices[0], r.Devices[1]}}
-	if r.GIDIndex >= 0 {
-		tb.gid = uint8(r.GIDIndex)
-		return tb
-	}
-	ctx, err := provider.Open(tb.names[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctx.Close()
-	gs, err := ctx.GIDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, ok := verbs.PreferredGID(gs, 1)
-	if !ok {
-		t.Fatalf("%s port 1 has no GID", tb.names[0])
-	}
-	tb.gid = uint8(g.Index)
+	tb.gid = uint8(r.SourceGID(t, tb.names[0]))
 	return tb
 }
 

@@ -16,6 +16,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
 )
 
@@ -151,4 +153,28 @@ func Real() bool {
 	overrideMu.Lock()
 	defer overrideMu.Unlock()
 	return override == nil && os.Getenv("SHIFT_HIL_DEVICES") != ""
+}
+
+// SourceGID is the source GID index the tests use on port 1 of dev: SHIFT_HIL_GID_INDEX, else
+// the device's preferred GID (verbs.PreferredGID: the RoCE v2 GID of its IPv4 address; on a
+// ConnectX index 0 is the RoCE v1 link-local GID).
+func (r *Rack) SourceGID(t testing.TB, dev string) int {
+	t.Helper()
+	if r.GIDIndex >= 0 {
+		return r.GIDIndex
+	}
+	ctx, err := provider.Open(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	gs, err := ctx.GIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, ok := verbs.PreferredGID(gs, 1)
+	if !ok {
+		t.Fatalf("%s port 1 has no GID", dev)
+	}
+	return g.Index
 }

@@ -9,8 +9,6 @@ import (
 
 	"github.com/shift-rdma/shift/internal/hiltest"
 	"github.com/shift-rdma/shift/internal/tooltest"
-	"github.com/shift-rdma/shift/provider"
-	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // TestHILTools runs the unmodified-program matrix (ibv_rc_pingpong and perftest, both post
@@ -22,7 +20,7 @@ func TestHILTools(t *testing.T) {
 	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_write_lat", "ib_send_lat", "ib_read_lat")
 	b := tooltest.BuildPlugin(t)
 	h := tooltest.HardwareHost(b)
-	gid, addr := hilGID(t, r), hilAddr(t, r.Devices[0])
+	gid, addr := r.SourceGID(t, r.Devices[0]), hilAddr(t, r.Devices[0])
 	tools := withGID(tooltest.Matrix(), gid)
 	t.Run("plain", func(t *testing.T) {
 		tooltest.RunMatrix(t, tools, h, h, tooltest.Mode{Preload: true}, tooltest.Mode{Preload: true}, r.Devices[0], r.Devices[1], addr)
@@ -36,27 +34,6 @@ func TestHILTools(t *testing.T) {
 			Extra: []string{"SHIFT_GID_INDEX=" + strconv.Itoa(gid)}}
 		tooltest.RunMatrix(t, tools, h, h, m, m, d[0], d[2], addr)
 	})
-}
-
-// hilGID is SHIFT_HIL_GID_INDEX or the first device's preferred GID index.
-func hilGID(t *testing.T, r *hiltest.Rack) int {
-	if r.GIDIndex >= 0 {
-		return r.GIDIndex
-	}
-	ctx, err := provider.Open(r.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctx.Close()
-	gs, err := ctx.GIDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, ok := verbs.PreferredGID(gs, 1)
-	if !ok {
-		t.Fatalf("%s port 1 has no GID", r.Devices[0])
-	}
-	return g.Index
 }
 
 // hilAddr is the first IPv4 address of dev's netdev: the server's address for the programs'
