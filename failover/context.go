@@ -39,8 +39,9 @@ type Options struct {
 	KVTimeout time.Duration
 	// DrainTimeout bounds the wait for a failed default QP's last completions (0: 10 s).
 	DrainTimeout time.Duration
-	// InjectFile is the shared-memory injection file to map; empty means
-	// /dev/shm/shift-<pid> when SHIFT_INJECT_SHM=1, else none (see inject.go).
+	// InjectFile is the shared-memory injection file to map; empty means the process's
+	// control file in the user's runtime directory when SHIFT_INJECT_SHM=1, else none (see
+	// inject.go). A file that cannot be opened safely is not used (Context.ControlErr).
 	InjectFile string
 	// HandshakeTimeout bounds the wait for the peer's receive counter (0: 10 s); past it the
 	// QP fails and the application gets the errors.
@@ -112,6 +113,7 @@ type Context struct {
 		qpn   atomic.Uint32
 	}
 	injFile *injectShared
+	ctlErr  error   // why the context has no control file though one was asked for
 	live    liveQPs // QPs by default QPN, for the switch requests of the injection file
 
 	cqIDs atomic.Uint64 // user handles of CQs created without one
@@ -213,14 +215,13 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 	}
 	c := &Context{opts: opts, quit: make(chan struct{})}
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
-	if opts.InjectFile == "" && os.Getenv("SHIFT_INJECT_SHM") == "1" {
-		opts.InjectFile = defaultInjectFile()
-	}
-	if opts.InjectFile != "" {
-		if c.injFile, err = mapInjectFile(opts.InjectFile); err != nil {
-			return nil, err
+	if opts.InjectFile != "" || os.Getenv("SHIFT_INJECT_SHM") == "1" {
+		// A control file that cannot be had safely (another user's, a link, the runtime
+		// directory not private) leaves the context without one: its traffic runs, and
+		// ControlErr says why shiftctl cannot reach it.
+		if c.injFile, c.ctlErr = mapInjectFile(opts.InjectFile, os.Getenv); c.ctlErr == nil {
+			c.injArmed, c.injQPN = c.injFile.words()
 		}
-		c.injArmed, c.injQPN = c.injFile.words()
 	}
 	c.def = def
 	g, err := chooseGID(def, opts.Port, opts.GIDIndex)
@@ -397,4 +398,18 @@ func (c *Context) backupLKey(lkey uint32) (uint32, bool) {
 		return 0, false
 	}
 	return v.(uint32), true
+}
+
+// ControlErr is why the context runs without the control file it was asked to map
+// (Options.InjectFile or SHIFT_INJECT_SHM=1): the runtime directory or the file is not
+// private to this user, for instance. nil when it has one or none was asked for.
+func (c *Context) ControlErr() error { return c.ctlErr }
+
+// ControlFile is the path of the context's control file ("" without one): what
+// shiftctl inject and switch write.
+func (c *Context) ControlFile() string {
+	if c.injFile == nil {
+		return ""
+	}
+	return c.injFile.path
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shift-rdma/shift/internal/rundir"
 	"github.com/shift-rdma/shift/provider/verbs"
 	"golang.org/x/sys/unix"
 )
@@ -226,7 +227,22 @@ func (c *Context) leaveControl() {
 // refuse the switch), EINVAL (to the default: it was not switched to the backup), EAGAIN (its
 // backup QP is not connected yet), ENOTUNIQ (several contexts have a QP with that number),
 // or what the fallback failed with.
+//
+// The file must be a regular file of the caller's user that no other user may write, opened
+// without following a link (rundir.Open); RequestSwitchFile takes a file the caller opened and
+// checked itself (root acting on another user's process, for instance).
 func RequestSwitch(path string, qpn uint32, toBackup bool, timeout time.Duration) error {
+	f, err := rundir.Open(path, os.O_RDWR, os.Geteuid())
+	if err != nil {
+		return fmt.Errorf("failover: switch QP %#x: %w", qpn, err)
+	}
+	defer f.Close()
+	return RequestSwitchFile(f, qpn, toBackup, timeout)
+}
+
+// RequestSwitchFile is RequestSwitch on an open injection file.
+func RequestSwitchFile(f *os.File, qpn uint32, toBackup bool, timeout time.Duration) error {
+	path := f.Name()
 	what, op := fmt.Sprintf("switch QP %#x to the default NIC", qpn), uint32(switchOpDefault)
 	if toBackup {
 		what, op = fmt.Sprintf("switch QP %#x to the backup", qpn), switchOpBackup
@@ -235,12 +251,8 @@ func RequestSwitch(path string, qpn uint32, toBackup bool, timeout time.Duration
 		return fmt.Errorf("failover: %s: %w: want a QPN in [1, 0xffffff] and a timeout > 0", what, unix.EINVAL)
 	}
 	deadline := time.Now().Add(timeout)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("failover: %s: %w", what, err)
-	}
-	defer f.Close() // also releases the lock
 	fd := int(f.Fd())
+	defer unix.Flock(fd, unix.LOCK_UN)
 	for {
 		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {

@@ -98,7 +98,7 @@ func TestSwitchFileProtocol(t *testing.T) {
 	if err := RequestSwitch(old, 0x10, true, time.Second); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("request into a 16-byte file: %v", err)
 	}
-	so, err := mapInjectFile(old)
+	so, err := mapInjectFile(old, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestSwitchFileProtocol(t *testing.T) {
 		t.Fatalf("pending request overwritten: qpn %#x op %d req %d done %d", w.qpn.Load(), w.op.Load(), w.req.Load(), w.done.Load())
 	}
 	// A process mapping the file drops that stale request.
-	s, err := mapInjectFile(path)
+	s, err := mapInjectFile(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

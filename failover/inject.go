@@ -1,16 +1,21 @@
 package failover
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sync"
 
+	"github.com/shift-rdma/shift/internal/rundir"
 	"golang.org/x/sys/unix"
 )
 
 // Failure injection and active switching through shared memory (paper §5.1(3), §4.4): with
 // SHIFT_INJECT_SHM=1 (or Options.InjectFile) the library maps a 64-byte file, by default
-// /dev/shm/shift-<pid>, that another process writes: shiftctl inject to arm a fault, shiftctl
+// the process's control file in the user's runtime directory (package rundir:
+// $XDG_RUNTIME_DIR/shift/ctl-<pid>-<start> or /dev/shm/shift-<uid>/ctl-<pid>-<start>), that
+// another process of the same user (or root) writes: shiftctl inject to arm a fault, shiftctl
 // switch to move a QP to the backup NIC and back. Every word is in native byte order, 8-byte
 // aligned in the page-aligned mapping, and read and written with atomic loads and stores:
 //
@@ -37,6 +42,7 @@ const InjectFileSize = 64
 
 // injectShared is one mapped injection file, shared by the contexts of a process.
 type injectShared struct {
+	key  string // the path the contexts asked for ("" for the process's own file)
 	path string
 	mem  []byte
 	refs int
@@ -49,22 +55,78 @@ var (
 	injectFiles = map[string]*injectShared{}
 )
 
-// defaultInjectFile is /dev/shm/shift-<pid>.
-func defaultInjectFile() string { return fmt.Sprintf("/dev/shm/shift-%d", os.Getpid()) }
+// defaultInjectFile creates the process's control file in the user's runtime directory
+// (rundir: $XDG_RUNTIME_DIR/shift, else /dev/shm/shift-<uid>, 0700 and verified), named by
+// pid and start time, after removing the files of processes that are gone. getenv reads the
+// environment.
+func defaultInjectFile(getenv func(string) string) (string, *os.File, error) {
+	dir := rundir.Path(getenv)
+	if err := rundir.Ensure(dir); err != nil {
+		return "", nil, err
+	}
+	if _, err := rundir.RemoveStale(dir); err != nil {
+		return "", nil, err
+	}
+	start, err := rundir.ProcStart(os.Getpid())
+	if err != nil {
+		return "", nil, err
+	}
+	name := rundir.ControlName(os.Getpid(), start)
+	f, err := rundir.Create(dir, name)
+	if err != nil {
+		return "", nil, err
+	}
+	return f.Name(), f, nil
+}
 
-// mapInjectFile maps path (creating it, zeroed, if needed) or takes another reference.
-func mapInjectFile(path string) (*injectShared, error) {
+// openInjectFile opens an injection file named by the caller (Options.InjectFile): an
+// existing one only if it is a regular file of this user that no other user may write, and
+// of a size this library wrote (0, the 16 bytes of an older library, or InjectFileSize),
+// never through a link; a new one exclusively, 0600.
+func openInjectFile(path string) (f *os.File, own bool, err error) {
+	f, err = rundir.Open(path, os.O_RDWR, os.Geteuid())
+	if errors.Is(err, fs.ErrNotExist) {
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, false, err
+		}
+		return os.NewFile(uintptr(fd), path), true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() != 0 && st.Size() != 16 && st.Size() != InjectFileSize {
+		err = fmt.Errorf("size %d: not a SHIFT injection file (left unchanged): %w", st.Size(), rundir.ErrUnsafe)
+	}
+	if err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	return f, false, nil
+}
+
+// mapInjectFile maps path (creating it, zeroed, if needed; "" is the process's own file in
+// the runtime directory, getenv reading the environment) or takes another reference.
+func mapInjectFile(path string, getenv func(string) string) (*injectShared, error) {
 	injectMu.Lock()
 	defer injectMu.Unlock()
-	if s := injectFiles[path]; s != nil {
+	if s := injectFiles[path]; path != "" && s != nil {
 		s.refs++
 		return s, nil
 	}
-	own := false
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if os.IsNotExist(err) {
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		own = err == nil
+	if s := injectFiles[""]; path == "" && s != nil {
+		s.refs++
+		return s, nil
+	}
+	key := path
+	var f *os.File
+	own := true
+	var err error
+	if path == "" {
+		path, f, err = defaultInjectFile(getenv)
+	} else {
+		f, own, err = openInjectFile(path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("failover: injection file %s: %w", path, err)
@@ -78,8 +140,8 @@ func mapInjectFile(path string) (*injectShared, error) {
 		return nil, fmt.Errorf("failover: map injection file %s: %w", path, err)
 	}
 	// One watcher per mapping serves the switch requests of every context sharing it.
-	s := &injectShared{path: path, mem: mem, refs: 1, own: own, ctl: startControl(mem)}
-	injectFiles[path] = s
+	s := &injectShared{key: key, path: path, mem: mem, refs: 1, own: own, ctl: startControl(mem)}
+	injectFiles[key] = s
 	return s, nil
 }
 
@@ -90,7 +152,7 @@ func (s *injectShared) release() error {
 	if s.refs > 0 {
 		return nil
 	}
-	delete(injectFiles, s.path)
+	delete(injectFiles, s.key)
 	s.ctl.close() // before the unmap: the watcher reads the mapping
 	err := unix.Munmap(s.mem)
 	if s.own {

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strconv"
 
 	"github.com/shift-rdma/shift/failover"
@@ -17,10 +15,12 @@ const injectUsage = `  inject -pid PID [-qpn QPN|all] [-n N] [-file PATH]
          arm SHIFT's failure injection in a running process: the N-th next WR posted on QP
          QPN gets an invalid lkey, so it and its QP fail with a local protection error and
          SHIFT resubmits it on the backup (the process must run with SHIFT_INJECT_SHM=1)
-    -pid PID     the process whose /dev/shm/shift-<PID> file to write (required)
+    -pid PID     the process whose control file to write (required; the caller's own
+                 processes only, unless root)
     -qpn QPN     the default QP's number, decimal or 0x hex, or "all" for any QP (default all)
     -n N         the countdown: 1 is the next WR with a local key (default 1); 0 disarms
-    -file PATH   write this injection file instead of /dev/shm/shift-<PID>`
+    -file PATH   write this injection file instead of the process's control file in its
+                 user's runtime directory ($XDG_RUNTIME_DIR/shift or /dev/shm/shift-<uid>)`
 
 // injectArgs is a parsed shiftctl inject command line.
 type injectArgs struct {
@@ -61,14 +61,11 @@ func parseInjectArgs(args []string) (injectArgs, error) {
 	return a, nil
 }
 
-// shmFile checks -pid and returns the injection file to write: -file, or the process's
-// /dev/shm/shift-<pid> (inject and switch share it).
+// shmFile checks -pid and returns -file ("" for the process's own control file, which
+// openControl finds when the command runs).
 func shmFile(pid int, file string) (string, error) {
 	if pid <= 0 {
 		return "", fmt.Errorf("-pid: a process id > 0 is required: %w", unix.EINVAL)
-	}
-	if file == "" {
-		file = fmt.Sprintf("/dev/shm/shift-%d", pid)
 	}
 	return file, nil
 }
@@ -101,18 +98,12 @@ func injectMain(args []string, stdout io.Writer) error {
 // maps the file, and stores the QPN, then the countdown, each with one atomic store (the
 // order package failover reads them in).
 func injectInto(a injectArgs) error {
-	if err := unix.Kill(a.pid, 0); errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("process %d: %w", a.pid, err)
-	} // EPERM: it exists under another user; opening the file decides.
-	f, err := os.OpenFile(a.file, os.O_RDWR, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("open %s: process %d has no injection file (start it with SHIFT_INJECT_SHM=1): %w",
-			a.file, a.pid, unix.ENOENT)
-	}
+	f, err := openControl(a.pid, a.file)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", a.file, err)
+		return err
 	}
 	defer f.Close()
+	a.file = f.Name()
 	st, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("stat %s: %w", a.file, err)

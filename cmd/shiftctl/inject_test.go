@@ -15,6 +15,7 @@ import (
 
 	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/internal/rundir"
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -163,19 +164,19 @@ func writeAndWait(t *testing.T, a, b *foHost, i int, payload []byte) verbs.WC {
 }
 
 // End to end: this test process runs a failover context with SHIFT_INJECT_SHM=1 (so it maps
-// /dev/shm/shift-<pid>), and `shiftctl inject -pid <pid> -qpn <qpn>` arms the fault through
+// its control file in the runtime directory, here under a fresh XDG_RUNTIME_DIR), and `shiftctl inject -pid <pid> -qpn <qpn>` arms the fault through
 // that file. The next WRITE fails on the default NIC with a local protection error, SHIFT
 // moves the QP to its backup, the application sees a successful completion and the data,
 // and the context's fallback counter goes from 0 to 1. Before the injection, WRITEs stay on
 // the default path.
 func TestInjectEndToEnd(t *testing.T) {
-	if st, err := os.Stat("/dev/shm"); err != nil || !st.IsDir() || unix.Access("/dev/shm", unix.W_OK) != nil {
-		t.Skip("/dev/shm is not a writable directory here: the injection file cannot be created")
+	xdg := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", xdg)
+	start, err := rundir.ProcStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
 	}
-	shm := fmt.Sprintf("/dev/shm/shift-%d", os.Getpid())
-	if _, err := os.Stat(shm); err == nil {
-		t.Skipf("%s already exists (another SHIFT context of this process)", shm)
-	}
+	shm := filepath.Join(xdg, "shift", rundir.ControlName(os.Getpid(), start))
 	prefix := fmt.Sprintf("inj%d_", os.Getpid())
 	cl, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: 2, Register: true, Prefix: prefix, Seed: 3})
 	if err != nil {
@@ -191,8 +192,8 @@ func TestInjectEndToEnd(t *testing.T) {
 	b := openFOHost(t, prefix, 1, store, job, nil)
 	t.Setenv("SHIFT_INJECT_SHM", "1")
 	a := openFOHost(t, prefix, 0, store, job, nil)
-	if _, err := os.Stat(shm); err != nil {
-		t.Fatalf("the failover context did not create its injection file: %v", err)
+	if _, err := os.Stat(shm); err != nil || a.ctx.ControlFile() != shm {
+		t.Fatalf("the failover context did not create its injection file %s: %v (ControlFile %q, ControlErr %v)", shm, err, a.ctx.ControlFile(), a.ctx.ControlErr())
 	}
 	connectFOPair(t, a, b, 0x100, 0x9100)
 	seed := uint64(time.Now().UnixNano())

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strconv"
 	"time"
 
@@ -18,10 +16,11 @@ const switchUsage = `  switch -pid PID -qpn QPN -to backup|default [-file PATH] 
          active switching in a running process: move the traffic of QP QPN (and of its peer)
          to the backup NIC, or back to the default NIC after such a switch; waits for the
          process's answer (it must run with SHIFT_INJECT_SHM=1)
-    -pid PID       the process whose /dev/shm/shift-<PID> file to write (required)
+    -pid PID       the process whose control file to write (required; the caller's own
+                   processes only, unless root)
     -qpn QPN       the default QP's number, decimal or 0x hex (required)
     -to WHERE      backup or default (required)
-    -file PATH     use this injection file instead of /dev/shm/shift-<PID>
+    -file PATH     use this injection file instead of the process's control file
     -timeout D     how long to wait for the answer (default 5s)`
 
 // switchArgs is a parsed shiftctl switch command line.
@@ -93,15 +92,12 @@ func switchMain(args []string, stdout io.Writer) error {
 // switchIn checks the process and its file, then lets package failover run the exchange
 // (the protocol lives next to the watcher that answers it).
 func switchIn(a switchArgs) error {
-	if err := unix.Kill(a.pid, 0); errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("process %d: %w", a.pid, err)
-	} // EPERM: it exists under another user; opening the file decides.
-	// Checked here: the library's answer "no such QP" is ENOENT as well.
-	if _, err := os.Stat(a.file); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("open %s: process %d has no injection file (start it with SHIFT_INJECT_SHM=1): %w",
-			a.file, a.pid, unix.ENOENT)
+	f, err := openControl(a.pid, a.file)
+	if err != nil {
+		return err
 	}
-	err := failover.RequestSwitch(a.file, a.qpn, a.toBackup, a.timeout)
+	defer f.Close()
+	err = failover.RequestSwitchFile(f, a.qpn, a.toBackup, a.timeout)
 	if errors.Is(err, failover.ErrNoAnswer) {
 		return fmt.Errorf("process %d did not answer within %v (is it running with SHIFT_INJECT_SHM=1, with a SHIFT context open?): %w",
 			a.pid, a.timeout, err)

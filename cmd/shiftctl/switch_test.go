@@ -25,11 +25,11 @@ func TestParseSwitchArgs(t *testing.T) {
 		ok   bool
 	}{
 		{[]string{"-pid", me, "-qpn", "0x100", "-to", "backup"},
-			switchArgs{pid: os.Getpid(), qpn: 0x100, toBackup: true, file: "/dev/shm/shift-" + me, timeout: 5 * time.Second}, true},
+			switchArgs{pid: os.Getpid(), qpn: 0x100, toBackup: true, timeout: 5 * time.Second}, true},
 		{[]string{"-pid", "7", "-qpn", "257", "-to", "default", "-file", "f", "-timeout", "250ms"},
 			switchArgs{pid: 7, qpn: 257, file: "f", timeout: 250 * time.Millisecond}, true},
 		{[]string{"-pid", "7", "-qpn", "0xffffff", "-to", "backup"},
-			switchArgs{pid: 7, qpn: 0xffffff, toBackup: true, file: "/dev/shm/shift-7", timeout: 5 * time.Second}, true},
+			switchArgs{pid: 7, qpn: 0xffffff, toBackup: true, timeout: 5 * time.Second}, true},
 		{[]string{"-qpn", "0x100", "-to", "backup"}, switchArgs{}, false},                  // no pid
 		{[]string{"-pid", "-3", "-qpn", "0x100", "-to", "backup"}, switchArgs{}, false},    // bad pid
 		{[]string{"-pid", "7", "-to", "backup"}, switchArgs{}, false},                      // no QPN

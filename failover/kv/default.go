@@ -7,17 +7,16 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/shift-rdma/shift/internal/rundir"
 	"golang.org/x/sys/unix"
 )
 
 // DefaultDirPath is where the embedded default store of processes on one host lives when no
 // SHIFT_KV is set: $XDG_RUNTIME_DIR/shift/kv where XDG_RUNTIME_DIR is set, else
-// /dev/shm/shift-<uid>/kv. getenv reads the environment.
+// /dev/shm/shift-<uid>/kv (the runtime directory of package rundir). getenv reads the
+// environment.
 func DefaultDirPath(getenv func(string) string) string {
-	if x := getenv("XDG_RUNTIME_DIR"); x != "" {
-		return filepath.Join(x, "shift", "kv")
-	}
-	return filepath.Join("/dev/shm", fmt.Sprintf("shift-%d", os.Getuid()), "kv")
+	return filepath.Join(rundir.Path(getenv), "kv")
 }
 
 // PrivateDir creates dir and its parent as 0700 directories where missing and checks that

@@ -77,6 +77,10 @@ func shiftGoOpenContext(sctx *C.struct_shift_context, ibdev, uv *C.char, cmdFD C
 			return failLoud(op+" with SHIFT", err)
 		}
 		c.v = c.fo
+		if err := c.fo.ControlErr(); err != nil {
+			// The device works without it; shiftctl inject and switch cannot reach it.
+			fmt.Fprintf(os.Stderr, "libmlx5-shift: %s: SHIFT_INJECT_SHM=1 but no control file: %v\n", name, err)
+		}
 	}
 	sctx._go = handleOf(c)
 	sctx.vctx.context.async_fd = C.int(c.v.AsyncFD())
