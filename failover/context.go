@@ -383,10 +383,11 @@ func (c *Context) backupRKey(gid [16]byte, rkey uint32) (uint32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("failover: backup rkey of %#x: %w", rkey, err)
 	}
-	if len(v) != 4 {
-		return 0, fmt.Errorf("failover: backup rkey of %#x: %w: %d-byte entry", rkey, kv.ErrUnavailable, len(v))
+	e, err := parseMREntry(v, gid, rkey)
+	if err != nil {
+		return 0, err
 	}
-	b := uint32(v[0])<<24 | uint32(v[1])<<16 | uint32(v[2])<<8 | uint32(v[3])
+	b := e.backupRKey
 	c.rkeys.Store(k, b)
 	return b, nil
 }

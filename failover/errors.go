@@ -15,6 +15,9 @@ var (
 	ErrFailed = errors.New("failover: QP failed")
 	// ErrBadConfig: an option or environment variable could not be parsed.
 	ErrBadConfig = errors.New("failover: bad configuration")
+	// ErrBadEntry: a KV entry is malformed, out of range or names another QP or MR than the
+	// one it was looked up for (kventry.go); it is never used.
+	ErrBadEntry = errors.New("failover: bad KV entry")
 )
 
 // errNeedsReset: the default QP is in a state (ERR, SQE, RESET) from which only a reset

@@ -92,8 +92,8 @@ func (p *PD) RegMRIOVA(b []byte, iova uint64, access verbs.Access) (verbs.MR, er
 		bm := m.bk.Load()
 		ctx, cancel := c.kvCtx()
 		defer cancel()
-		rk := bm.RKey()
-		v := []byte{byte(rk >> 24), byte(rk >> 16), byte(rk >> 8), byte(rk)}
+		e := mrEntry{defGID: c.gid, defRKey: d.RKey(), backupRKey: bm.RKey(), iova: iova, length: uint64(len(b))}
+		v := e.marshal()
 		if err := c.opts.KV.Put(ctx, c.mrKey(c.gid, d.RKey()), v); err != nil {
 			// The store may come back: keep the verb and retry it.
 			return fmt.Errorf("%w: %w", errNotYet, err)

@@ -1,7 +1,6 @@
 package failover
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -262,12 +261,10 @@ func (q *QP) createBackup() error {
 		q.bk.Store(b)
 	}
 	b, ctl := q.bk.Load(), q.ctl.Load()
-	v := make([]byte, 32)
-	copy(v, c.bk.gid[:])
-	binary.BigEndian.PutUint32(v[16:], b.QPN())
-	binary.BigEndian.PutUint32(v[20:], q.bkPSN)
-	binary.BigEndian.PutUint32(v[24:], ctl.QPN())
-	binary.BigEndian.PutUint32(v[28:], q.ctlPSN)
+	e := qpEntry{defGID: c.gid, defQPN: q.qpn,
+		backup: verbs.Endpoint{GID: c.bk.gid, QPN: b.QPN(), PSN: q.bkPSN},
+		ctrl:   verbs.Endpoint{GID: c.bk.gid, QPN: ctl.QPN(), PSN: q.ctlPSN}}
+	v := e.marshal()
 	ctx, cancel := c.kvCtx()
 	defer cancel()
 	if err := c.opts.KV.Put(ctx, c.qpKey(c.gid, q.qpn), v); err != nil {
@@ -457,16 +454,11 @@ func (q *QP) connectBackup(remote verbs.Endpoint) error {
 		}
 		return err
 	}
-	if len(v) != 32 {
-		return fmt.Errorf("failover: backup QP entry of %#x: %d bytes", remote.QPN, len(v))
+	e, err := parseQPEntry(v, remote.GID, remote.QPN)
+	if err != nil {
+		return err
 	}
-	var peer, peerCtl verbs.Endpoint
-	copy(peer.GID[:], v[:16])
-	peer.QPN = binary.BigEndian.Uint32(v[16:])
-	peer.PSN = binary.BigEndian.Uint32(v[20:])
-	peerCtl.GID = peer.GID
-	peerCtl.QPN = binary.BigEndian.Uint32(v[24:])
-	peerCtl.PSN = binary.BigEndian.Uint32(v[28:])
+	peer, peerCtl := e.backup, e.ctrl
 	q.mu.Lock()
 	ba := q.attr
 	q.mu.Unlock()

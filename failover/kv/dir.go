@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shift-rdma/shift/internal/rundir"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,7 +40,8 @@ type Dir struct {
 	timeout time.Duration
 }
 
-// NewDir opens the store in directory root, which must exist.
+// NewDir opens the store in directory root, which must exist, be a directory of the caller
+// (not a link) and let no other user write it (rundir.Check; rundir.ErrUnsafe otherwise).
 func NewDir(root string, opts DirOptions) (*Dir, error) {
 	st, err := os.Stat(root)
 	if err != nil {
@@ -47,6 +49,11 @@ func NewDir(root string, opts DirOptions) (*Dir, error) {
 	}
 	if !st.IsDir() {
 		return nil, fmt.Errorf("kv: dir %s: open: %w: %w", root, ErrUnavailable, unix.ENOTDIR)
+	}
+	// Another local user who could write the root (or swap it for a link) could plant
+	// attribute entries that steer this user's backup connections.
+	if err := rundir.Check(root, os.Geteuid()); err != nil {
+		return nil, fmt.Errorf("kv: dir %s: open: %w", root, err)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout

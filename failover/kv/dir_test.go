@@ -13,6 +13,7 @@ import (
 
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/failover/kv/kvtest"
+	"github.com/shift-rdma/shift/internal/rundir"
 )
 
 func TestDirConformance(t *testing.T) {
@@ -202,5 +203,23 @@ func BenchmarkDirPut(b *testing.B) {
 		if err := d.Put(ctx, "qp/fe80000000000000000000000000001/291", []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestDirRefusesUnsafeRoot: a root other users may write, or a link, is refused.
+func TestDirRefusesUnsafeRoot(t *testing.T) {
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.NewDir(open, kv.DirOptions{}); !errors.Is(err, rundir.ErrUnsafe) {
+		t.Errorf("world-writable root: %v", err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.NewDir(link, kv.DirOptions{}); !errors.Is(err, rundir.ErrUnsafe) {
+		t.Errorf("root through a link: %v", err)
 	}
 }

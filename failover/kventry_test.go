@@ -1,0 +1,146 @@
+package failover
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+var (
+	entryGID  = [16]byte{0: 0xfe, 15: 1}
+	backupGID = [16]byte{0: 0xfe, 15: 2}
+)
+
+func goodQPEntry() qpEntry {
+	return qpEntry{defGID: entryGID, defQPN: 0x123,
+		backup: verbs.Endpoint{GID: backupGID, QPN: 0x456, PSN: 0xabcdef},
+		ctrl:   verbs.Endpoint{GID: backupGID, QPN: 0x457, PSN: 0x12}}
+}
+
+func TestQPEntry(t *testing.T) {
+	e := goodQPEntry()
+	got, err := parseQPEntry(e.marshal(), entryGID, 0x123)
+	if err != nil || got != e {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for name, c := range map[string]struct {
+		mut      func(*qpEntry)
+		gid      [16]byte
+		qpn      uint32
+		truncate int
+	}{
+		"another QP's entry":   {qpn: 0x124},
+		"another GID's entry":  {gid: backupGID},
+		"backup QPN 0":         {mut: func(e *qpEntry) { e.backup.QPN = 0 }},
+		"control QPN 25 bits":  {mut: func(e *qpEntry) { e.ctrl.QPN = 1 << 24 }},
+		"same backup and ctrl": {mut: func(e *qpEntry) { e.ctrl.QPN = e.backup.QPN }},
+		"PSN 25 bits":          {mut: func(e *qpEntry) { e.backup.PSN = 1 << 24 }},
+		"zero backup GID":      {mut: func(e *qpEntry) { e.backup.GID = [16]byte{} }},
+		"backup GID = default": {mut: func(e *qpEntry) { e.backup.GID = entryGID }},
+		"short":                {truncate: 1},
+		"old 32-byte entry":    {truncate: qpEntrySize - 32},
+	} {
+		e := goodQPEntry()
+		if c.mut != nil {
+			c.mut(&e)
+		}
+		gid, qpn := entryGID, uint32(0x123)
+		if c.gid != ([16]byte{}) {
+			gid = c.gid
+		}
+		if c.qpn != 0 {
+			qpn = c.qpn
+		}
+		b := e.marshal()
+		b = b[:len(b)-c.truncate]
+		if _, err := parseQPEntry(b, gid, qpn); !errors.Is(err, ErrBadEntry) {
+			t.Errorf("%s: %v, want ErrBadEntry", name, err)
+		}
+	}
+}
+
+func TestMREntry(t *testing.T) {
+	e := mrEntry{defGID: entryGID, defRKey: 0x77, backupRKey: 0x99, iova: 0x10000, length: 4096}
+	got, err := parseMREntry(e.marshal(), entryGID, 0x77)
+	if err != nil || got != e {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for name, c := range map[string]struct {
+		e    mrEntry
+		rkey uint32
+	}{
+		"another rkey's entry": {e, 0x78},
+		"zero length":          {mrEntry{defGID: entryGID, defRKey: 0x77, backupRKey: 0x99, iova: 1}, 0x77},
+		"wrapping range":       {mrEntry{defGID: entryGID, defRKey: 0x77, backupRKey: 0x99, iova: ^uint64(0), length: 2}, 0x77},
+		"another GID's entry":  {mrEntry{defGID: backupGID, defRKey: 0x77, backupRKey: 0x99, length: 1}, 0x77},
+	} {
+		if _, err := parseMREntry(c.e.marshal(), entryGID, c.rkey); !errors.Is(err, ErrBadEntry) {
+			t.Errorf("%s: %v, want ErrBadEntry", name, err)
+		}
+	}
+	if _, err := parseMREntry([]byte{0, 0, 0, 0x99}, entryGID, 0x77); !errors.Is(err, ErrBadEntry) {
+		t.Errorf("the old 4-byte entry: %v", err)
+	}
+}
+
+// FuzzKVEntries: any bytes read from a store either decode into an entry that names exactly
+// the QP or MR looked up, with fields in range, and re-encode to the same bytes, or are
+// refused with ErrBadEntry; nothing panics.
+func FuzzKVEntries(f *testing.F) {
+	q := goodQPEntry()
+	f.Add(q.marshal(), uint32(0x123))
+	m := mrEntry{defGID: entryGID, defRKey: 0x123, backupRKey: 1, iova: 0, length: 1}
+	f.Add(m.marshal(), uint32(0x123))
+	f.Add([]byte{}, uint32(0))
+	f.Fuzz(func(t *testing.T, b []byte, key uint32) {
+		if e, err := parseQPEntry(b, entryGID, key); err == nil {
+			if e.defQPN != key || e.defGID != entryGID || !validQPN(e.backup.QPN) || !validQPN(e.ctrl.QPN) ||
+				e.backup.PSN > psnMask || e.ctrl.PSN > psnMask || !bytes.Equal(e.marshal(), b) {
+				t.Fatalf("accepted QP entry %+v from %x for %#x", e, b, key)
+			}
+		} else if !errors.Is(err, ErrBadEntry) {
+			t.Fatalf("QP entry refused without ErrBadEntry: %v", err)
+		}
+		if e, err := parseMREntry(b, entryGID, key); err == nil {
+			if e.defRKey != key || e.defGID != entryGID || e.length == 0 || e.iova+e.length < e.iova || !bytes.Equal(e.marshal(), b) {
+				t.Fatalf("accepted MR entry %+v from %x for %#x", e, b, key)
+			}
+		} else if !errors.Is(err, ErrBadEntry) {
+			t.Fatalf("MR entry refused without ErrBadEntry: %v", err)
+		}
+	})
+}
+
+// TestForgedEntriesRefused: a QP entry copied under another QP's key, and an MR entry copied
+// under another rkey, are refused where the library reads them, instead of connecting the
+// backup QP to the wrong peer QP or mapping the wrong rkey.
+func TestForgedEntriesRefused(t *testing.T) {
+	e := newEnv(t, 64)
+	a, b := e.pairs(t, 2, smallCap)
+	ca, cb := e.hosts[0].ctx, e.hosts[1].ctx
+	ctx, cancel := ca.kvCtx()
+	defer cancel()
+	other, err := e.kv.Get(ctx, cb.qpKey(cb.gid, b[1].qpn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kv.Put(ctx, cb.qpKey(cb.gid, b[0].qpn), other); err != nil {
+		t.Fatal(err)
+	}
+	if err := a[0].connectBackup(verbs.Endpoint{GID: cb.gid, QPN: b[0].qpn}); !errors.Is(err, ErrBadEntry) {
+		t.Errorf("QP entry of another QP: %v, want ErrBadEntry", err)
+	}
+	mrOther, err := e.kv.Get(ctx, cb.mrKey(cb.gid, e.hosts[1].mr.RKey()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const forged = 0x7777
+	if err := e.kv.Put(ctx, cb.mrKey(cb.gid, forged), mrOther); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.backupRKey(cb.gid, forged); !errors.Is(err, ErrBadEntry) {
+		t.Errorf("MR entry of another rkey: %v, want ErrBadEntry", err)
+	}
+}
