@@ -371,11 +371,13 @@ func (c *Context) kvCtx() (context.Context, context.CancelFunc) {
 }
 
 // backupRKey maps a remote default rkey of the peer whose default GID is gid to the peer's
-// backup rkey, through the cache and then the KV store (fail closed).
-func (c *Context) backupRKey(gid [16]byte, rkey uint32) (uint32, error) {
+// backup rkey, through the cache and then the KV store (fail closed): only for an access of n
+// bytes at addr within the range the peer registered, so an entry cannot stretch a WR beyond
+// the MR it was published for.
+func (c *Context) backupRKey(gid [16]byte, rkey uint32, addr, n uint64) (uint32, error) {
 	k := rkeyKey{gid, rkey}
 	if v, ok := c.rkeys.Load(k); ok {
-		return v.(uint32), nil
+		return v.(*mrEntry).mapAccess(addr, n)
 	}
 	ctx, cancel := c.kvCtx()
 	defer cancel()
@@ -387,9 +389,8 @@ func (c *Context) backupRKey(gid [16]byte, rkey uint32) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	b := e.backupRKey
-	c.rkeys.Store(k, b)
-	return b, nil
+	c.rkeys.Store(k, &e)
+	return e.mapAccess(addr, n)
 }
 
 // backupLKey maps a default lkey to the backup MR's lkey (a local table).

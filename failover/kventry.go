@@ -116,6 +116,16 @@ func parseMREntry(b []byte, gid [16]byte, rkey uint32) (mrEntry, error) {
 	return e, nil
 }
 
+// mapAccess is the backup rkey for an access of n bytes at addr, which must lie within the
+// MR the entry describes.
+func (e *mrEntry) mapAccess(addr, n uint64) (uint32, error) {
+	if addr < e.iova || addr-e.iova > e.length || n > e.length-(addr-e.iova) {
+		return 0, fmt.Errorf("failover: %d bytes at %#x outside the MR of rkey %#x (%#x+%#x) its entry describes: %w",
+			n, addr, e.defRKey, e.iova, e.length, ErrBadEntry)
+	}
+	return e.backupRKey, nil
+}
+
 func validQPN(n uint32) bool { return n != 0 && n <= psnMask }
 
 func firstByte(b []byte) int {

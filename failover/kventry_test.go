@@ -80,6 +80,15 @@ func TestMREntry(t *testing.T) {
 			t.Errorf("%s: %v, want ErrBadEntry", name, err)
 		}
 	}
+	for _, c := range []struct {
+		addr, n uint64
+		ok      bool
+	}{{0x10000, 4096, true}, {0x10ff0, 16, true}, {0x10000, 0, true}, {0x11000, 0, true},
+		{0xffff, 1, false}, {0x10ff0, 17, false}, {0x11001, 0, false}, {0x10000, 1 << 63, false}} {
+		if k, err := e.mapAccess(c.addr, c.n); (err == nil) != c.ok || c.ok && k != 0x99 {
+			t.Errorf("mapAccess(%#x, %d) = %#x, %v; want ok %v", c.addr, c.n, k, err, c.ok)
+		}
+	}
 	if _, err := parseMREntry([]byte{0, 0, 0, 0x99}, entryGID, 0x77); !errors.Is(err, ErrBadEntry) {
 		t.Errorf("the old 4-byte entry: %v", err)
 	}
@@ -140,7 +149,51 @@ func TestForgedEntriesRefused(t *testing.T) {
 	if err := e.kv.Put(ctx, cb.mrKey(cb.gid, forged), mrOther); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.backupRKey(cb.gid, forged); !errors.Is(err, ErrBadEntry) {
+	if _, err := ca.backupRKey(cb.gid, forged, 0, 0); !errors.Is(err, ErrBadEntry) {
 		t.Errorf("MR entry of another rkey: %v, want ErrBadEntry", err)
+	}
+}
+
+// TestForgedMREntryFailsClosed: a forged entry where the victim looks up the peer's rkey at
+// fallback time (the old 4-byte format, another rkey's entry, or a range that does not cover
+// the WRITE) makes the fallback fail closed: the application gets the error completion and
+// Err names the bad entry; nothing goes to the backup.
+func TestForgedMREntryFailsClosed(t *testing.T) {
+	for name, forge := range map[string]func(e *testEnv) []byte{
+		"truncated": func(*testEnv) []byte { return []byte{0, 0, 0, 1} },
+		"another rkey": func(e *testEnv) []byte {
+			m := mrEntry{defGID: e.hosts[1].ctx.gid, defRKey: e.hosts[1].mr.RKey() + 1, backupRKey: 1, iova: e.hosts[1].mr.Addr(), length: bufSize}
+			return m.marshal()
+		},
+		"short range": func(e *testEnv) []byte {
+			m := mrEntry{defGID: e.hosts[1].ctx.gid, defRKey: e.hosts[1].mr.RKey(), backupRKey: 1, iova: e.hosts[1].mr.Addr(), length: 16}
+			return m.marshal()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, 256)
+			a, _ := e.pairs(t, 1, smallCap)
+			qa, ha, hb := a[0], e.hosts[0], e.hosts[1]
+			ctx, cancel := ha.ctx.kvCtx()
+			defer cancel()
+			if err := e.kv.Put(ctx, hb.ctx.mrKey(hb.ctx.gid, hb.mr.RKey()), forge(e)); err != nil {
+				t.Fatal(err)
+			}
+			ha.ctx.Inject(qa.QPN(), 1)
+			if err := qa.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+				SGL: []verbs.SGE{ha.mr.SGE(0, 1024)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}}); err != nil {
+				t.Fatal(err)
+			}
+			w := waitN(t, ha.cq, 1)[0]
+			if w.Status == verbs.WCSuccess || w.WRID != 9 {
+				t.Fatalf("completion %+v: want the WRITE's error", w)
+			}
+			if qa.SendState() != SendFailed || !errors.Is(qa.Err(), ErrBadEntry) {
+				t.Fatalf("state %v, err %v: want Failed with ErrBadEntry", qa.SendState(), qa.Err())
+			}
+			if st := ha.ctx.Stats(); st.Fallbacks != 0 || st.Refused != 1 {
+				t.Errorf("stats %+v: want the fallback refused", st)
+			}
+		})
 	}
 }

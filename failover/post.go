@@ -187,7 +187,14 @@ func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, err
 	switch w.Opcode {
 	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead,
 		verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAdd:
-		k, err := q.c.backupRKey(q.remote.GID, w.RKey)
+		n := uint64(8) // an atomic's operand
+		if w.Opcode != verbs.WRAtomicCmpAndSwp && w.Opcode != verbs.WRAtomicFetchAdd {
+			n = 0
+			for _, s := range w.SGL {
+				n += uint64(s.Length)
+			}
+		}
+		k, err := q.c.backupRKey(q.remote.GID, w.RKey, w.RemoteAddr, n)
 		if err != nil {
 			return w, err
 		}

@@ -1,6 +1,7 @@
 package kv_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/internal/rundir/rundirtest"
 )
 
 func TestDefaultDirPath(t *testing.T) {
@@ -55,5 +57,31 @@ func TestPrivateDir(t *testing.T) {
 	}
 	if _, err := kv.PrivateDir(filepath.Join(link, "kv")); !errors.Is(err, syscall.ENOTDIR) {
 		t.Errorf("a symlinked parent: %v, want ENOTDIR", err)
+	}
+}
+
+// TestDefaultStoreAttacks: another local user (uid 65534) plants the victim's runtime
+// directory first, as its own open directory or as a link to a directory of the victim's:
+// the embedded default store refuses to open there, and nothing is written into the target.
+func TestDefaultStoreAttacks(t *testing.T) {
+	rundirtest.NeedRoot(t)
+	for name, plant := range map[string]func(t *testing.T, dir, target string){
+		"their directory": func(t *testing.T, dir, _ string) { rundirtest.Mkdir(t, dir) },
+		"link":            func(t *testing.T, dir, target string) { rundirtest.Symlink(t, target, dir) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			xdg := rundirtest.Shared(t)
+			target := t.TempDir()
+			plant(t, filepath.Join(xdg, "shift"), target)
+			env := map[string]string{"XDG_RUNTIME_DIR": xdg}
+			st, err := kv.OpenDefault(context.Background(), "", "job", func(k string) string { return env[k] })
+			if err == nil {
+				st.Close()
+				t.Fatal("the embedded store opened in a directory another user controls")
+			}
+			if ents, _ := os.ReadDir(target); len(ents) != 0 {
+				t.Errorf("written into the link's target: %v", ents)
+			}
+		})
 	}
 }

@@ -313,3 +313,28 @@ func BenchmarkRedisGet(b *testing.B) {
 		}
 	}
 }
+
+// TestRedisDocumentedACL: the per-job ACL user docs/SECURITY.md gives an operator (its keys
+// and commands) is enough for the store: put, get, delete and the connection itself.
+func TestRedisDocumentedACL(t *testing.T) {
+	ctx := context.Background()
+	s := kvtest.StartRedis(t, kvtest.RedisConfig{User: "jobJ", UserPassword: "pw", KeyPattern: "shift/J/*",
+		Commands: []string{"-@all", "+get", "+set", "+del", "+ping", "+hello", "+select", "+scan"}})
+	r, err := kv.NewRedis(ctx, s.URL(), kv.RedisOptions{Job: "J"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Put(ctx, "shift/J/qp/x/1", []byte{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := r.Get(ctx, "shift/J/qp/x/1"); err != nil || len(v) != 2 {
+		t.Fatalf("get: %v %v", v, err)
+	}
+	if err := r.Delete(ctx, "shift/J/qp/x/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(ctx, "shift/J/qp/x/1"); !errors.Is(err, kv.ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+}

@@ -24,6 +24,8 @@ type RedisConfig struct {
 	// KeyPattern restricts User's keys (an ACL pattern such as "shift/jobA/*"); empty allows
 	// every key.
 	KeyPattern string
+	// Commands are User's command rules (e.g. "-@all +get +set"); empty allows every command.
+	Commands []string
 }
 
 // RedisServer is a redis-server process owned by a test: on a free loopback port, in a
@@ -89,8 +91,13 @@ func startRedis(t testing.TB, bin string, cfg RedisConfig) (*RedisServer, error)
 		if cfg.KeyPattern != "" {
 			keys = "~" + cfg.KeyPattern
 		}
-		args = append(args, "--user", cfg.User, "on", ">"+cfg.UserPassword, keys, "&*", "+@all",
-			"--user", "default", "off")
+		cmds := cfg.Commands
+		if len(cmds) == 0 {
+			cmds = []string{"+@all"}
+		}
+		args = append(args, "--user", cfg.User, "on", ">"+cfg.UserPassword, keys, "&*")
+		args = append(args, cmds...)
+		args = append(args, "--user", "default", "off")
 	}
 	s := &RedisServer{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cfg: cfg, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, args...)
