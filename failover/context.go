@@ -143,7 +143,7 @@ type rkeyKey struct {
 func Open(name string, opts Options) (*Context, error) {
 	def, err := provider.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("failover: open %s: %w", name, err)
+		return nil, fmt.Errorf("failover: default device: %w", err) // the provider names it
 	}
 	c, err := OpenContext(def, opts)
 	if err != nil {

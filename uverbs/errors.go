@@ -11,7 +11,7 @@ import (
 // returns, which are wrapped in *CmdError).
 var (
 	// ErrNoDevice means no uverbs device matched (discovery or open by name).
-	ErrNoDevice = errors.New("uverbs: no such device")
+	ErrNoDevice = errors.New("no such RDMA device")
 	// ErrABIVersion means a device or the uverbs class reports an ABI version this package does
 	// not speak.
 	ErrABIVersion = errors.New("uverbs: unsupported ABI version")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -114,7 +115,20 @@ func (s Sysfs) Open(name string) (File, DeviceInfo, error) {
 			return f, d, err
 		}
 	}
-	return nil, DeviceInfo{}, fmt.Errorf("uverbs: open %s: %w", name, ErrNoDevice)
+	// The caller names the device in its own context (provider: open NAME: ...): say only
+	// what there is instead.
+	var names []string
+	for _, r := range registeredDevices() {
+		names = append(names, r.info.Name)
+	}
+	for _, d := range devs {
+		names = append(names, d.Name)
+	}
+	here := "none"
+	if len(names) > 0 {
+		here = strings.Join(names, ", ")
+	}
+	return nil, DeviceInfo{}, fmt.Errorf("%w (devices here: %s)", ErrNoDevice, here)
 }
 
 // OpenDevice opens a device found in sysfs after checking that the uverbs core speaks ABI

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
+	"golang.org/x/sys/unix"
 )
 
 // perfGuard bounds how long a test waits without progress before it gives up.
@@ -58,8 +59,8 @@ func parsePerfTo(args []string, usage io.Writer) (perfConfig, error) {
 	fs.StringVar(&c.dev, "d", "", "device name (default: the first device)")
 	fs.IntVar(&c.gidIdx, "x", 0, "source GID index")
 	fs.IntVar(&c.ibPort, "i", 1, "device port")
-	fs.IntVar(&c.size, "s", 0, "message size in bytes (default 2 for latency, 65536 for bandwidth)")
-	fs.IntVar(&c.iters, "n", 0, "iterations (default 1000 for latency, 5000 for bandwidth)")
+	fs.IntVar(&c.size, "s", 0, "message size in bytes, 1..2^30 (default 2 for latency, 65536 for bandwidth)")
+	fs.IntVar(&c.iters, "n", 0, "iterations, at least 1 (default 1000 for latency, 5000 for bandwidth)")
 	fs.IntVar(&c.qps, "q", 1, "number of QPs (bandwidth tests)")
 	fs.IntVar(&c.depth, "t", 128, "send queue depth (outstanding WRs per QP)")
 	fs.IntVar(&c.inline, "I", -1, "max inline size (default 220 for latency, 0 for bandwidth)")
@@ -67,7 +68,7 @@ func parsePerfTo(args []string, usage io.Writer) (perfConfig, error) {
 	fs.BoolVar(&c.lat, "lat", false, "latency test (default: bandwidth)")
 	fs.IntVar(&c.tcpPort, "p", 18515, "TCP port of the out-of-band exchange")
 	fs.BoolVar(&c.emulated, "emulated", false, "run client and server in-process over two emulated hosts")
-	fs.StringVar(&c.emuIP, "emu-ip", "", "run on an emulated device of this process whose RoCEv2 port binds this local IP (UDP 4791), talking to another process's")
+	fs.StringVar(&c.emuIP, "emu-ip", "", "run on an emulated device of this process whose RoCEv2 port binds this local IP (UDP 4791), talking to another process's emulated device started the same way (-d is then ignored)")
 	fs.BoolVar(&c.verify, "verify", true, "check the transferred data at the end")
 	fs.IntVar(&c.timeout, "u", 14, "QP ACK timeout exponent (4.096 us * 2^u)")
 	if err := fs.Parse(args); err != nil {
@@ -77,18 +78,20 @@ func parsePerfTo(args []string, usage io.Writer) (perfConfig, error) {
 		return c, fmt.Errorf("at most one server host, got %v", fs.Args())
 	}
 	c.server = fs.Arg(0)
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	switch c.test {
 	case "write", "send", "read":
 	default:
 		return c, fmt.Errorf("-test %q: want write, send or read", c.test)
 	}
-	if c.size == 0 {
+	if !given["s"] {
 		c.size = 65536
 		if c.lat {
 			c.size = 2
 		}
 	}
-	if c.iters == 0 {
+	if !given["n"] {
 		c.iters = 5000
 		if c.lat {
 			c.iters = 1000
@@ -100,8 +103,14 @@ func parsePerfTo(args []string, usage io.Writer) (perfConfig, error) {
 			c.inline = 220
 		}
 	}
-	if c.size < 1 || c.size > 1<<30 || c.iters < 1 || c.qps < 1 || c.qps > 64 || c.depth < 1 || c.depth > 8192 {
-		return c, fmt.Errorf("out of range: -s %d -n %d -q %d -t %d", c.size, c.iters, c.qps, c.depth)
+	for _, r := range []struct {
+		flag      string
+		v, lo, hi int
+	}{{"-s", c.size, 1, 1 << 30}, {"-n", c.iters, 1, 1 << 30}, {"-q", c.qps, 1, 64}, {"-t", c.depth, 1, 8192},
+		{"-i", c.ibPort, 1, 255}, {"-x", c.gidIdx, 0, 255}, {"-u", c.timeout, 0, 31}, {"-p", c.tcpPort, 1, 65535}} {
+		if r.v < r.lo || r.v > r.hi {
+			return c, fmt.Errorf("%s %d: out of range, want %d..%d: %w", r.flag, r.v, r.lo, r.hi, unix.EINVAL)
+		}
 	}
 	if c.lat && c.qps != 1 {
 		return c, errors.New("latency tests use one QP (-q 1)")
@@ -118,6 +127,9 @@ func perfMain(args []string, out io.Writer) error {
 		return err
 	}
 	if c.emulated {
+		if c.dev != "" || c.emuIP != "" {
+			return errors.New("-emulated creates its own two devices: it takes neither -d nor -emu-ip")
+		}
 		return runEmulated(c, out)
 	}
 	if c.emuIP != "" {
@@ -139,17 +151,25 @@ func perfMain(args []string, out io.Writer) error {
 		c.dev = devs[0].Name
 	}
 	if c.server == "" {
+		// The device first: a server on a device that cannot be opened fails at once
+		// instead of waiting for a client.
+		s, err := newPerfSide(c)
+		if err != nil {
+			return err
+		}
 		ln, err := net.Listen("tcp", ":"+strconv.Itoa(c.tcpPort))
 		if err != nil {
+			s.close()
 			return err
 		}
 		defer ln.Close()
 		conn, err := ln.Accept()
 		if err != nil {
+			s.close()
 			return err
 		}
 		defer conn.Close()
-		_, err = runSide(c, conn, false, out)
+		_, err = runOpenSide(s, conn, false, out)
 		return err
 	}
 	conn, err := net.Dial("tcp", net.JoinHostPort(c.server, strconv.Itoa(c.tcpPort)))
@@ -339,6 +359,12 @@ func runSide(c perfConfig, conn net.Conn, client bool, out io.Writer) (*perfResu
 	if err != nil {
 		return nil, err
 	}
+	return runOpenSide(s, conn, client, out)
+}
+
+// runOpenSide is runSide on a side already open; it closes it.
+func runOpenSide(s *perfSide, conn net.Conn, client bool, out io.Writer) (*perfResult, error) {
+	c := s.c
 	defer s.close()
 	// The side the data comes from fills its source slots: the client for write and send,
 	// the server for read.
@@ -351,6 +377,7 @@ func runSide(c perfConfig, conn net.Conn, client bool, out io.Writer) (*perfResu
 		return nil, err
 	}
 	var res *perfResult
+	var err error
 	if c.lat {
 		res, err = s.latency(conn, client)
 	} else {

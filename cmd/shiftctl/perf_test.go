@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/uverbs"
 )
 
 // Every test kind runs end to end over two emulated hosts, with the payload checked at the
@@ -47,6 +51,13 @@ func TestPerfFlags(t *testing.T) {
 	for _, bad := range [][]string{{"-test", "atomic"}, {"-lat", "-q", "2"}, {"-s", "-1"}, {"a", "b"}} {
 		if _, err := parsePerf(bad); err == nil {
 			t.Errorf("%v accepted", bad)
+		}
+	}
+	// An out-of-range value names its flag; -s 0 and -n 0 are errors, not the defaults.
+	for _, c := range []struct{ args []string }{{[]string{"-s", "0"}}, {[]string{"-n", "0"}}, {[]string{"-q", "65"}},
+		{[]string{"-t", "0"}}, {[]string{"-u", "32"}}, {[]string{"-x", "256"}}, {[]string{"-i", "0"}}, {[]string{"-p", "70000"}}} {
+		if _, err := parsePerf(c.args); err == nil || !strings.HasPrefix(err.Error(), c.args[0]+" ") {
+			t.Errorf("%v: %v, want an error naming %s", c.args, err, c.args[0])
 		}
 	}
 	var out, errb bytes.Buffer
@@ -100,5 +111,25 @@ func TestPerfUDPLoopback(t *testing.T) {
 	}
 	if !strings.Contains(srvOut.String(), "server: 4096 bytes x 1 QPs verified") || !strings.Contains(out.String(), "RDMA_WRITE BW") {
 		t.Fatalf("server:\n%s\nclient:\n%s", srvOut.String(), out.String())
+	}
+}
+
+// TestPerfCLIErrors: a server on a device that does not exist fails at once (it does not
+// listen for a client first), naming the device once; -emulated refuses -d and -emu-ip.
+func TestPerfCLIErrors(t *testing.T) {
+	done := make(chan error, 1)
+	go func() { done <- perfMain([]string{"-d", "nosuch-perf-dev", "-p", "1"}, io.Discard) }()
+	select {
+	case err := <-done:
+		if err == nil || !errors.Is(err, uverbs.ErrNoDevice) || strings.Count(err.Error(), "nosuch-perf-dev") != 1 {
+			t.Errorf("missing device: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("shiftctl perf -d <missing> is still running (listening?) after 30 s")
+	}
+	for _, args := range [][]string{{"-emulated", "-d", "x"}, {"-emulated", "-emu-ip", "127.0.0.1"}} {
+		if err := perfMain(args, io.Discard); err == nil || !strings.Contains(err.Error(), "-emulated") {
+			t.Errorf("%v: %v", args, err)
+		}
 	}
 }

@@ -128,6 +128,10 @@ func collectStatus(root string, query portQuerier) (*statusReport, error) {
 	if rep.SysfsRoot == "" {
 		rep.SysfsRoot = "/sys"
 	}
+	// A root that is not a sysfs mount is the caller's mistake, not a host without devices.
+	if st, err := os.Stat(filepath.Join(rep.SysfsRoot, "class")); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("-sysfs %s: no class/ directory there (not a sysfs tree): %w", rep.SysfsRoot, unix.ENOENT)
+	}
 	devs, err := s.ListAll()
 	if err != nil {
 		return nil, fmt.Errorf("list devices: %w", err)

@@ -148,7 +148,7 @@ func TestStatusNetdevReadErrors(t *testing.T) {
 }
 
 func TestStatusNoDevices(t *testing.T) {
-	root := t.TempDir()
+	root := emptySysfs(t)
 	var out, errw strings.Builder
 	if code := run([]string{"status", "-sysfs", root}, &out, &errw); code != 0 {
 		t.Fatalf("exit %d: %s", code, errw.String())
@@ -243,7 +243,7 @@ func TestStatusQueryError(t *testing.T) {
 	fail := func(name string) (func(uint8) (verbs.PortAttr, error), func() error, error) {
 		return nil, nil, fmt.Errorf("provider: open %s: %w", name, unix.EACCES)
 	}
-	rep, err := collectStatus(t.TempDir(), fail)
+	rep, err := collectStatus(emptySysfs(t), fail)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,5 +288,23 @@ func TestUsage(t *testing.T) {
 	}
 	if code := run([]string{"frobnicate"}, &out, &errw); code != 2 {
 		t.Errorf("unknown command: exit %d", code)
+	}
+}
+
+// emptySysfs is a sysfs tree without RDMA devices (its class/ directory only).
+func emptySysfs(t *testing.T) string {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "class"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// TestStatusBadSysfs: a -sysfs root that is not a sysfs tree is an error, not "no devices".
+func TestStatusBadSysfs(t *testing.T) {
+	var out, errw strings.Builder
+	if code := run([]string{"status", "-sysfs", filepath.Join(t.TempDir(), "nosuch")}, &out, &errw); code == 0 ||
+		!strings.Contains(errw.String(), "not a sysfs tree") {
+		t.Errorf("exit %d, stderr %q, stdout %q", code, errw.String(), out.String())
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"time"
 )
 
 // Main is the demo's command line (see the package documentation for the flags); it returns
@@ -19,20 +21,27 @@ import (
 func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: shiftctl demo [flags]   (emulated hosts, traffic, a pulled link, the failover, a plot)")
+		fs.PrintDefaults()
+	}
 	var c Config
 	mode := fs.String("mode", "both", "provider, shift or both")
 	out := fs.String("out", "out/demo", "output directory for timeline.csv, timeline.svg and timeline.png")
 	fs.DurationVar(&c.Duration, "duration", 15e9, "length of each run")
-	fs.DurationVar(&c.FailAt, "fail-at", 5e9, "when the default NIC's link goes down (negative: never; 0: the default)")
+	c.FailAt, c.RecoverAt = 5e9, 10e9
+	fs.Var((*schedule)(&c.FailAt), "fail-at", "when the default NIC's link goes down: a duration, or never (also any negative number); 0: the default")
 	fs.IntVar(&c.FailHost, "fail-host", 0, "whose default NIC fails: 0 (the senders' host) or 1 (the receivers')")
-	fs.DurationVar(&c.RecoverAt, "recover-at", 10e9, "when it comes back (negative: never; 0: the default)")
+	fs.Var((*schedule)(&c.RecoverAt), "recover-at", "when it comes back: a duration, or never (also any negative number); 0: the default")
 	fs.DurationVar(&c.Interval, "interval", 1e8, "throughput sampling interval")
 	timeout := fs.Uint("timeout", 14, "RC local ACK timeout exponent (4.096 µs × 2^n per try, 7 retries)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "fabric seed")
 	quiet := fs.Bool("quiet", false, "no live progress line and no table")
 	tools := fs.String("tools", "auto", "the unmodified-ib_write_bw part: auto (when it can run), on, off")
 	pluginDir := fs.String("plugin", "bin", "directory of libmlx5-shift-rdmav34.so for the tools part")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	c.Timeout = uint8(min(*timeout, 255))
@@ -65,7 +74,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			progress = stdout
 		}
 		d := c.Defaults()
-		fmt.Fprintf(stdout, "== %s mode: %v run, host %d NIC0 link down at %v, up at %v\n", m, d.Duration, d.FailHost, d.FailAt, d.RecoverAt)
+		if d.hasFailure() {
+			fmt.Fprintf(stdout, "== %s mode: %v run, host %d NIC0 link down at %v, up at %v\n", m, d.Duration, d.FailHost, d.FailAt, (*schedule)(&d.RecoverAt))
+		} else {
+			fmt.Fprintf(stdout, "== %s mode: %v run, no link failure\n", m, d.Duration)
+		}
 		r, err := Run(ctx, c, m, progress)
 		if err != nil {
 			fmt.Fprintf(stdout, "%s: did not run: %v\n", m, err)
@@ -202,3 +215,40 @@ func writeFiles(dir string, csv func(io.Writer) error, ch *Chart) ([]string, err
 
 // broken reports a run that failed the demo's promise: SHIFT let an error through.
 func broken(r *Result) bool { return r.Mode == ModeShift && len(r.Errors()) > 0 }
+
+// schedule is a -fail-at or -recover-at value: a duration, or never (the word, or any
+// negative number, with or without a unit), stored as -1.
+type schedule time.Duration
+
+func (s *schedule) String() string {
+	if s == nil {
+		return ""
+	}
+	if *s < 0 {
+		return "never"
+	}
+	return time.Duration(*s).String()
+}
+
+func (s *schedule) Set(v string) error {
+	if v == "never" {
+		*s = -1
+		return nil
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if f >= 0 {
+			return fmt.Errorf("%q: a duration needs a unit (e.g. 5s), or never / a negative number", v)
+		}
+		*s = -1
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	if d < 0 {
+		d = -1
+	}
+	*s = schedule(d)
+	return nil
+}
