@@ -131,7 +131,8 @@ lint:
 
 ## demo: the main job: two emulated hosts x two NICs, verified WRITE/WRITE_IMM + SEND traffic,
 ## the default NIC failing at 5 s and back at 10 s, without SHIFT (plain provider) and with it;
-## timeline table, plot (out/demo/timeline.{svg,png,csv}) and a one-line verdict per run;
+## plot and per-interval table (out/demo/timeline.{svg,png,csv}), a live progress line on a
+## terminal, and the verdict lines last;
 ## then, as root with perftest, unmodified ib_write_bw through the plugin with host A's default
 ## rail pulled, plain vs SHIFT (out/demo/tools/timeline.{svg,png,csv}), or one line saying why not
 demo:

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Main is the demo's command line (see the package documentation for the flags); it returns
@@ -36,7 +38,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.Interval, "interval", 1e8, "throughput sampling interval")
 	timeout := fs.Uint("timeout", 14, "RC local ACK timeout exponent (4.096 µs × 2^n per try, 7 retries)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "fabric seed")
-	quiet := fs.Bool("quiet", false, "no live progress line and no table")
+	quiet := fs.Bool("quiet", false, "no live progress line (it is shown only on a terminal anyway)")
+	table := fs.Bool("table", false, "also print the per-interval throughput table (timeline.csv has it)")
 	tools := fs.String("tools", "auto", "the unmodified-ib_write_bw part: auto (when it can run), on, off")
 	pluginDir := fs.String("plugin", "bin", "directory of libmlx5-shift-rdmav34.so for the tools part")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
@@ -70,8 +73,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	status := 0
 	for _, m := range modes {
 		var progress io.Writer
-		if !*quiet {
-			progress = stdout
+		if !*quiet && isTerminal(stdout) {
+			progress = stdout // a live line rewritten with \r: only where a person watches it
 		}
 		d := c.Defaults()
 		if d.hasFailure() {
@@ -88,7 +91,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 		}
-		if !*quiet {
+		if *table {
 			if err := WriteTable(stdout, r); err != nil {
 				fmt.Fprintln(stderr, err)
 				return 1
@@ -111,37 +114,56 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s: %s\n", r.Mode, n)
 		}
 	}
+	var verdicts []string
 	for _, r := range runs {
-		fmt.Fprintln(stdout, "verdict", r.Verdict())
+		verdicts = append(verdicts, "verdict "+r.Verdict())
 		if broken(r) {
 			status = 1
 		}
 	}
 	for _, f := range failed {
-		fmt.Fprintln(stdout, "verdict", f)
+		verdicts = append(verdicts, "verdict "+f)
 	}
 	if *tools != "off" {
-		if st := runToolsPart(ctx, DefaultToolsConfig(*pluginDir), modes, *tools == "on", filepath.Join(*out, "tools"), stdout); st != 0 {
+		st, tv := runToolsPart(ctx, DefaultToolsConfig(*pluginDir), modes, *tools == "on", filepath.Join(*out, "tools"), stdout)
+		if st != 0 {
 			status = st
 		}
+		verdicts = append(verdicts, tv...)
+	}
+	// The verdicts stand together at the end, after everything else the demo printed.
+	for _, v := range verdicts {
+		fmt.Fprintln(stdout, v)
 	}
 	return status
 }
 
+// isTerminal reports whether w is a terminal (a live progress line makes sense there only).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
 // runToolsPart runs the tools part, or says in one line why it cannot (a failure when
-// required); its status is 1 when SHIFT did not carry the program through.
-func runToolsPart(ctx context.Context, c ToolsConfig, modes []Mode, required bool, out string, stdout io.Writer) int {
+// required); its status is 1 when SHIFT did not carry the program through. It returns its
+// verdict lines for the caller to print last.
+func runToolsPart(ctx context.Context, c ToolsConfig, modes []Mode, required bool, out string, stdout io.Writer) (int, []string) {
 	if why := ToolsUnavailable(c); why != "" {
 		fmt.Fprintf(stdout, "tools: unmodified ib_write_bw through libmlx5-shift not shown: %s\n", why)
 		if required {
-			return 1
+			return 1, nil
 		}
-		return 0
+		return 0, nil
 	}
 	fmt.Fprintf(stdout, "== unmodified ib_write_bw through libmlx5-shift: two network namespaces, host A's rail 0 down at %v, up at %v\n",
 		c.FailAt, c.RecoverAt)
 	runs, err := RunTools(ctx, c, modes, stdout)
 	status := 0
+	var verdicts []string
 	if err != nil {
 		fmt.Fprintf(stdout, "tools: %v\n", err)
 		status = 1
@@ -150,7 +172,7 @@ func runToolsPart(ctx context.Context, c ToolsConfig, modes []Mode, required boo
 		files, err := WriteToolsOutputs(out, c, runs)
 		if err != nil {
 			fmt.Fprintf(stdout, "tools: %v\n", err)
-			return 1
+			return 1, nil
 		}
 		for _, f := range files {
 			fmt.Fprintln(stdout, "wrote", f)
@@ -160,12 +182,12 @@ func runToolsPart(ctx context.Context, c ToolsConfig, modes []Mode, required boo
 		for _, n := range r.Notes(c) {
 			fmt.Fprintf(stdout, "tools: %s: %s\n", toolModeName(r.Mode), n)
 		}
-		fmt.Fprintln(stdout, "verdict tools", r.Verdict())
+		verdicts = append(verdicts, "verdict tools "+r.Verdict())
 		if r.Broken() {
 			status = 1
 		}
 	}
-	return status
+	return status, verdicts
 }
 
 // WriteOutputs writes timeline.csv, timeline.svg and timeline.png under dir and returns their

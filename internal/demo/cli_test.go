@@ -30,3 +30,21 @@ func TestScheduleFlag(t *testing.T) {
 		t.Errorf("-fail-at 3: status %d, want 2", st)
 	}
 }
+
+// TestMainQuietOutput: with stdout not a terminal the demo prints no live progress line (no
+// \r) and no per-interval table, and its verdict lines come last.
+func TestMainQuietOutput(t *testing.T) {
+	var out, errw strings.Builder
+	st := Main([]string{"-mode", "provider", "-duration", "1s", "-fail-at", "never", "-tools", "off", "-out", t.TempDir()}, &out, &errw)
+	if st != 0 {
+		t.Fatalf("status %d: %s", st, errw.String())
+	}
+	s := out.String()
+	if strings.Contains(s, "\r") || strings.Contains(s, "Gbit/s") {
+		t.Errorf("progress or table on a non-terminal:\n%q", s)
+	}
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "verdict provider:") {
+		t.Errorf("last line %q, want the verdict", last)
+	}
+}

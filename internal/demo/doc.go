@@ -23,12 +23,13 @@
 //
 // Run does one run; Main is the command line (`go run ./internal/demo/cmd/demo`, flags
 // -mode provider|shift|both, -duration, -fail-at, -recover-at, -fail-host, -interval,
-// -timeout, -seed, -out, -quiet). For every run it prints a live progress line and a table of
-// Gbit/s per interval (each stream's verified bytes, and the payload through host 0's NIC0
-// and NIC1 as the fabric counts it), and writes timeline.csv, timeline.svg and timeline.png
+// -timeout, -seed, -out, -quiet, -table, -tools, -plugin). For every run it prints a live
+// progress line when stdout is a terminal, the table of Gbit/s per interval with -table (each
+// stream's verified bytes, and the payload through host 0's NIC0 and NIC1 as the fabric counts
+// it; timeline.csv always has it), and writes timeline.csv, timeline.svg and timeline.png
 // (drawn with the standard library's image packages) with both runs on one time axis, the
 // failure and the recovery marked, as the SHIFT paper's Figure 7. It ends with notes (the
 // longest pause of each stream, where the traffic went after the link came back, the
-// failover's counters) and one verdict line per run: bytes verified, messages verified,
-// errors seen by the application.
+// failover's counters) and, last, one verdict line per run: bytes verified, messages
+// verified, errors seen by the application.
 package demo
