@@ -28,16 +28,17 @@ func testChart() *Chart {
 	return c
 }
 
-func TestSVGIsValidXML(t *testing.T) {
+// TestSVG: the SVG is well-formed, and names the chart, every panel, every series and
+// every marker.
+func TestSVG(t *testing.T) {
 	c := testChart()
 	var buf bytes.Buffer
 	if err := c.WriteSVG(&buf); err != nil {
 		t.Fatal(err)
 	}
-	d := xml.NewDecoder(&buf)
+	d := xml.NewDecoder(bytes.NewReader(buf.Bytes()))
 	var root string
-	polylines, texts := 0, 0
-	var names []string
+	var text strings.Builder
 	for {
 		tok, err := d.Token()
 		if err == io.EOF {
@@ -46,40 +47,28 @@ func TestSVGIsValidXML(t *testing.T) {
 		if err != nil {
 			t.Fatalf("SVG is not well-formed XML: %v", err)
 		}
-		se, ok := tok.(xml.StartElement)
-		if !ok {
-			continue
-		}
-		if root == "" {
-			root = se.Name.Local
-			if se.Name.Space != "http://www.w3.org/2000/svg" {
-				t.Errorf("root namespace %q", se.Name.Space)
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = tok.Name.Local
 			}
-		}
-		switch se.Name.Local {
-		case "polyline":
-			polylines++
-			for _, a := range se.Attr {
-				if a.Name.Local == "data-name" {
-					names = append(names, a.Value)
-				}
-				if a.Name.Local == "points" && len(strings.Fields(a.Value)) == 0 {
-					t.Errorf("polyline without points")
-				}
-			}
-		case "text":
-			texts++
+		case xml.CharData:
+			text.Write(tok)
+			text.WriteString("\n")
 		}
 	}
-	if root != "svg" || polylines != 3 || texts == 0 {
-		t.Fatalf("root %q, %d polylines (want 3), %d texts", root, polylines, texts)
+	if root != "svg" {
+		t.Fatalf("root element %q", root)
 	}
-	if names[1] != "ramp & <up>" {
-		t.Fatalf("series name came back as %q", names[1])
+	for _, want := range []string{"test", "p0", "p1", "flat", "ramp & <up>", "lone", "down", "time (s)", "Gbit/s"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("SVG text lacks %q", want)
+		}
 	}
 }
 
-func TestPNGGeometry(t *testing.T) {
+// TestPNG: the PNG has the chart's size at 96 dpi and shows the series and marker colours.
+func TestPNG(t *testing.T) {
 	c := testChart()
 	var buf bytes.Buffer
 	if err := c.WritePNG(&buf); err != nil {
@@ -90,51 +79,51 @@ func TestPNGGeometry(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, h := c.Size()
-	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
-		t.Fatalf("PNG is %v, want %dx%d", b, w, h)
+	if b := img.Bounds(); b.Dx() != int(math.Round(w.Dots(96))) || b.Dy() != int(math.Round(h.Dots(96))) {
+		t.Fatalf("PNG is %v, want %.0fx%.0f", b, w.Dots(96), h.Dots(96))
 	}
-	at := func(panel int, x, y float64) color.RGBA {
-		px, py := c.toPixel(panel, x, y)
-		r, g, b, a := img.At(int(math.Round(px)), int(math.Round(py))).RGBA()
-		return color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), uint8(a >> 8)}
-	}
-	flat := c.Panels[0].Series[0].Color
-	// The flat series is drawn at y=3 across the axis, away from the marker and the ramp.
-	for _, x := range []float64{0.75, 4.25, 6.1, 9.6} {
-		if got := at(0, x, 3); got != flat {
-			t.Errorf("flat series missing at x=%v: pixel %v", x, got)
+	count := func(want color.RGBA) int {
+		n := 0
+		b := img.Bounds()
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				r, g, bb, _ := img.At(x, y).RGBA()
+				if absDiff(r>>8, want.R) < 16 && absDiff(g>>8, want.G) < 16 && absDiff(bb>>8, want.B) < 16 {
+					n++
+				}
+			}
 		}
-		if got := at(0, x, 1.5); got == flat {
-			t.Errorf("flat series drawn at y=1.5, x=%v", x)
-		}
+		return n
 	}
-	// The axis top is a round number above the data (10 for a ramp to 10).
-	if ym := c.yMax(0); ym != 10 {
-		t.Errorf("y axis top %v, want 10", ym)
-	}
-	// The ramp is dashed: along it, some pixels have its colour and some do not.
-	ramp := c.Panels[0].Series[1].Color
-	on, off := 0, 0
-	for x := 6.0; x < 9.0; x += 0.02 {
-		if at(0, x, x) == ramp {
-			on++
-		} else {
-			off++
+	for _, col := range []color.RGBA{c.Panels[0].Series[0].Color, c.Panels[0].Series[1].Color, c.Markers[0].Color} {
+		if n := count(col); n < 20 { // anti-aliased: the dashed marker keeps few exact pixels
+			t.Errorf("colour %v: %d pixels", col, n)
 		}
 	}
-	if on == 0 || off == 0 {
-		t.Errorf("dashed ramp: %d pixels on, %d off", on, off)
+}
+
+func absDiff(a uint32, b uint8) uint32 {
+	if a > uint32(b) {
+		return a - uint32(b)
 	}
-	// The marker crosses both panels.
-	m := c.Markers[0]
-	for p := range c.Panels {
-		if got := at(p, m.X, 0.2*c.yMax(p)); got != m.Color {
-			t.Errorf("marker missing on panel %d: %v", p, got)
+	return uint32(b) - a
+}
+
+// TestSharedYScale: panels with the same y label share one y range, a round number above
+// the largest value of any of them.
+func TestSharedYScale(t *testing.T) {
+	c := testChart() // p0 reaches 10, p1 only 1, both in Gbit/s
+	ps, err := c.plots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps[0].Y.Max != 10 || ps[1].Y.Max != 10 {
+		t.Errorf("y ranges %v and %v, want both 10", ps[0].Y.Max, ps[1].Y.Max)
+	}
+	for _, c := range []struct{ in, want float64 }{{0, 1}, {0.3, 0.5}, {3, 5}, {10, 10}, {12, 20}, {51, 100}} {
+		if got := niceCeil(c.in); got != c.want {
+			t.Errorf("niceCeil(%v) = %v, want %v", c.in, got, c.want)
 		}
-	}
-	// A single-point series is still visible.
-	if got := at(1, 5, 1); got != c.Panels[1].Series[0].Color {
-		t.Errorf("single point not drawn: %v", got)
 	}
 }
 
@@ -179,5 +168,39 @@ func TestTimelineChartFromRuns(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(csv.String()), "\n")
 	if len(lines) != 21 || !strings.HasPrefix(lines[1], "provider,0.100000,0.100000,1000000,0.080000,") {
 		t.Fatalf("CSV: %d lines, first row %q", len(lines), lines[1])
+	}
+}
+
+// TestSwitchMarks: the SHIFT panel marks when the traffic reached the backup NIC and when it
+// was back on the default one, with the gaps from the link's down and up.
+func TestSwitchMarks(t *testing.T) {
+	cfg := Config{Duration: 2 * time.Second, FailAt: 500 * time.Millisecond, RecoverAt: time.Second}.Defaults()
+	r := &Result{Mode: ModeShift, Config: cfg}
+	for i := 1; i <= 20; i++ {
+		at := time.Duration(i) * 100 * time.Millisecond
+		var nic0, nic1 uint64
+		switch {
+		case at <= 500*time.Millisecond || at >= 1300*time.Millisecond:
+			nic0 = 4e6
+		case at >= 900*time.Millisecond:
+			nic1 = 4e6
+		}
+		r.Samples = append(r.Samples, Sample{At: at, Span: 100 * time.Millisecond, Bytes: []uint64{1e6, 1e6, nic0, nic1}})
+	}
+	on, ok1 := r.OnBackupAt()
+	back, ok2 := r.BackOnDefaultAt()
+	if !ok1 || on != 900*time.Millisecond || !ok2 || back != 1300*time.Millisecond {
+		t.Fatalf("on backup %v %v, back %v %v", on, ok1, back, ok2)
+	}
+	c := NewTimelineChart([]*Result{r})
+	var labels []string
+	for _, m := range c.Panels[1].Markers {
+		labels = append(labels, m.Label)
+	}
+	if strings.Join(labels, "|") != "on NIC1 +0.40s|back on NIC0 +0.30s" {
+		t.Errorf("SHIFT panel markers %q", labels)
+	}
+	if notes := strings.Join(r.Notes(), "\n"); !strings.Contains(notes, "traffic on the backup NIC 0.40s after the link went down") {
+		t.Errorf("notes lack the gap:\n%s", notes)
 	}
 }

@@ -27,9 +27,11 @@
 // progress line when stdout is a terminal, the table of Gbit/s per interval with -table (each
 // stream's verified bytes, and the payload through host 0's NIC0 and NIC1 as the fabric counts
 // it; timeline.csv always has it), and writes timeline.csv, timeline.svg and timeline.png
-// (drawn with the standard library's image packages) with both runs on one time axis, the
-// failure and the recovery marked, as the SHIFT paper's Figure 7. It ends with notes (the
-// longest pause of each stream, where the traffic went after the link came back, the
-// failover's counters) and, last, one verdict line per run: bytes verified, messages
-// verified, errors seen by the application.
+// (drawn with gonum/plot) with both runs on one time axis and one y range per quantity, the
+// failure and the recovery marked, and on the SHIFT panel when the traffic reached the backup
+// NIC and when it was back on the default one, as the SHIFT paper's Figure 7. It ends with
+// notes (the longest pause of each stream, the gap between the link going down and traffic on
+// the backup, where the traffic went after the link came back, the failover's counters) and,
+// last, one verdict line per run: bytes verified, messages verified, errors seen by the
+// application.
 package demo

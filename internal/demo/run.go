@@ -89,6 +89,10 @@ func (r *Result) Notes() []string {
 		}
 		out = append(out, n)
 	}
+	if on, ok := r.OnBackupAt(); ok {
+		out = append(out, fmt.Sprintf("traffic on the backup NIC %.2fs after the link went down (the failure found by the RC retry timeout: this run has no link watcher)",
+			(on-r.Config.FailAt).Seconds()))
+	}
 	if r.Config.hasRecovery() {
 		n0, n1 := r.NICBytesAfter(r.Config.RecoverAt)
 		where := "traffic back on the default NIC"
@@ -273,3 +277,43 @@ func upDown(up bool) string {
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
+
+// nicIdle is the rate below which a NIC counts as carrying no traffic: a fraction of the
+// run's peak NIC rate (probes and notifications stay far below it).
+func (r *Result) nicIdle() float64 {
+	peak := 0.0
+	for _, s := range r.Samples {
+		peak = max(peak, s.Rate(2), s.Rate(3))
+	}
+	return peak / 20
+}
+
+// OnBackupAt is the end of the first sampling interval after the failure in which host 0's
+// backup NIC (NIC1) carried traffic, in a run with a failure; false when it never did.
+func (r *Result) OnBackupAt() (time.Duration, bool) {
+	if !r.Config.hasFailure() {
+		return 0, false
+	}
+	idle := r.nicIdle()
+	for _, s := range r.Samples {
+		if s.At > r.Config.FailAt && s.Rate(3) > idle {
+			return s.At, true
+		}
+	}
+	return 0, false
+}
+
+// BackOnDefaultAt is the end of the first sampling interval after the recovery in which the
+// default NIC carried the traffic again (more than the backup), in a run with a recovery.
+func (r *Result) BackOnDefaultAt() (time.Duration, bool) {
+	if !r.Config.hasRecovery() {
+		return 0, false
+	}
+	idle := r.nicIdle()
+	for _, s := range r.Samples {
+		if s.At > r.Config.RecoverAt && s.Rate(2) > idle && s.Rate(2) > s.Rate(3) {
+			return s.At, true
+		}
+	}
+	return 0, false
+}
