@@ -40,9 +40,6 @@ type Marker struct {
 }
 
 var (
-	colBlack   = color.RGBA{0, 0, 0, 255}
-	colGrid    = color.RGBA{225, 225, 225, 255}
-	colWhite   = color.RGBA{255, 255, 255, 255}
 	colRed     = color.RGBA{214, 39, 40, 255}
 	colBlue    = color.RGBA{31, 119, 180, 255}
 	colGreen   = color.RGBA{44, 160, 44, 255}
