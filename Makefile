@@ -130,7 +130,8 @@ lint:
 	else echo "lint: staticcheck ($(STATICCHECK)) unavailable here (no module proxy?); skipped"; fi
 
 ## demo: the main job: two emulated hosts x two NICs, verified WRITE/WRITE_IMM + SEND traffic,
-## the default NIC failing at 5 s and back at 10 s, without SHIFT (plain provider) and with it;
+## the default NIC failing at 5 s and back at 10 s, without SHIFT (plain provider), with it,
+## and with it reading link events;
 ## plot and per-interval table (out/demo/timeline.{svg,png,csv}), a live progress line on a
 ## terminal, and the verdict lines last;
 ## then, as root with perftest, unmodified ib_write_bw through the plugin with host A's default

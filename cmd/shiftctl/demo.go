@@ -16,4 +16,4 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 }
 
 // demoUsage is the demo's line in shiftctl's command list.
-const demoUsage = "  demo   the SHIFT demo on emulated hosts: traffic through a NIC failure, without and with failover"
+const demoUsage = "  demo   the SHIFT demo on emulated hosts: traffic through a NIC failure, without failover, with it, and with it reading link events"

@@ -54,7 +54,7 @@ var (
 // with its streams and host 0's NICs; the failure and the recovery are marked.
 func NewTimelineChart(runs []*Result) *Chart {
 	c := &Chart{Title: "SHIFT-Go demo: throughput with a default NIC failing", XLabel: "time (s)"}
-	runColor := map[Mode]color.RGBA{ModeProvider: colRed, ModeShift: colBlue}
+	runColor := map[Mode]color.RGBA{ModeProvider: colRed, ModeShift: colBlue, ModeShiftWatch: colPurple}
 	total := Panel{Title: "application throughput, verified (WRITE + SEND)", YLabel: "Gbit/s"}
 	for _, r := range runs {
 		c.XMax = max(c.XMax, r.Config.Duration.Seconds())

@@ -28,7 +28,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var c Config
-	mode := fs.String("mode", "both", "provider, shift or both")
+	mode := fs.String("mode", "all", "provider, shift (the failure found by the RC timeout), shift-watch (found by the link event), both (provider and shift) or all")
 	out := fs.String("out", "out/demo", "output directory for timeline.csv, timeline.svg and timeline.png")
 	fs.DurationVar(&c.Duration, "duration", 15e9, "length of each run")
 	c.FailAt, c.RecoverAt = 5e9, 10e9
@@ -125,7 +125,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		verdicts = append(verdicts, "verdict "+f)
 	}
 	if *tools != "off" {
-		st, tv := runToolsPart(ctx, DefaultToolsConfig(*pluginDir), modes, *tools == "on", filepath.Join(*out, "tools"), stdout)
+		// The tools part runs plain and SHIFT; the plugin's link watcher is its own setting.
+		var toolModes []Mode
+		for _, m := range modes {
+			if m != ModeShiftWatch {
+				toolModes = append(toolModes, m)
+			}
+		}
+		st, tv := runToolsPart(ctx, DefaultToolsConfig(*pluginDir), toolModes, *tools == "on", filepath.Join(*out, "tools"), stdout)
 		if st != 0 {
 			status = st
 		}
@@ -236,7 +243,7 @@ func writeFiles(dir string, csv func(io.Writer) error, ch *Chart) ([]string, err
 }
 
 // broken reports a run that failed the demo's promise: SHIFT let an error through.
-func broken(r *Result) bool { return r.Mode == ModeShift && len(r.Errors()) > 0 }
+func broken(r *Result) bool { return r.Mode.shifts() && len(r.Errors()) > 0 }
 
 // schedule is a -fail-at or -recover-at value: a duration, or never (the word, or any
 // negative number, with or without a unit), stored as -1.

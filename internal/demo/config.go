@@ -12,19 +12,29 @@ type Mode string
 const (
 	ModeProvider Mode = "provider" // plain provider: the baseline, the failure kills the traffic
 	ModeShift    Mode = "shift"    // package failover: traffic moves to the backup NIC
+	// ModeShiftWatch is ModeShift with the default NIC's link events read (the link watcher's
+	// part): the failure is found at the link's down rather than by the RC retry timeout.
+	ModeShiftWatch Mode = "shift-watch"
 )
 
-// ParseModes reads "provider", "shift" or "both".
+// shifts reports whether the mode runs SHIFT.
+func (m Mode) shifts() bool { return m == ModeShift || m == ModeShiftWatch }
+
+// ParseModes reads "provider", "shift", "shift-watch", "both" (provider and shift) or "all".
 func ParseModes(s string) ([]Mode, error) {
 	switch s {
 	case "provider":
 		return []Mode{ModeProvider}, nil
 	case "shift":
 		return []Mode{ModeShift}, nil
-	case "both", "":
+	case "shift-watch":
+		return []Mode{ModeShiftWatch}, nil
+	case "both":
 		return []Mode{ModeProvider, ModeShift}, nil
+	case "all", "":
+		return []Mode{ModeProvider, ModeShift, ModeShiftWatch}, nil
 	}
-	return nil, fmt.Errorf("demo: mode %q: want provider, shift or both", s)
+	return nil, fmt.Errorf("demo: mode %q: want provider, shift, shift-watch, both or all", s)
 }
 
 // Config is one run's schedule and workload. Zero fields take the defaults of Defaults.

@@ -22,7 +22,7 @@
 // constructor is the only thing a mode changes.
 //
 // Run does one run; Main is the command line (`go run ./internal/demo/cmd/demo`, flags
-// -mode provider|shift|both, -duration, -fail-at, -recover-at, -fail-host, -interval,
+// -mode provider|shift|shift-watch|both|all, -duration, -fail-at, -recover-at, -fail-host, -interval,
 // -timeout, -seed, -out, -quiet, -table, -tools, -plugin). For every run it prints a live
 // progress line when stdout is a terminal, the table of Gbit/s per interval with -table (each
 // stream's verified bytes, and the payload through host 0's NIC0 and NIC1 as the fabric counts

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/mlx5/emu/fabric"
+	"github.com/shift-rdma/shift/probe"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -90,8 +92,11 @@ func (r *Result) Notes() []string {
 		out = append(out, n)
 	}
 	if on, ok := r.OnBackupAt(); ok {
-		out = append(out, fmt.Sprintf("traffic on the backup NIC %.2fs after the link went down (the failure found by the RC retry timeout: this run has no link watcher)",
-			(on-r.Config.FailAt).Seconds()))
+		how := "the failure found by the RC retry timeout: no link watcher"
+		if r.Mode == ModeShiftWatch {
+			how = "the failure found by the link-down event"
+		}
+		out = append(out, fmt.Sprintf("traffic on the backup NIC %.2fs after the link went down (%s)", (on-r.Config.FailAt).Seconds(), how))
 	}
 	if r.Config.hasRecovery() {
 		n0, n1 := r.NICBytesAfter(r.Config.RecoverAt)
@@ -118,7 +123,7 @@ func StackFor(m Mode) (func(devs [][]string, cfg SideConfig) (Stack, error), err
 	switch m {
 	case ModeProvider:
 		return NewProviderStack, nil
-	case ModeShift:
+	case ModeShift, ModeShiftWatch:
 		return NewShiftStack, nil
 	}
 	return nil, fmt.Errorf("demo: unknown mode %q", m)
@@ -153,6 +158,26 @@ func Run(ctx context.Context, cfg Config, mode Mode, progress io.Writer) (res *R
 			MaxRecvWR: uint32(2*cfg.WriteSlots + cfg.SendSlots + 8), MaxSendSGE: 1, MaxRecvSGE: 1},
 		Attr: verbs.ConnectAttr{Timeout: cfg.Timeout},
 		CQE:  4 * (cfg.WriteSlots*(cfg.WriteParts+1) + cfg.SendSlots + 8),
+	}
+	if mode == ModeShiftWatch {
+		// The link watcher's part, from the emulated fabric: each host's default NIC's link
+		// changes, as probe.Watcher reports a netdev's.
+		var cancels []func()
+		defer func() {
+			for _, c := range cancels {
+				c()
+			}
+		}()
+		sc.LinkEvents = func(h int) <-chan probe.LinkEvent {
+			ch := make(chan probe.LinkEvent, 64)
+			cancels = append(cancels, cl.Endpoint(h, 0, 1).Watch(func(ev fabric.LinkEvent) {
+				select {
+				case ch <- probe.LinkEvent{Netdev: devs[h][0], Up: ev.Up, Time: time.Now()}:
+				default: // the context has the later events
+				}
+			}))
+			return ch
+		}
 	}
 	stack, err := newStack(devs, sc)
 	if err != nil {

@@ -197,3 +197,29 @@ func TestBrokenVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestShiftWatchRunFallsBackAtTheLinkEvent: with the default NIC's link events read, the
+// traffic reaches the backup NIC within a couple of sampling intervals of the link's down,
+// well inside the RC retry timeout (about 0.54 s at timeout 14), and the application sees no
+// error.
+func TestShiftWatchRunFallsBackAtTheLinkEvent(t *testing.T) {
+	cfg := Config{Duration: 3 * time.Second, FailAt: 500 * time.Millisecond, RecoverAt: 2 * time.Second, Timeout: 14}
+	r, err := Run(context.Background(), cfg, ModeShiftWatch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(r.Verdict())
+	if errs := r.Errors(); len(errs) != 0 {
+		t.Fatalf("application saw %d errors: %v", len(errs), errs)
+	}
+	on, ok := r.OnBackupAt()
+	if !ok {
+		t.Fatalf("no traffic on the backup NIC: %s", r.Stack)
+	}
+	if gap := on - cfg.FailAt; gap > 500*time.Millisecond {
+		t.Errorf("traffic on the backup %v after the down, want the link event's speed (well under the RC timeout)", gap)
+	}
+	if notes := strings.Join(r.Notes(), "\n"); !strings.Contains(notes, "found by the link-down event") {
+		t.Errorf("notes:\n%s", notes)
+	}
+}

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 
+	"github.com/shift-rdma/shift/probe"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -47,4 +48,7 @@ type SideConfig struct {
 	Cap  verbs.QPCap
 	Attr verbs.ConnectAttr
 	CQE  int
+	// LinkEvents, when set, is host h's default NIC's link events for the SHIFT stack
+	// (failover.Options.LinkEvents).
+	LinkEvents func(h int) <-chan probe.LinkEvent
 }

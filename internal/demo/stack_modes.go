@@ -40,8 +40,11 @@ func NewShiftStack(devs [][]string, cfg SideConfig) (Stack, error) {
 	a := cfg.Attr.Defaults()
 	return &verbsStack{name: string(ModeShift), cfg: cfg, hosts: make([]*stackHost, len(devs)),
 		openHost: func(h int) (verbs.Context, error) {
-			return failover.Open(devs[h][0], failover.Options{Backups: devs[h][1:2], KV: store, Job: job,
-				Port: a.Port, GIDIndex: int(a.GIDIndex)})
+			o := failover.Options{Backups: devs[h][1:2], KV: store, Job: job, Port: a.Port, GIDIndex: int(a.GIDIndex)}
+			if cfg.LinkEvents != nil {
+				o.LinkEvents = cfg.LinkEvents(h)
+			}
+			return failover.Open(devs[h][0], o)
 		},
 		ready:   waitShadow,
 		summary: shiftSummary,
