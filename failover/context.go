@@ -224,7 +224,7 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		}
 	}
 	c.def = def
-	g, err := chooseGID(def, opts.Port, opts.GIDIndex)
+	g, err := def.SourceGID(opts.Port, opts.GIDIndex)
 	if err != nil {
 		c.releaseInject()
 		return nil, fmt.Errorf("failover: open %s: default GID: %w", name, err)
@@ -252,22 +252,6 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		go c.watchLinks(opts.LinkEvents)
 	}
 	return c, nil
-}
-
-// chooseGID is GID index idx of port, or the device's preferred GID when idx is negative.
-func chooseGID(c *provider.Context, port uint8, idx int) (verbs.GID, error) {
-	if idx >= 0 {
-		return c.GIDByIndex(port, idx)
-	}
-	gs, err := c.GIDs()
-	if err != nil {
-		return verbs.GID{}, err
-	}
-	g, ok := verbs.PreferredGID(gs, port)
-	if !ok {
-		return verbs.GID{}, fmt.Errorf("no GID on port %d: %w", port, verbs.ErrNotFound)
-	}
-	return g, nil
 }
 
 // Default is the default provider context (for tools and tests).

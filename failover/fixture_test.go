@@ -197,7 +197,7 @@ func (e *testEnv) openHost(t testing.TB, h, cqe, size int) *testHost {
 	if th.mr, err = as[*MR](th.pd.RegMR(th.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)); err != nil {
 		t.Fatal(err)
 	}
-	g, err := chooseGID(c.Default(), 1, e.gidIndex)
+	g, err := c.Default().SourceGID(1, e.gidIndex)
 	if err != nil {
 		t.Fatal(err)
 	}

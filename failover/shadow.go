@@ -53,7 +53,7 @@ func openBackup(c *Context, name string) (*backupDev, error) {
 	if b.ctx, err = provider.Open(name); err != nil {
 		return nil, fmt.Errorf("failover: open backup %s: %w", name, err)
 	}
-	g, err := chooseGID(b.ctx, c.opts.Port, c.opts.GIDIndex)
+	g, err := b.ctx.SourceGID(c.opts.Port, c.opts.GIDIndex)
 	if err != nil {
 		b.ctx.Close()
 		return nil, fmt.Errorf("failover: open backup %s: GID: %w", name, err)

@@ -39,22 +39,6 @@ type nicSide struct {
 	gidIdx uint8
 }
 
-// gidOf is GID idx of port 1, or the device's preferred GID when idx is negative.
-func gidOf(ctx *provider.Context, idx int) (verbs.GID, error) {
-	if idx >= 0 {
-		return ctx.GIDByIndex(1, idx)
-	}
-	gs, err := ctx.GIDs()
-	if err != nil {
-		return verbs.GID{}, err
-	}
-	g, ok := verbs.PreferredGID(gs, 1)
-	if !ok {
-		return verbs.GID{}, fmt.Errorf("%s port 1 has no GID", ctx.Name())
-	}
-	return g, nil
-}
-
 type bed struct {
 	cluster    *emu.Cluster // nil on hardware
 	gidIndex   int          // source GID index; -1: each device's preferred GID
@@ -149,7 +133,7 @@ func (b *bed) connect(t testing.TB, p int) {
 				t.Fatal(err)
 			}
 		}
-		g, err := gidOf(n.ctx, b.gidIndex)
+		g, err := n.ctx.SourceGID(1, b.gidIndex)
 		if err != nil {
 			t.Fatal(err)
 		}

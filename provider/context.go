@@ -341,6 +341,24 @@ func (c *Context) GIDByIndex(port uint8, idx int) (verbs.GID, error) {
 	return verbs.GID{}, fmt.Errorf("provider: GID %d of port %d: %w", idx, port, verbs.ErrNotFound)
 }
 
+// SourceGID is GID index idx of port, or, when idx is negative, the port's preferred GID
+// (verbs.PreferredGID: the RoCE v2 GID of an IPv4 address; on a ConnectX index 0 is the
+// RoCE v1 link-local GID).
+func (c *Context) SourceGID(port uint8, idx int) (verbs.GID, error) {
+	if idx >= 0 {
+		return c.GIDByIndex(port, idx)
+	}
+	gs, err := c.GIDs()
+	if err != nil {
+		return verbs.GID{}, err
+	}
+	g, ok := verbs.PreferredGID(gs, port)
+	if !ok {
+		return verbs.GID{}, fmt.Errorf("provider: no GID on port %d: %w", port, verbs.ErrNotFound)
+	}
+	return g, nil
+}
+
 // GIDByIP returns the RoCEv2 GID of port that carries ip (IPv4 GIDs are IPv4-mapped), the way
 // perftest and NCCL pick the GID index for an address.
 func (c *Context) GIDByIP(port uint8, ip net.IP) (verbs.GID, error) {

@@ -17,7 +17,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/shift-rdma/shift/provider"
-	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
 )
 
@@ -128,8 +127,8 @@ func setNetdevLink(dev string, up bool) error {
 }
 
 // Emulate points the HIL tests of t at emulated devices: SHIFT_HIL_DEVICES names devs, the
-// GID index is gid (negative: the preferred GID), and links are set with setLink (the emulated fabric's endpoints) instead
-// of netlink, for the test's duration. It exercises the hardware path (devices chosen by
+// GID index is gid (negative: the preferred GID), and links are set with setLink (the
+// emulated fabric's endpoints) instead of netlink, for the test's duration. It exercises the hardware path (devices chosen by
 // name, GIDs from the environment, the bodies' hardware-safe checks) where there is none.
 func Emulate(t *testing.T, devs []string, gid int, setLink func(dev string, up bool) error) {
 	t.Setenv("SHIFT_HIL_DEVICES", strings.Join(devs, ","))
@@ -148,16 +147,8 @@ func Emulate(t *testing.T, devs []string, gid int, setLink func(dev string, up b
 	})
 }
 
-// Real reports whether the HIL tests run on hardware (no emulated stand-in installed).
-func Real() bool {
-	overrideMu.Lock()
-	defer overrideMu.Unlock()
-	return override == nil && os.Getenv("SHIFT_HIL_DEVICES") != ""
-}
-
 // SourceGID is the source GID index the tests use on port 1 of dev: SHIFT_HIL_GID_INDEX, else
-// the device's preferred GID (verbs.PreferredGID: the RoCE v2 GID of its IPv4 address; on a
-// ConnectX index 0 is the RoCE v1 link-local GID).
+// the device's preferred GID (provider.Context.SourceGID).
 func (r *Rack) SourceGID(t testing.TB, dev string) int {
 	t.Helper()
 	if r.GIDIndex >= 0 {
@@ -168,13 +159,9 @@ func (r *Rack) SourceGID(t testing.TB, dev string) int {
 		t.Fatal(err)
 	}
 	defer ctx.Close()
-	gs, err := ctx.GIDs()
+	g, err := ctx.SourceGID(1, -1)
 	if err != nil {
 		t.Fatal(err)
-	}
-	g, ok := verbs.PreferredGID(gs, 1)
-	if !ok {
-		t.Fatalf("%s port 1 has no GID", dev)
 	}
 	return g.Index
 }
