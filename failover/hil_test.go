@@ -20,17 +20,7 @@ import (
 // newHILEnv is a testEnv on the rack's devices; with links each context watches its default
 // netdev (probe.Watcher in this namespace) instead of waiting for the RC timeout.
 func newHILEnv(t *testing.T, hook func(h int, o *Options), links bool) *testEnv {
-	t.Helper()
-	r := hiltest.Need(t, 4)
-	seq := envSeq.Add(1)
-	e := &testEnv{kv: kv.NewMem(), attr: fastAttr, job: fmt.Sprintf("hil%d_%d", os.Getpid(), seq), hook: hook,
-		links: links, names: r.Devices[:4], gidIndex: r.GIDIndex}
-	e.down = func(h int) { r.SetLink(t, r.Devices[2*h], false) }
-	e.up = func(h int) { r.SetLink(t, r.Devices[2*h], true) }
-	for h := range 2 {
-		e.hosts[h] = e.openHost(t, h, 2048, bufSize)
-	}
-	return e
+	return newHILEnvCluster(t, hook, links, nil)
 }
 
 func TestHIL(t *testing.T) {
@@ -74,11 +64,12 @@ func TestHILPlumbing(t *testing.T) {
 	})
 }
 
-// newHILEnvCluster is newHILEnv whose contexts read link events from cl's fabric.
+// newHILEnvCluster is newHILEnv; with cl (emulated devices) the contexts read link events
+// from cl's fabric.
 func newHILEnvCluster(t *testing.T, hook func(h int, o *Options), links bool, cl *emu.Cluster) *testEnv {
 	t.Helper()
 	r := hiltest.Need(t, 4)
-	e := &testEnv{kv: kv.NewMem(), attr: fastAttr, job: fmt.Sprintf("hilp%d_%d", os.Getpid(), envSeq.Add(1)), hook: hook,
+	e := &testEnv{kv: kv.NewMem(), attr: fastAttr, job: fmt.Sprintf("hil%d_%d", os.Getpid(), envSeq.Add(1)), hook: hook,
 		links: links, names: r.Devices[:4], gidIndex: r.GIDIndex, cl: cl}
 	e.down = func(h int) { r.SetLink(t, r.Devices[2*h], false) }
 	e.up = func(h int) { r.SetLink(t, r.Devices[2*h], true) }
