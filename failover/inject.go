@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/shift-rdma/shift/internal/rundir"
@@ -86,11 +87,8 @@ func defaultInjectFile(getenv func(string) string) (string, *os.File, error) {
 func openInjectFile(path string) (f *os.File, own bool, err error) {
 	f, err = rundir.Open(path, os.O_RDWR, os.Geteuid())
 	if errors.Is(err, fs.ErrNotExist) {
-		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		if err != nil {
-			return nil, false, err
-		}
-		return os.NewFile(uintptr(fd), path), true, nil
+		f, err = rundir.Create(filepath.Dir(path), filepath.Base(path))
+		return f, err == nil, err
 	}
 	if err != nil {
 		return nil, false, err
@@ -111,11 +109,7 @@ func openInjectFile(path string) (f *os.File, own bool, err error) {
 func mapInjectFile(path string, getenv func(string) string) (*injectShared, error) {
 	injectMu.Lock()
 	defer injectMu.Unlock()
-	if s := injectFiles[path]; path != "" && s != nil {
-		s.refs++
-		return s, nil
-	}
-	if s := injectFiles[""]; path == "" && s != nil {
+	if s := injectFiles[path]; s != nil {
 		s.refs++
 		return s, nil
 	}

@@ -3,12 +3,9 @@ package kv
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/shift-rdma/shift/internal/rundir"
-	"golang.org/x/sys/unix"
 )
 
 // DefaultDirPath is where the embedded default store of processes on one host lives when no
@@ -25,20 +22,8 @@ func DefaultDirPath(getenv func(string) string) string {
 // returns the directory, ready for NewDir.
 func PrivateDir(dir string) (string, error) {
 	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
-			return "", fmt.Errorf("kv: private dir %s: %w", d, err)
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(d, &st); err != nil {
-			return "", fmt.Errorf("kv: private dir %s: %w", d, err)
-		}
-		switch {
-		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-			return "", fmt.Errorf("kv: private dir %s: not a directory (a link?): %w", d, syscall.ENOTDIR)
-		case int(st.Uid) != os.Getuid():
-			return "", fmt.Errorf("kv: private dir %s: owned by uid %d, not by this user (%d): %w", d, st.Uid, os.Getuid(), syscall.EPERM)
-		case st.Mode&0o022 != 0:
-			return "", fmt.Errorf("kv: private dir %s: mode %o lets other users write: %w", d, st.Mode&0o777, syscall.EPERM)
+		if err := rundir.Ensure(d); err != nil {
+			return "", fmt.Errorf("kv: private dir: %w", err)
 		}
 	}
 	return dir, nil

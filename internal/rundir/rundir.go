@@ -68,18 +68,21 @@ func Check(dir string, uid int) error {
 	return checkStat(dir, &st, unix.S_IFDIR, uid)
 }
 
+// checkStat is the check of Check and Open. Its refusals wrap ErrUnsafe and an errno: ENOTDIR
+// or ELOOP for the wrong kind of file (a link, for instance), EPERM for another owner or
+// write access for others.
 func checkStat(path string, st *unix.Stat_t, typ uint32, uid int) error {
 	switch {
 	case st.Mode&unix.S_IFMT != typ:
-		what := "a directory"
+		what, errno := "a directory", unix.ENOTDIR
 		if typ == unix.S_IFREG {
-			what = "a regular file"
+			what, errno = "a regular file", unix.ELOOP
 		}
-		return fmt.Errorf("rundir: %s is not %s (a link or another kind of file): %w", path, what, ErrUnsafe)
+		return fmt.Errorf("rundir: %s is not %s (a link or another kind of file): %w: %w", path, what, ErrUnsafe, errno)
 	case int(st.Uid) != uid:
-		return fmt.Errorf("rundir: %s belongs to uid %d, not to uid %d: %w", path, st.Uid, uid, ErrUnsafe)
+		return fmt.Errorf("rundir: %s belongs to uid %d, not to uid %d: %w: %w", path, st.Uid, uid, ErrUnsafe, unix.EPERM)
 	case st.Mode&0o022 != 0:
-		return fmt.Errorf("rundir: %s has mode %o: other users may write it: %w", path, st.Mode&0o777, ErrUnsafe)
+		return fmt.Errorf("rundir: %s has mode %o: other users may write it: %w: %w", path, st.Mode&0o777, ErrUnsafe, unix.EPERM)
 	}
 	return nil
 }
@@ -105,7 +108,7 @@ func Create(dir, name string) (*os.File, error) {
 func Open(path string, flag, uid int) (*os.File, error) {
 	fd, err := unix.Open(path, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if errors.Is(err, unix.ELOOP) {
-		return nil, fmt.Errorf("rundir: open %s: a symbolic link: %w", path, ErrUnsafe)
+		return nil, fmt.Errorf("rundir: open %s: a symbolic link: %w: %w", path, ErrUnsafe, unix.ELOOP)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rundir: open %s: %w", path, err)
