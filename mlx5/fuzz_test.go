@@ -120,8 +120,8 @@ func FuzzMmapOffset(f *testing.F) {
 	f.Fuzz(func(t *testing.T, cmd uint8, idx uint16, raw int64) {
 		_, _, _ = DecodeMmapOffset(raw, 4096)
 		i := int(idx)
-		if int(cmd) != MmapAllocWC {
-			i &= 0xff
+		if int(cmd) != MmapAllocWC && int(cmd) < MmapOffsetStart {
+			i &= 0xff // only these commands carry an extended index
 		}
 		c, j, err := DecodeMmapOffset(MmapOffset(int(cmd), i, 4096), 4096)
 		if err != nil || c != int(cmd) || j != i {

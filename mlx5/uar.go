@@ -155,6 +155,9 @@ const (
 	MmapClockInfo          = 7 // MLX5_IB_MMAP_CLOCK_INFO
 	MmapDeviceMem          = 8 // MLX5_IB_MMAP_DEVICE_MEM
 	MmapCmdShift           = 8 // MLX5_IB_MMAP_CMD_SHIFT
+	// MmapOffsetStart is mlx5_ib's MLX5_IB_MMAP_OFFSET_START (kernel-internal, not in the
+	// uapi): commands from it on name mmap entries (dynamic UARs) by an extended index.
+	MmapOffsetStart        = 9
 	MmapCmdMask            = 0xff
 	mmapExtendedIndexShift = 16
 )
@@ -163,7 +166,7 @@ const (
 // get_uar_mmap_offset does.
 func MmapOffset(cmd, index int, pageSize int) int64 {
 	var pg int64 = int64(cmd) << MmapCmdShift
-	if cmd == MmapAllocWC && index >= 1<<MmapCmdShift {
+	if (cmd == MmapAllocWC || cmd >= MmapOffsetStart) && index >= 1<<MmapCmdShift {
 		pg |= int64(index&0xff) | int64(index>>8)<<mmapExtendedIndexShift
 	} else {
 		pg |= int64(index)
@@ -180,7 +183,7 @@ func DecodeMmapOffset(offset int64, pageSize int) (cmd, index int, err error) {
 	pg := offset / int64(pageSize)
 	cmd = int(pg>>MmapCmdShift) & MmapCmdMask
 	index = int(pg & 0xff)
-	if cmd == MmapAllocWC {
+	if cmd == MmapAllocWC || cmd >= MmapOffsetStart {
 		index |= int((pg>>mmapExtendedIndexShift)&0xff) << 8
 	}
 	return cmd, index, nil

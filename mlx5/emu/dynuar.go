@@ -18,30 +18,17 @@ import (
 // register of a page a QP rings is then the library's choice, so the device accepts the QP's
 // doorbells on any register of its page.
 
-// mmapOffsetStart is mlx5_ib's MLX5_IB_MMAP_OFFSET_START: mmap commands from here on name
-// entries (rdma_user_mmap_entry) such as dynamic UARs by the index below the command.
-const mmapOffsetStart = 9
-
 // dynUAR is one allocated page.
 type dynUAR struct {
 	page    uarPage
 	nc      bool
-	mmapIdx int // the entry's index under mmapOffsetStart
+	mmapIdx int // the entry's index under mlx5.MmapOffsetStart
 	freed   bool
 }
 
-// mmapOffset is the page's mmap offset (mlx5_entry_to_mmap_offset: index bits 8..15 above
-// the command, the low 8 below it).
+// mmapOffset is the page's mmap offset (mlx5_entry_to_mmap_offset).
 func (u *dynUAR) mmapOffset() int64 {
-	idx := int64(u.mmapIdx)
-	return ((idx>>8)<<16 | mmapOffsetStart<<mlx5.MmapCmdShift | idx&0xff) * pageSize
-}
-
-// mmapIndex decodes an mmap offset of the entry range: the command and the extended index
-// (mlx5_vma_to_pgoff).
-func mmapIndex(offset int64) (cmd, idx int) {
-	pg := offset / pageSize
-	return int(pg>>mlx5.MmapCmdShift) & mlx5.MmapCmdMask, int((pg>>16)<<8 | pg&0xff)
+	return mlx5.MmapOffset(mlx5.MmapOffsetStart, u.mmapIdx, pageSize)
 }
 
 func (f *File) iUARAlloc(r *uverbs.IoctlRequest) error {

@@ -22,9 +22,8 @@ func (f *File) Mmap(offset int64, length int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mmap offset %#x: %w", offset, unix.EINVAL)
 	}
-	if cmd >= mmapOffsetStart {
+	if cmd >= mlx5.MmapOffsetStart {
 		// An entry: a dynamic UAR page (mlx5_ib_mmap_offset).
-		_, idx := mmapIndex(offset)
 		if idx >= len(f.ctx.dyn) || f.ctx.dyn[idx].freed || length != pageSize {
 			return nil, fmt.Errorf("mmap offset %#x: no UAR entry %d of length %d: %w", offset, idx, length, unix.EINVAL)
 		}
