@@ -159,55 +159,84 @@ func (q *sendQueue) write(wrs []verbs.SendWR, internal bool) (last mlx5.Posted, 
 	var b mlx5.FastWQE
 	for i := range wrs {
 		wr := &wrs[i]
-		fm := ce | nextFence
-		if wr.Flags&verbs.SendFence != 0 {
-			fm = ce | mlx5.CtrlFence
-		}
+		fm := ctrlFlags(wr, ce, nextFence)
 		nextFence = 0
-		if wr.Flags&verbs.SendSignaled != 0 {
-			fm |= mlx5.CtrlCQUpdate
-		}
-		if wr.Flags&verbs.SendSolicited != 0 {
-			fm |= mlx5.CtrlSolicited
-		}
 		cur := ring.CurPost()
-		b.Begin(ring)
-		var imm uint32
-		switch wr.Opcode {
-		case verbs.WRRDMAWrite, verbs.WRRDMARead:
-			b.Raddr(wr.RemoteAddr, wr.RKey)
-		case verbs.WRRDMAWriteWithImm:
-			b.Raddr(wr.RemoteAddr, wr.RKey)
-			imm = wr.Imm
-		case verbs.WRSendWithImm:
-			imm = wr.Imm
-		case verbs.WRAtomicCmpAndSwp: // mlx5.CompareSwap's layout: swap_add = swap, compare
-			b.Raddr(wr.RemoteAddr, wr.RKey)
-			b.Atomic(wr.Swap, wr.CompareAdd)
-		case verbs.WRAtomicFetchAdd: // mlx5.FetchAdd's layout: swap_add = addend, compare 0
-			b.Raddr(wr.RemoteAddr, wr.RKey)
-			b.Atomic(wr.CompareAdd, 0)
-		}
-		inl = false
-		if wr.Flags&verbs.SendInline != 0 && isInlineable(wr.Opcode) {
-			for _, s := range wr.SGL {
-				if s.Length > 0 {
-					b.Inline(memAt(s.Addr, int(s.Length)))
-					inl = true
-				}
-			}
-		} else {
-			for k := range wr.SGL {
-				s := &wr.SGL[k]
-				b.Data(s.Length, s.LKey, s.Addr)
-			}
-		}
-		p := b.Finish(wrToMlx5[wr.Opcode], qpn, fm, imm)
+		var p mlx5.Posted
+		p, inl = encodeWR(&b, ring, wr, qpn, fm)
 		q.record(cur, uint32(p.BBs), wr.WRID, internal)
 		last = p
 	}
 	q.fmCache = nextFence
 	return last, inl
+}
+
+// encodeWR writes wr as one WQE at the ring's current position with control flags fm and
+// returns it and whether its data went inline: the bytes _mlx5_post_send lays out.
+func encodeWR(b *mlx5.FastWQE, ring *mlx5.SQ, wr *verbs.SendWR, qpn uint32, fm uint8) (mlx5.Posted, bool) {
+	b.Begin(ring)
+	var imm uint32
+	switch wr.Opcode {
+	case verbs.WRRDMAWrite, verbs.WRRDMARead:
+		b.Raddr(wr.RemoteAddr, wr.RKey)
+	case verbs.WRRDMAWriteWithImm:
+		b.Raddr(wr.RemoteAddr, wr.RKey)
+		imm = wr.Imm
+	case verbs.WRSendWithImm:
+		imm = wr.Imm
+	case verbs.WRAtomicCmpAndSwp: // mlx5.CompareSwap's layout: swap_add = swap, compare
+		b.Raddr(wr.RemoteAddr, wr.RKey)
+		b.Atomic(wr.Swap, wr.CompareAdd)
+	case verbs.WRAtomicFetchAdd: // mlx5.FetchAdd's layout: swap_add = addend, compare 0
+		b.Raddr(wr.RemoteAddr, wr.RKey)
+		b.Atomic(wr.CompareAdd, 0)
+	}
+	inl := false
+	if wr.Flags&verbs.SendInline != 0 && isInlineable(wr.Opcode) {
+		for _, s := range wr.SGL {
+			if s.Length > 0 {
+				b.Inline(memAt(s.Addr, int(s.Length)))
+				inl = true
+			}
+		}
+	} else {
+		for k := range wr.SGL {
+			s := &wr.SGL[k]
+			b.Data(s.Length, s.LKey, s.Addr)
+		}
+	}
+	return b.Finish(wrToMlx5[wr.Opcode], qpn, fm, imm), inl
+}
+
+// EncodeSendWR writes the WQE the provider's post_send writes for wr at the ring's current
+// position, with no fence carried over from an earlier WR, and returns it and whether its data
+// went inline; wr must be valid (the provider's checks passed). The SGEs' memory must stay
+// mapped: inline data is copied from their addresses. It is what other data paths (the
+// plugin's C post_send) are checked against.
+func EncodeSendWR(ring *mlx5.SQ, wr *verbs.SendWR, qpn uint32, sigAll bool) (mlx5.Posted, bool) {
+	var ce uint8
+	if sigAll {
+		ce = mlx5.CtrlCQUpdate
+	}
+	var b mlx5.FastWQE
+	return encodeWR(&b, ring, wr, qpn, ctrlFlags(wr, ce, 0))
+}
+
+// ctrlFlags is the control segment's fm_ce_se byte of wr: ce (the QP's signal-all bit), the
+// fence wr asks for or, without one, the fence carried from an earlier WR, and the signaled
+// and solicited bits.
+func ctrlFlags(wr *verbs.SendWR, ce, carry uint8) uint8 {
+	fm := ce | carry
+	if wr.Flags&verbs.SendFence != 0 {
+		fm = ce | mlx5.CtrlFence
+	}
+	if wr.Flags&verbs.SendSignaled != 0 {
+		fm |= mlx5.CtrlCQUpdate
+	}
+	if wr.Flags&verbs.SendSolicited != 0 {
+		fm |= mlx5.CtrlSolicited
+	}
+	return fm
 }
 
 // record fills the per-WQE tables for a WQE of nbb blocks at position cur.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -36,70 +37,6 @@ func mapped(t *testing.T, n int) []byte {
 	}
 	t.Cleanup(func() { unix.Munmap(b) })
 	return b
-}
-
-var wrToMlx5 = [...]mlx5.Opcode{
-	verbs.WRRDMAWrite:        mlx5.OpcodeRDMAWrite,
-	verbs.WRRDMAWriteWithImm: mlx5.OpcodeRDMAWriteImm,
-	verbs.WRSend:             mlx5.OpcodeSend,
-	verbs.WRSendWithImm:      mlx5.OpcodeSendImm,
-	verbs.WRRDMARead:         mlx5.OpcodeRDMARead,
-	verbs.WRAtomicCmpAndSwp:  mlx5.OpcodeAtomicCS,
-	verbs.WRAtomicFetchAdd:   mlx5.OpcodeAtomicFA,
-}
-
-// goWrite writes wr as the provider's sendQueue.write does, with mlx5.FastWQE; data is the
-// memory the SGE addresses point into, based at base.
-func goWrite(q *mlx5.SQ, wr *verbs.SendWR, qpn uint32, sigAll bool, data []byte, base uint64) (mlx5.Posted, bool) {
-	var ce uint8
-	if sigAll {
-		ce = mlx5.CtrlCQUpdate
-	}
-	fm := ce
-	if wr.Flags&verbs.SendFence != 0 {
-		fm = ce | mlx5.CtrlFence
-	}
-	if wr.Flags&verbs.SendSignaled != 0 {
-		fm |= mlx5.CtrlCQUpdate
-	}
-	if wr.Flags&verbs.SendSolicited != 0 {
-		fm |= mlx5.CtrlSolicited
-	}
-	var b mlx5.FastWQE
-	b.Begin(q)
-	var imm uint32
-	switch wr.Opcode {
-	case verbs.WRRDMAWrite, verbs.WRRDMARead:
-		b.Raddr(wr.RemoteAddr, wr.RKey)
-	case verbs.WRRDMAWriteWithImm:
-		b.Raddr(wr.RemoteAddr, wr.RKey)
-		imm = wr.Imm
-	case verbs.WRSendWithImm:
-		imm = wr.Imm
-	case verbs.WRAtomicCmpAndSwp:
-		b.Raddr(wr.RemoteAddr, wr.RKey)
-		b.Atomic(wr.Swap, wr.CompareAdd)
-	case verbs.WRAtomicFetchAdd:
-		b.Raddr(wr.RemoteAddr, wr.RKey)
-		b.Atomic(wr.CompareAdd, 0)
-	}
-	inl := false
-	inlineable := wr.Opcode == verbs.WRRDMAWrite || wr.Opcode == verbs.WRRDMAWriteWithImm ||
-		wr.Opcode == verbs.WRSend || wr.Opcode == verbs.WRSendWithImm
-	if wr.Flags&verbs.SendInline != 0 && inlineable {
-		for _, s := range wr.SGL {
-			if s.Length > 0 {
-				off := s.Addr - base
-				b.Inline(data[off : off+uint64(s.Length)])
-				inl = true
-			}
-		}
-	} else {
-		for _, s := range wr.SGL {
-			b.Data(s.Length, s.LKey, s.Addr)
-		}
-	}
-	return b.Finish(wrToMlx5[wr.Opcode], qpn, fm, imm), inl
 }
 
 // randomWR is a valid RC work request for a QP with maxGS SGEs and maxInline inline bytes.
@@ -170,7 +107,7 @@ func testFastWQE(t *testing.T, sigAll bool) {
 	defer c.free()
 	for round := range 20000 {
 		wr := randomWR(r, maxGS, maxInline, data, base)
-		p, inlGo := goWrite(sq, &wr, qpn, sigAll, data, base)
+		p, inlGo := provider.EncodeSendWR(sq, &wr, qpn, sigAll)
 		off, ds, inlC, cur, e := c.write(&wr)
 		if e != 0 {
 			t.Fatalf("round %d: C rejected %+v: %v", round, wr, e)
