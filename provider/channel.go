@@ -21,11 +21,19 @@ type CompChannel struct {
 	borrowed bool // the fd belongs to the caller (ImportCompChannel): Close leaves it open
 }
 
-// CreateCompChannel is ibv_create_comp_channel.
+// CreateCompChannel is ibv_create_comp_channel. The descriptor is non-blocking: GetEvent
+// polls before it reads, and an event can leave the queue between the two when another
+// thread destroys its CQ (the kernel's ib_uverbs_release_ucq drops a destroyed CQ's unread
+// events); a blocking read would then wait for an event that may never come, past ctx's end.
+// A caller that reads Fd itself must expect EAGAIN.
 func (c *Context) CreateCompChannel() (verbs.CompChannel, error) {
 	fd, err := uverbs.CreateCompChannel(c.f)
 	if err != nil {
 		return nil, opError("create comp channel", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, opError("create comp channel: set O_NONBLOCK", err)
 	}
 	return &CompChannel{ctx: c, fd: fd}, nil
 }
@@ -80,6 +88,10 @@ func (c *CQ) EventReceived() {
 	c.events.Add(1)
 }
 
+// testHookBeforeEventRead, set only by tests, runs between the poll that found fd readable
+// and the read: where another reader or a destroyed CQ can take the event away.
+var testHookBeforeEventRead func(fd int)
+
 // readEvent waits for fd to become readable (bounded by ctx) and reads one event record.
 func readEvent(ctx context.Context, fd int, b []byte, op string) error {
 	for {
@@ -107,6 +119,9 @@ func readEvent(ctx context.Context, fd int, b []byte, op string) error {
 		}
 		if n == 0 {
 			continue
+		}
+		if testHookBeforeEventRead != nil {
+			testHookBeforeEventRead(fd)
 		}
 		m, err := unix.Read(fd, b)
 		if err == unix.EAGAIN || err == unix.EINTR {

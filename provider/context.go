@@ -111,6 +111,12 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 		return nil, opError("get context", err)
 	}
 	c.asyncFD, c.numCompV = uc.AsyncFD, uc.NumCompVectors
+	// Non-blocking for the reason CreateCompChannel gives: GetAsyncEvent polls, then reads,
+	// and destroying a QP or CQ drops its unread events in between.
+	if err := unix.SetNonblock(c.asyncFD, true); err != nil {
+		c.release()
+		return nil, opError("get context: set O_NONBLOCK on the async fd", err)
+	}
 	resp, err := mlx5.DecodeAllocUcontextResp(out[:])
 	if err != nil {
 		c.release()
@@ -376,7 +382,8 @@ func (c *Context) GIDByIP(port uint8, ip net.IP) (verbs.GID, error) {
 // (ibv_context.num_comp_vectors).
 func (c *Context) NumCompVectors() int { return int(c.numCompV) }
 
-// AsyncFD is the context's async event descriptor (ibv_context.async_fd).
+// AsyncFD is the context's async event descriptor (ibv_context.async_fd). It is non-blocking;
+// GetAsyncEvent polls it before reading.
 func (c *Context) AsyncFD() int { return c.asyncFD }
 
 // bfreg returns the BlueFlame register with gross index i, creating its handle once: QPs that

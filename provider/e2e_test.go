@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
 )
@@ -314,5 +318,47 @@ func e2ePortAsyncEvents(t *testing.T, tb *testbed) {
 	ep.SetLinkUp(true)
 	if ev := waitAsync(t, a.ctx, uverbs.EventPortActive); ev.Port != 1 {
 		t.Fatalf("PORT_ACTIVE for port %d", ev.Port)
+	}
+}
+
+// An event can leave the channel between GetEvent's poll and its read: another thread read
+// it, or its CQ was destroyed (the kernel drops a destroyed CQ's unread events). GetEvent
+// must then go on waiting until its context ends, not block in read(2) for good.
+func TestCompEventTakenBetweenPollAndRead(t *testing.T) {
+	a, b := connectedPair(t, newTestbed(t), defaultPairOpts())
+	if err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 9, SGL: []verbs.SGE{b.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.cq.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	var taken atomic.Int32
+	provider.SetBeforeEventRead(t, func(fd int) {
+		var ev [8]byte
+		if n, err := unix.Read(fd, ev[:]); n == len(ev) && err == nil {
+			taken.Add(1)
+		}
+	})
+	if err := a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, SGL: []verbs.SGE{a.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitWC(t, b.cq, 1)
+	done := make(chan error, 1)
+	go func() {
+		short, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+		defer cancel()
+		_, err := b.ch.GetEvent(short)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, verbs.ErrTimeout) {
+			t.Fatalf("GetEvent after its event was taken: %v, want ErrTimeout", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("GetEvent blocked in read(2) after its event was taken, past its context's end")
+	}
+	if taken.Load() != 1 {
+		t.Fatalf("the hook took %d events, want 1", taken.Load())
 	}
 }

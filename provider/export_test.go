@@ -24,3 +24,9 @@ func UserIndex(q *QP) uint32 { return q.uidx }
 
 // NoUserIndex is the uidx of QPs on CQE version 0 contexts.
 const NoUserIndex = noUserIndex
+
+// SetBeforeEventRead installs f between readEvent's poll and its read until the test ends.
+func SetBeforeEventRead(t interface{ Cleanup(func()) }, f func(fd int)) {
+	testHookBeforeEventRead = f
+	t.Cleanup(func() { testHookBeforeEventRead = nil })
+}

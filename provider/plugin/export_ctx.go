@@ -82,6 +82,12 @@ func shiftGoOpenContext(sctx *C.struct_shift_context, ibdev, uv *C.char, cmdFD C
 			fmt.Fprintf(os.Stderr, "libmlx5-shift: %s: SHIFT_INJECT_SHM=1 but no control file: %v\n", name, err)
 		}
 	}
+	// libibverbs' ibv_get_async_event reads async_fd without polling first and expects the
+	// read to wait, as on the kernel's file; the Go API's descriptor is non-blocking.
+	if err := unix.SetNonblock(c.v.AsyncFD(), false); err != nil {
+		c.v.Close()
+		return failLoud(op+": clear O_NONBLOCK on the async fd", err)
+	}
 	sctx._go = handleOf(c)
 	sctx.vctx.context.async_fd = C.int(c.v.AsyncFD())
 	sctx.vctx.context.num_comp_vectors = C.int(max(c.prov.NumCompVectors(), 1))

@@ -76,6 +76,12 @@ func shiftGoCreateCompChannel(sctx *C.struct_shift_context, sch *C.struct_shift_
 	if err != nil {
 		return fail("create_comp_channel "+c.name, err)
 	}
+	// libibverbs' ibv_get_cq_event reads the descriptor without polling first and expects
+	// the read to wait, as on a kernel channel; the Go API's channels are non-blocking.
+	if err := unix.SetNonblock(ch.Fd(), false); err != nil {
+		ch.Close()
+		return fail("create_comp_channel "+c.name+": clear O_NONBLOCK", err)
+	}
 	sch.ch.fd = C.int(ch.Fd())
 	sch._go = handleOf(&channel{ctx: c, v: ch})
 	pluginChannels.Store(uintptr(unsafe.Pointer(sch)), true)
