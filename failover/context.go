@@ -72,6 +72,9 @@ type Options struct {
 type Stats struct {
 	Fallbacks   uint64 // QPs that completed a fallback
 	Refused     uint64 // fallbacks refused (unsafe WR, KV, backup not ready)
+	// AppErrors counts QPs whose default QP failed by the application's own error (a bad
+	// key, address, length or opcode, on either side): reported as is, never failed over.
+	AppErrors uint64
 	Transitions uint64 // state transitions of every QP
 	Reposted    uint64 // send WRs reposted on backup QPs
 	Skipped     uint64 // send WRs treated as completed because the peer had received them
@@ -119,6 +122,7 @@ type Context struct {
 	cqIDs atomic.Uint64 // user handles of CQs created without one
 
 	fallbacks, refused, transitions, reposted, skipped atomic.Uint64
+	appErrors                                          atomic.Uint64
 
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
 	fastReopens, resetRounds                                             atomic.Uint64
@@ -290,7 +294,7 @@ func (c *Context) GetAsyncEvent(ctx context.Context) (verbs.AsyncEvent, error) {
 
 // Stats returns the context-wide counters.
 func (c *Context) Stats() Stats {
-	return Stats{Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), Transitions: c.transitions.Load(),
+	return Stats{Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), AppErrors: c.appErrors.Load(), Transitions: c.transitions.Load(),
 		Reposted: c.reposted.Load(), Skipped: c.skipped.Load(),
 		Probes: c.probes.Load(), ProbeFailures: c.probeFails.Load(), Recoveries: c.recoveries.Load(),
 		RecvRecoveries: c.recvRecoveries.Load(), ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),

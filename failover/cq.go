@@ -326,6 +326,14 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w verbs.WC) {
 				cq.fenceWCLocked(q, &w)
 			}
 			q.fifoMu.Lock()
+			c := statusClass(w.Status)
+			switch {
+			case w.WRID != ctrlWRID && w.WRID != drainWRID && c != classNetwork:
+				// Possibly the application's own error (fallbackLocked decides): kept for it.
+				q.errWCs = append(q.errWCs, ownedWC{cq: cq, wc: w})
+			case c != classFlush:
+				q.shiftErrSeen = true // a failure of SHIFT's own WR: the flushes behind it are its
+			}
 			first := !q.failQueued
 			q.failQueued = true
 			q.fifoMu.Unlock()

@@ -23,3 +23,6 @@ var (
 // errNeedsReset: the default QP is in a state (ERR, SQE, RESET) from which only a reset
 // round reconnects it.
 var errNeedsReset = errors.New("default QP needs a reset round")
+
+// errAppError stops a fallback whose drain found the application's own error.
+var errAppError = errors.New("the default QP failed by the application's error")

@@ -53,10 +53,22 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 	}
 	sendPart := st == SendDefault || st == SendWaitDrained
 	recvPart := rs == RecvDefault
+	if !fromPeer {
+		// The application's own error fails on any NIC: it gets it now, unretried.
+		if class, wc := q.failureClassLocked(); class == classApp || (class == classFlush && q.flushCause() == classApp) {
+			q.appErrorLocked(wc)
+			return
+		}
+	}
 	// A probe in flight ends now: its QP goes to ERR below.
 	q.probeRes.CompareAndSwap(0, 2)
 	q.markSlowLocked()
 	if err := q.prepareLocked(sendPart, recvPart); err != nil {
+		if errors.Is(err, errAppError) {
+			_, wc := q.failureClassLocked()
+			q.appErrorLocked(wc)
+			return
+		}
 		q.refuseLocked(err)
 		return
 	}
@@ -107,6 +119,11 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 	}
 	if err := q.drainLocked(); err != nil {
 		return err
+	}
+	// A failed post or a link event started this before the default QP's completions were
+	// read: the drain may have found the application's own error behind it.
+	if class, _ := q.failureClassLocked(); class == classApp {
+		return errAppError
 	}
 	if !sendPart {
 		q.sCursor = q.sPosted.Load()
@@ -375,6 +392,8 @@ func (q *QP) resetDefaultLocked() {
 	q.dSendKinds = q.dSendKinds[:0]
 	q.dRecvKinds = append(q.dRecvKinds[:0], kindCtrl)
 	q.failQueued = false
+	q.shiftErrSeen = false
+	q.injHit.Store(false) // the injected error, if any, was this incarnation's
 	q.errWCs = nil
 	q.fifoMu.Unlock()
 	q.defGen.Add(1)
@@ -433,24 +452,7 @@ func (q *QP) refuseLocked(err error) {
 	// The default QP may still be healthy (a refused notification from the peer): stop it so
 	// its WRs complete with errors the application sees.
 	_ = q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-	q.scq.mu.Lock()
-	if q.rcq != q.scq {
-		q.rcq.mu.Lock()
-	}
-	q.fifoMu.Lock()
-	errs := q.errWCs
-	q.errWCs = nil
-	q.fifoMu.Unlock()
-	for _, e := range errs {
-		e.cq.buf = append(e.cq.buf, e.wc)
-	}
-	q.defMode = defPassThrough
-	if q.rcq != q.scq {
-		q.rcq.mu.Unlock()
-	}
-	q.scq.mu.Unlock()
-	q.scq.raise()
-	q.rcq.raise()
+	q.passThroughLocked()
 	if b := q.bk.Load(); b != nil {
 		_ = b.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	}

@@ -135,6 +135,7 @@ func (q *QP) inject(wrs []verbs.SendWR) []verbs.SendWR {
 		sgl := append(q.injSGE[:0], wrs[i].SGL...)
 		sgl[0].LKey ^= 0x00ff_ff00
 		out[i].SGL = sgl
+		q.injHit.Store(true)
 		return out
 	}
 	return wrs
@@ -161,9 +162,11 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 		return nil
 	case SendFallback:
 		return q.postBackupLocked(wrs)
-	default:
-		return fmt.Errorf("failover: post_send on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
 	}
+	if q.appErr {
+		return q.def.PostSend(wrs) // as without SHIFT: the provider answers for a QP in ERR
+	}
+	return fmt.Errorf("failover: post_send on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
 }
 
 // rewriteLocked returns a copy of w for the backup QP: local keys through the MR table, the
@@ -321,9 +324,11 @@ func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
 		}
 		q.rPosted.Store(p + uint64(len(wrs)))
 		return nil
-	default:
-		return fmt.Errorf("failover: post_recv on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
 	}
+	if q.appErr {
+		return q.def.PostRecv(wrs) // as without SHIFT
+	}
+	return fmt.Errorf("failover: post_recv on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
 }
 
 func (q *QP) postRecvBackupLocked(wrs []verbs.RecvWR) error {

@@ -104,6 +104,7 @@ type QP struct {
 	recvKinds    []uint8
 	sendKinds    []uint8 // one per signaled WQE
 	errWCs       []ownedWC
+	shiftErrSeen bool // a WR of SHIFT's own failed on the tracked default QP (this incarnation)
 	failQueued   bool
 	bkFailQueued bool
 	defMode      int // guarded by the CQ mutexes
@@ -141,6 +142,12 @@ type QP struct {
 	lastSwitch   atomic.Int64 // last switch-back (probe success → Default), ns
 	lastStall    atomic.Int64 // last stall (fence WR posted → Default), ns
 
+	// injHit: inject corrupted a WR of this QP; its LOC_PROT_ERR is SHIFT's, not the
+	// application's.
+	injHit atomic.Bool
+	// appErr: the default QP failed by the application's own error (appErrorLocked); posts
+	// go to it as without SHIFT. Under mu.
+	appErr bool
 	injWRs []verbs.SendWR
 	injSGE []verbs.SGE
 	bkWRs  []verbs.SendWR // scratch of postBackupLocked (q.mu)
