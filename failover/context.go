@@ -70,11 +70,11 @@ type Options struct {
 
 // Stats are context-wide counters.
 type Stats struct {
-	Fallbacks   uint64 // QPs that completed a fallback
-	Refused     uint64 // fallbacks refused (unsafe WR, KV, backup not ready)
+	Fallbacks uint64 // QPs that completed a fallback
+	Refused   uint64 // fallbacks refused (unsafe WR, KV, backup not ready)
 	// AppErrors counts QPs whose default QP failed by the application's own error (a bad
 	// key, address, length or opcode, on either side): reported as is, never failed over.
-	AppErrors uint64
+	AppErrors   uint64
 	Transitions uint64 // state transitions of every QP
 	Reposted    uint64 // send WRs reposted on backup QPs
 	Skipped     uint64 // send WRs treated as completed because the peer had received them
