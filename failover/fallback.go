@@ -60,6 +60,19 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 			return
 		}
 	}
+	if sendPart {
+		// A new round for the send side: its phase timestamps start again (reset rounds,
+		// which move nothing of ours, must not overwrite them). A fallback the peer's
+		// notification, a link event or a failed post started has no error completion: it
+		// counts from now.
+		now := time.Now().UnixNano()
+		if e := q.tErr.Load(); fromPeer || e == 0 || e < q.tOK.Load() {
+			q.tErr.Store(now)
+		}
+		q.tPrep.Store(0)
+		q.tRepost.Store(0)
+		q.tOK.Store(0)
+	}
 	// A probe in flight ends now: its QP goes to ERR below.
 	q.probeRes.CompareAndSwap(0, 2)
 	q.markSlowLocked()
@@ -183,7 +196,9 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 			return err
 		}
 	}
-	q.tPrep.Store(time.Now().UnixNano())
+	if sendPart {
+		q.tPrep.Store(time.Now().UnixNano())
+	}
 	return nil
 }
 
