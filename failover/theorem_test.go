@@ -576,3 +576,78 @@ func TestPeerRefusesHandshake(t *testing.T) {
 	}
 	t.Logf("A got its error after %v (handshake timeout %v): %v", took.Round(time.Millisecond), hsTimeout, qa.Err())
 }
+
+// Two-sided handshake, both sides first (paper §3.2 C#2, §4.3.2: "both sides detecting the
+// failure independently converge"): each side finds its own SEND failed and notifies before
+// the peer's notification can reach it, so each takes the other's notification for its
+// reply. The backup path is blackholed until both are in Handshake, which forces the
+// crossing; the control QPs' retransmissions deliver the notifications once it lifts. Each
+// SEND must then arrive exactly once, in its posted receive, on both sides.
+func TestHandshakeCrossingNotifications(t *testing.T) {
+	e := newEnv(t, 256)
+	// Retries long enough that the blackholed control QPs outlast the wait for both sides.
+	e.attr.Timeout, e.attr.RetryCnt = 14, 7
+	a, b := e.pairs(t, 1, smallCap)
+	qs := [2]*QP{a[0], b[0]}
+	const size = 64
+	for h, hs := range e.hosts {
+		payload(hs.buf.Bytes()[thSrc:thSrc+size], 61, uint64(h))
+		if err := qs[h].PostRecv([]verbs.RecvWR{{WRID: 100, SGL: []verbs.SGE{hs.mr.SGE(thDst, size)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for h := range 2 {
+		e.cl.Endpoint(h, 1, 1).Faults(fabric.TX).SetBlackhole(true)
+	}
+	e.linkDown(0)
+	for h, hs := range e.hosts {
+		if err := qs[h].PostSend([]verbs.SendWR{{WRID: uint64(10 + h), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{hs.mr.SGE(thSrc, size)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got [2][]verbs.WC
+	var w [8]verbs.WC
+	poll := func() {
+		for h, hs := range e.hosts {
+			n, err := hs.cq.Poll(w[:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[h] = append(got[h], w[:n]...)
+		}
+	}
+	waitFor(t, "both sides to notify", func() bool {
+		poll()
+		return qs[0].SendState() == SendHandshake && qs[1].SendState() == SendHandshake
+	}, func() string { return fmt.Sprintf("states %v %v", qs[0].SendState(), qs[1].SendState()) })
+	for h := range 2 {
+		e.cl.Endpoint(h, 1, 1).Faults(fabric.TX).SetBlackhole(false)
+	}
+	waitFor(t, "two completions on each side", func() bool {
+		poll()
+		return len(got[0]) >= 2 && len(got[1]) >= 2
+	}, func() string { return fmt.Sprintf("completions %+v %+v", got[0], got[1]) })
+	expectNoMore(t, e.hosts[0].cq)
+	expectNoMore(t, e.hosts[1].cq)
+	for h, hs := range e.hosts {
+		want := make([]byte, size)
+		payload(want, 61, uint64(1-h))
+		var sends, recvs int
+		for _, c := range got[h] {
+			switch {
+			case c.Status != verbs.WCSuccess:
+				t.Fatalf("host %d: completion %+v", h, c)
+			case c.WRID == uint64(10+h):
+				sends++
+			case c.WRID == 100 && c.ByteLen == size && bytes.Equal(hs.buf.Bytes()[thDst:thDst+size], want):
+				recvs++
+			default:
+				t.Fatalf("host %d: completion %+v (data right %v)", h, c, bytes.Equal(hs.buf.Bytes()[thDst:thDst+size], want))
+			}
+		}
+		if sends != 1 || recvs != 1 || qs[h].SendState() != SendFallback || qs[h].SendTransitions(SendDefault, SendHandshake) != 1 {
+			t.Fatalf("host %d: %d sends %d receives, state %v", h, sends, recvs, qs[h].SendState())
+		}
+	}
+}
