@@ -24,12 +24,22 @@ const (
 type ctlMsg struct {
 	count uint32 // two-sided WRs received (24-bit serial arithmetic, see delivered)
 	stale uint32 // application receives left on the sender's backup QP
+	// refused: the sender will not fall back (an unsafe WR of its own outstanding, its KV
+	// or backup not ready): the receiver's handshake fails now instead of at its timeout.
+	refused bool
 }
+
+// ctlFlagRefused is bit 0 of the message's third word (zero in older messages).
+const ctlFlagRefused = 1
 
 func (m ctlMsg) put(b []byte) {
 	binary.BigEndian.PutUint32(b[0:], m.count)
 	binary.BigEndian.PutUint32(b[4:], m.stale)
-	binary.BigEndian.PutUint32(b[8:], 0)
+	var flags uint32
+	if m.refused {
+		flags |= ctlFlagRefused
+	}
+	binary.BigEndian.PutUint32(b[8:], flags)
 	binary.BigEndian.PutUint32(b[12:], ctlMagic)
 }
 
@@ -37,5 +47,6 @@ func parseCtlMsg(b []byte) (ctlMsg, error) {
 	if len(b) < ctlMsgSize || binary.BigEndian.Uint32(b[12:]) != ctlMagic {
 		return ctlMsg{}, fmt.Errorf("failover: control message of %d bytes without its magic word", len(b))
 	}
-	return ctlMsg{count: binary.BigEndian.Uint32(b[0:]), stale: binary.BigEndian.Uint32(b[4:])}, nil
+	return ctlMsg{count: binary.BigEndian.Uint32(b[0:]), stale: binary.BigEndian.Uint32(b[4:]),
+		refused: binary.BigEndian.Uint32(b[8:])&ctlFlagRefused != 0}, nil
 }

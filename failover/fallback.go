@@ -37,6 +37,12 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 	if st == SendFailed || rs == RecvFailed {
 		return
 	}
+	if fromPeer && peer.refused {
+		// The peer will not follow: what this side holds for it cannot be delivered.
+		q.awaitReply = false
+		q.failLocked(verbs.WCRetryExcErr, fmt.Errorf("failover: QP %#x: the peer refused the fallback: %w", q.qpn, ErrFailed))
+		return
+	}
 	if fromPeer && q.awaitReply {
 		q.awaitReply = false
 		switch {
@@ -83,6 +89,9 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 			return
 		}
 		q.refuseLocked(err)
+		if fromPeer {
+			q.notifyRefusalLocked()
+		}
 		return
 	}
 	if !sendPart && !recvPart {
@@ -261,11 +270,26 @@ func (q *QP) drainLocked() error {
 	}
 }
 
-// notifyLocked posts the control WRITE_WITH_IMM carrying our receive counter.
+// notifyRefusalLocked answers the peer's notification with a refusal, so that its handshake
+// fails now and not at HandshakeTimeout. Best effort: without a control QP the peer's
+// timeout still ends it.
+func (q *QP) notifyRefusalLocked() {
+	if q.ctl.Load() == nil || !q.bkReady.Load() {
+		return
+	}
+	_ = q.sendCtlLocked(ctlMsg{refused: true})
+}
+
+// notifyLocked posts the control SEND carrying our receive counter.
 func (q *QP) notifyLocked(stale int) error {
 	q.rcq.mu.Lock()
 	m := ctlMsg{count: uint32(q.recvDone) & countMask, stale: uint32(stale)}
 	q.rcq.mu.Unlock()
+	return q.sendCtlLocked(m)
+}
+
+// sendCtlLocked posts m on the control QP.
+func (q *QP) sendCtlLocked(m ctlMsg) error {
 	// Inline: the bytes are copied into the WQE by the post, from a buffer of the QP's (heap
 	// memory, which does not move).
 	m.put(q.ctlSend[:])
