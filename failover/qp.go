@@ -145,6 +145,8 @@ type QP struct {
 	injSGE []verbs.SGE
 	bkWRs  []verbs.SendWR // scratch of postBackupLocked (q.mu)
 	bkSGE  []verbs.SGE
+
+	stats qpCounters // this QP's share of the context's counters (status.go)
 }
 
 func pow2(n int) int {
@@ -180,6 +182,7 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	c := p.c
 	q := &QP{c: c, pd: p, scq: scq, rcq: rcq, sigAll: a.SigAll, def: d, qpn: d.QPN(), cap: d.Cap()}
 	q.mach.transitions = &c.transitions
+	q.mach.track.kick = c.statusKick()
 	q.maxSGE = max(int(q.cap.MaxSendSGE), 1)
 	ns := pow2(4 * int(max(q.cap.MaxSendWR, 1)))
 	q.slog = make([]sendRec, ns)
