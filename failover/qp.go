@@ -213,6 +213,7 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	}
 	c.bk.record("create_qp", func() error { return q.createBackup() })
 	c.live.add(q)
+	q.mach.track.wake() // the status file lists it
 	return q, nil
 }
 
@@ -490,6 +491,7 @@ func (q *QP) connectBackup(remote verbs.Endpoint) error {
 // Destroy is ibv_destroy_qp on both devices.
 func (q *QP) Destroy() error {
 	q.c.live.remove(q) // first: a switch request no longer finds it
+	q.mach.track.wake()
 	q.mu.Lock()
 	if q.hsTimer != nil {
 		q.hsTimer.Stop()

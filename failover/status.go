@@ -121,6 +121,12 @@ func (t *eventTrack) event(ev Event, from, to SendState) {
 		}
 		t.offNS.Store(0)
 	}
+	t.wake()
+}
+
+// wake asks the status publisher for a publication soon (a QP was created, destroyed or
+// moved), without waiting.
+func (t *eventTrack) wake() {
 	select {
 	case t.kick <- struct{}{}:
 	default:
