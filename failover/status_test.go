@@ -158,3 +158,36 @@ func TestStatusOff(t *testing.T) {
 		t.Errorf("%s created", dir)
 	}
 }
+
+// BenchmarkPublishStatus: one publication (marshal, temporary file, rename) of a context
+// with 16 QPs.
+func BenchmarkPublishStatus(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "shift")
+	e := newEnvWith(b, 256, func(h int, o *Options) { o.StatusDir, o.StatusInterval = dir, time.Hour })
+	e.pairs(b, 16, verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
+	c := e.hosts[0].ctx
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.PublishStatus(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReadStatusDir: one read of a directory with the two contexts' files (16 QPs each).
+func BenchmarkReadStatusDir(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "shift")
+	e := newEnvWith(b, 256, func(h int, o *Options) { o.StatusDir, o.StatusInterval = dir, time.Hour })
+	e.pairs(b, 16, verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1})
+	for _, h := range e.hosts {
+		if err := h.ctx.PublishStatus(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if s, err := ReadStatusDir(dir, os.Geteuid()); err != nil || len(s) != 2 || len(s[0].QPs) != 16 {
+			b.Fatalf("%d statuses, %v", len(s), err)
+		}
+	}
+}
