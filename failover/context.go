@@ -66,6 +66,14 @@ type Options struct {
 	// lives in ("" the caller's). Open fails when the port has no netdev.
 	WatchLink bool
 	LinkNetNS string
+	// StatusInterval is how often the context rewrites its status file (status.go, read by
+	// shiftctl status and metrics; it is also rewritten shortly after each state transition):
+	// 0 means DefaultStatusInterval (1 s), a negative value no status file. StatusDir is the
+	// directory of the file ("": the user's runtime directory, rundir.Path); it must be
+	// private to the user. A file that cannot be written leaves the context without one
+	// (Context.StatusErr).
+	StatusInterval time.Duration
+	StatusDir      string
 }
 
 // Stats are context-wide counters.
@@ -134,6 +142,14 @@ type Context struct {
 	probeWG                                                              sync.WaitGroup
 	probeMu                                                              sync.Mutex
 	closing                                                              bool // probeMu
+
+	// Status file (status_pub.go).
+	backups   []string // the backup chain, the one in use first
+	pid       int
+	seq       uint64
+	start     uint64
+	pub       *statusPublisher
+	statusErr error
 }
 
 type rkeyKey struct {
@@ -255,6 +271,8 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		c.linkWG.Add(1)
 		go c.watchLinks(opts.LinkEvents)
 	}
+	c.backups = backups
+	c.startStatus(opts.StatusDir, opts.StatusInterval)
 	return c, nil
 }
 
@@ -311,6 +329,10 @@ func (c *Context) WaitShadow(ctx context.Context) error { return c.bk.wait(ctx) 
 // destroyed by the kernel.
 func (c *Context) Close() error {
 	c.leaveControl() // first: no switch request may run while the QPs are torn down
+	var serr error
+	if c.pub != nil {
+		serr = c.pub.close() // before the fields it reads are torn down
+	}
 	var werr error
 	if c.linkWatcher != nil {
 		werr = c.linkWatcher.Close() // closes its events: watchLinks returns
@@ -323,7 +345,7 @@ func (c *Context) Close() error {
 	if c.ownKV != nil {
 		kerr = c.ownKV.Close()
 	}
-	return errors.Join(werr, err, c.def.Close(), c.releaseInject(), kerr)
+	return errors.Join(serr, werr, err, c.def.Close(), c.releaseInject(), kerr)
 }
 
 func (c *Context) releaseInject() error {

@@ -372,9 +372,11 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 			return
 		}
 		q.c.reposted.Add(1)
+		q.stats.reposted.Add(1)
 		all = all[1:]
 	}
 	q.c.fallbacks.Add(1)
+	q.stats.fallbacks.Add(1)
 	q.resetDefaultLocked()
 }
 
@@ -481,6 +483,7 @@ func (q *QP) refuseLocked(err error) {
 	// A failed QP stays on the slow path for good (pass-through of its completions).
 	q.markSlowLocked()
 	q.c.refused.Add(1)
+	q.stats.refused.Add(1)
 	q.failErr = err
 	if q.mach.sendState() != SendFailed {
 		_, _ = q.mach.sendEvent(EvFatal)
@@ -540,6 +543,7 @@ func (q *QP) failLocked(status verbs.WCStatus, err error) {
 		_, _ = q.mach.recvEvent(EvFatal)
 	}
 	q.c.refused.Add(1)
+	q.stats.refused.Add(1)
 }
 
 // synthErrorsLocked gives the application an error completion for each WR of ws: the first

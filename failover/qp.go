@@ -152,6 +152,8 @@ type QP struct {
 	injSGE []verbs.SGE
 	bkWRs  []verbs.SendWR // scratch of postBackupLocked (q.mu)
 	bkSGE  []verbs.SGE
+
+	stats qpCounters // this QP's share of the context's counters (status.go)
 }
 
 func pow2(n int) int {
@@ -187,6 +189,7 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	c := p.c
 	q := &QP{c: c, pd: p, scq: scq, rcq: rcq, sigAll: a.SigAll, def: d, qpn: d.QPN(), cap: d.Cap()}
 	q.mach.transitions = &c.transitions
+	q.mach.track.kick = c.statusKick()
 	q.maxSGE = max(int(q.cap.MaxSendSGE), 1)
 	ns := pow2(4 * int(max(q.cap.MaxSendWR, 1)))
 	q.slog = make([]sendRec, ns)
@@ -217,6 +220,7 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	}
 	c.bk.record("create_qp", func() error { return q.createBackup() })
 	c.live.add(q)
+	q.mach.track.wake() // the status file lists it
 	return q, nil
 }
 
@@ -494,6 +498,7 @@ func (q *QP) connectBackup(remote verbs.Endpoint) error {
 // Destroy is ibv_destroy_qp on both devices.
 func (q *QP) Destroy() error {
 	q.c.live.remove(q) // first: a switch request no longer finds it
+	q.mach.track.wake()
 	q.mu.Lock()
 	if q.hsTimer != nil {
 		q.hsTimer.Stop()

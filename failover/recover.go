@@ -169,6 +169,7 @@ func (q *QP) probeStep() int {
 		return probeFailed
 	}
 	q.c.probes.Add(1)
+	q.stats.probes.Add(1)
 	q.mu.Unlock()
 
 	// The classifier records the probe's completion; poll the default CQ here too, as the
@@ -428,6 +429,7 @@ func (q *QP) finishRecovery() {
 	q.c.switchBackNS.Add(sw)
 	q.c.stallNS.Add(st)
 	q.c.recoveries.Add(1)
+	q.stats.recoveries.Add(1)
 	q.reopenLocked() // if the receive side is back too
 }
 

@@ -106,6 +106,7 @@ type machine struct {
 	sendCounts  [numSendStates][numSendStates]atomic.Uint64
 	recvCounts  [numRecvStates][numRecvStates]atomic.Uint64
 	transitions *atomic.Uint64 // context-wide counter
+	track       eventTrack     // last event, time on the backup (status.go)
 }
 
 func (m *machine) sendState() SendState { return SendState(m.send.Load()) }
@@ -119,6 +120,7 @@ func (m *machine) sendEvent(ev Event) (SendState, error) {
 		return SendState(from), fmt.Errorf("failover: illegal send transition %v on %v", SendState(from), ev)
 	}
 	m.send.Store(uint32(to))
+	m.track.event(ev, SendState(from), to)
 	m.sendCounts[from][to].Add(1)
 	if m.transitions != nil {
 		m.transitions.Add(1)
@@ -134,6 +136,7 @@ func (m *machine) recvEvent(ev Event) (RecvState, error) {
 		return RecvState(from), fmt.Errorf("failover: illegal receive transition %v on %v", RecvState(from), ev)
 	}
 	m.recv.Store(uint32(to))
+	m.track.event(ev, m.sendState(), m.sendState())
 	m.recvCounts[from][to].Add(1)
 	if m.transitions != nil {
 		m.transitions.Add(1)

@@ -1,6 +1,7 @@
 // Command shiftctl operates SHIFT on a host:
 //
-//	shiftctl status [-json] [-sysfs ROOT]            devices, ports, GIDs, netdevs
+//	shiftctl status [-json] [-sysfs ROOT] [-w D [-n N]]  devices, ports, GIDs, netdevs, SHIFT processes
+//	shiftctl metrics -listen ADDR [-sysfs ROOT]      the same as Prometheus metrics on http://ADDR/metrics
 //	shiftctl inject -pid PID [-qpn QPN|all] [-n N]   arm failure injection in a process
 //	shiftctl switch -pid PID -qpn QPN -to backup|default   move a process's QP between NICs
 //	shiftctl kv get|put|list|purge -kv URL -job JOB [KEY [VALUE]]
@@ -19,9 +20,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
@@ -44,6 +48,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return demoMain(args[1:], stdout, stderr)
 	case "status":
 		return report(stderr, "status", statusMain(args[1:], stdout))
+	case "metrics":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return report(stderr, "metrics", metricsMain(ctx, args[1:], stdout))
 	case "inject":
 		return report(stderr, "inject", injectMain(args[1:], stdout))
 	case "switch":
@@ -78,6 +86,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: shiftctl <command> [flags]")
 	fmt.Fprintln(w, "commands:")
 	fmt.Fprintln(w, statusUsage)
+	fmt.Fprintln(w, metricsUsage)
 	fmt.Fprintln(w, injectUsage)
 	fmt.Fprintln(w, switchUsage)
 	fmt.Fprintln(w, kvUsage)

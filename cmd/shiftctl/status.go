@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -17,20 +18,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const statusUsage = `  status [-json] [-sysfs ROOT]
-         devices, ports (state, active MTU, link layer), GIDs with their netdevs, and each
-         netdev's operstate, carrier and carrier_down_count; exit 0 also when there is no
-         RDMA device
+const statusUsage = `  status [-json] [-sysfs ROOT] [-w DURATION [-n N]]
+         devices, ports (state, active MTU, link layer), GIDs with their netdevs, each
+         netdev's operstate, carrier and carrier_down_count, and the SHIFT processes of the
+         host with their QPs (state, NIC in use, backups, counters), read from the status
+         files they publish in the runtime directory (the caller's own processes; as root,
+         every user's); exit 0 also when there is no RDMA device
     -json        print one JSON object (for scripts) instead of tables
     -sysfs ROOT  sysfs mount point to discover from (default $SYSFS_PATH, else /sys); with a
                  ROOT other than the default the devices found there are not opened, so
-                 their MTU is not queried`
+                 their MTU is not queried
+    -w DURATION  print the report again every DURATION until interrupted (with -json, one
+                 JSON object per report)
+    -n N         with -w, stop after N reports (0: until interrupted)`
 
 // statusReport is what shiftctl status prints; its JSON form is the scripting interface.
 type statusReport struct {
 	SysfsRoot string         `json:"sysfs_root"`
 	Devices   []deviceStatus `json:"devices"`
 	Netdevs   []netdevStatus `json:"netdevs"`
+	// Shift is the SHIFT processes of the host (their status files).
+	Shift processReport `json:"shift"`
 }
 
 type deviceStatus struct {
@@ -95,6 +103,8 @@ func statusMain(args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "")
 	root := fs.String("sysfs", "", "")
+	every := fs.Duration("w", 0, "")
+	count := fs.Int("n", 0, "")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		_, err = fmt.Fprintln(stdout, statusUsage)
 		return err
@@ -104,14 +114,49 @@ func statusMain(args []string, stdout io.Writer) error {
 	if fs.NArg() != 0 {
 		return usageError{fmt.Errorf("unexpected argument %q: %w\n%s", fs.Arg(0), unix.EINVAL, statusUsage)}
 	}
-	rep, err := collectStatus(*root, providerQuerier)
-	if err != nil {
-		return err
+	switch {
+	case *every < 0:
+		return usageError{fmt.Errorf("-w %v: want a positive interval: %w\n%s", *every, unix.EINVAL, statusUsage)}
+	case *count < 0 || *count > 0 && *every == 0:
+		return usageError{fmt.Errorf("-n %d: want a count of reports with -w: %w\n%s", *count, unix.EINVAL, statusUsage)}
 	}
-	if *asJSON {
-		return rep.writeJSON(stdout)
+	for n := 1; ; n++ {
+		rep, err := collectStatus(*root, providerQuerier)
+		if err != nil {
+			return err
+		}
+		rep.Shift = collectProcesses(os.Getenv)
+		if *every > 0 && !*asJSON {
+			if _, err := fmt.Fprintf(stdout, "%s(every %v)\n\n", refreshHeader(n), *every); err != nil {
+				return err
+			}
+		}
+		if *asJSON {
+			err = rep.writeJSON(stdout)
+		} else {
+			err = rep.writeTable(stdout)
+		}
+		if err != nil || *every == 0 || n == *count {
+			return err
+		}
+		if statusRefreshHook != nil {
+			statusRefreshHook(n)
+		}
+		time.Sleep(*every)
 	}
-	return rep.writeTable(stdout)
+}
+
+// statusRefreshHook, when set (tests), runs after report n of status -w, before the wait for
+// the next.
+var statusRefreshHook func(n int)
+
+// refreshHeader opens report n of status -w.
+func refreshHeader(n int) string {
+	sep := ""
+	if n > 1 {
+		sep = "\n"
+	}
+	return fmt.Sprintf("%s=== shiftctl status, report %d, %s ", sep, n, time.Now().Format(time.RFC3339))
 }
 
 // collectStatus discovers the devices of the sysfs tree at root ("" for the default) plus

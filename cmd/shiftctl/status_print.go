@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"text/tabwriter"
+
+	"github.com/shift-rdma/shift/failover"
 )
 
 func (r *statusReport) writeJSON(w io.Writer) error {
@@ -15,13 +17,31 @@ func (r *statusReport) writeJSON(w io.Writer) error {
 	if r.Netdevs == nil {
 		r.Netdevs = []netdevStatus{}
 	}
+	if r.Shift.Processes == nil {
+		r.Shift.Processes = []failover.ProcessStatus{}
+	}
+	if r.Shift.Dirs == nil {
+		r.Shift.Dirs = []string{}
+	}
 	e := json.NewEncoder(w)
 	e.SetIndent("", "  ")
 	return e.Encode(r)
 }
 
-// writeTable prints three tables: ports, GIDs, netdevs.
+// writeTable prints the tables of the devices (ports, GIDs, netdevs), then those of the
+// SHIFT processes.
 func (r *statusReport) writeTable(w io.Writer) error {
+	if err := r.writeDevices(w); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	return r.Shift.writeTable(w)
+}
+
+// writeDevices prints three tables: ports, GIDs, netdevs.
+func (r *statusReport) writeDevices(w io.Writer) error {
 	if len(r.Devices) == 0 {
 		_, err := fmt.Fprintf(w, "no RDMA devices (none under %s/class/infiniband_verbs, none emulated in this process)\n", r.SysfsRoot)
 		return err

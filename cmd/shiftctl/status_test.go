@@ -273,14 +273,15 @@ func TestUsage(t *testing.T) {
 	if code := run([]string{"help"}, &out, &errw); code != 0 {
 		t.Fatalf("help: exit %d", code)
 	}
-	for _, want := range []string{"status [-json] [-sysfs ROOT]", "-json ", "-sysfs ROOT ",
+	for _, want := range []string{"status [-json] [-sysfs ROOT] [-w DURATION [-n N]]", "-json ", "-sysfs ROOT ",
+		"-w DURATION ", "-n N ", "metrics -listen ADDR", "-listen ADDR ",
 		"inject -pid PID", "-pid PID ", "-qpn QPN ", "-n N ", "-file PATH ",
 		"kv get|put|list|purge", "-kv URL ", "-job JOB ", "-hex ", "-timeout D ", "perf ", "demo "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("usage lacks %q", want)
 		}
 	}
-	for cmd, want := range map[string]string{"status": statusUsage, "inject": injectUsage, "kv": kvUsage} {
+	for cmd, want := range map[string]string{"status": statusUsage, "metrics": metricsUsage, "inject": injectUsage, "kv": kvUsage} {
 		out.Reset()
 		if code := run([]string{cmd, "-h"}, &out, &errw); code != 0 || out.String() != want+"\n" {
 			t.Errorf("%s -h: exit %d: %q", cmd, code, out.String())

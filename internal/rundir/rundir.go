@@ -162,20 +162,49 @@ func ProcUID(pid int) (int, error) {
 // ControlName is the name of the control file of the process pid started at start.
 func ControlName(pid int, start uint64) string { return fmt.Sprintf("ctl-%d-%d", pid, start) }
 
-// parseControlName is the inverse of ControlName.
-func parseControlName(name string) (pid int, start uint64, ok bool) {
-	p := strings.Split(name, "-")
-	if len(p) != 3 || p[0] != "ctl" {
-		return 0, 0, false
+// StatusName is the name of the status file of context seq (a number the process gives each
+// context it opens) of the process pid started at start; the process writes it as
+// StatusName(...)+TempSuffix and renames that over it.
+func StatusName(pid int, start uint64, seq uint64) string {
+	return fmt.Sprintf("status-%d-%d-%d", pid, start, seq)
+}
+
+// TempSuffix ends the name of a file being written, before it is renamed over its final name.
+const TempSuffix = ".tmp"
+
+// ParseName parses the name of a file of the runtime directory named by a process (a
+// control file, a status file, or one of them being written): its kind ("ctl" or
+// "status"), the process's pid and start time, and whether it is a temporary file.
+func ParseName(name string) (kind string, pid int, start uint64, tmp, ok bool) {
+	base, tmp := strings.CutSuffix(name, TempSuffix)
+	p := strings.Split(base, "-")
+	switch {
+	case len(p) == 3 && p[0] == "ctl":
+	case len(p) == 4 && p[0] == "status":
+		if _, err := strconv.ParseUint(p[3], 10, 64); err != nil {
+			return "", 0, 0, false, false
+		}
+	default:
+		return "", 0, 0, false, false
 	}
 	pid, err1 := strconv.Atoi(p[1])
 	start, err2 := strconv.ParseUint(p[2], 10, 64)
-	return pid, start, err1 == nil && err2 == nil
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return "", 0, 0, false, false
+	}
+	return p[0], pid, start, tmp, true
 }
 
-// RemoveStale removes the control files in dir (which Ensure checked) of processes that no
-// longer run, or whose pid now names a process started at another time. It returns how many
-// it removed.
+// Alive reports whether process pid runs and was started at start (not a process that
+// reused the pid).
+func Alive(pid int, start uint64) bool {
+	now, err := ProcStart(pid)
+	return err == nil && now == start
+}
+
+// RemoveStale removes the files in dir (which Ensure checked) that processes name (control
+// and status files, and their temporary files) of processes that no longer run, or whose
+// pid now names a process started at another time. It returns how many it removed.
 func RemoveStale(dir string) (int, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -183,11 +212,8 @@ func RemoveStale(dir string) (int, error) {
 	}
 	n := 0
 	for _, e := range ents {
-		pid, start, ok := parseControlName(e.Name())
-		if !ok {
-			continue
-		}
-		if now, err := ProcStart(pid); err == nil && now == start {
+		_, pid, start, _, ok := ParseName(e.Name())
+		if !ok || Alive(pid, start) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {

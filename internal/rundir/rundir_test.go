@@ -106,18 +106,46 @@ func TestRemoveStale(t *testing.T) {
 		t.Fatalf("ProcStart: %d, %v", start, err)
 	}
 	live := rundir.ControlName(os.Getpid(), start)
-	for _, n := range []string{live, rundir.ControlName(os.Getpid(), start+1), rundir.ControlName(1<<22+12345, 7), "kv"} {
+	liveStatus := rundir.StatusName(os.Getpid(), start, 3)
+	gone := 1<<22 + 12345
+	for _, n := range []string{live, liveStatus, liveStatus + rundir.TempSuffix, "kv", "status-x-1-2",
+		rundir.ControlName(os.Getpid(), start+1), rundir.ControlName(gone, 7),
+		rundir.StatusName(gone, 7, 1), rundir.StatusName(os.Getpid(), start+1, 1) + rundir.TempSuffix} {
 		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	n, err := rundir.RemoveStale(dir)
-	if err != nil || n != 2 {
-		t.Fatalf("removed %d (%v), want 2", n, err)
+	if err != nil || n != 4 {
+		t.Fatalf("removed %d (%v), want 4", n, err)
 	}
-	for _, keep := range []string{live, "kv"} {
+	for _, keep := range []string{live, liveStatus, liveStatus + rundir.TempSuffix, "kv", "status-x-1-2"} {
 		if _, err := os.Stat(filepath.Join(dir, keep)); err != nil {
 			t.Errorf("%s removed: %v", keep, err)
+		}
+	}
+}
+
+func TestParseName(t *testing.T) {
+	for _, c := range []struct {
+		name, kind string
+		pid        int
+		start      uint64
+		tmp, ok    bool
+	}{
+		{"ctl-12-34", "ctl", 12, 34, false, true},
+		{"status-12-34-5", "status", 12, 34, false, true},
+		{"status-12-34-5.tmp", "status", 12, 34, true, true},
+		{"ctl-12-34-5", "", 0, 0, false, false},
+		{"status-12-34", "", 0, 0, false, false},
+		{"status-12-34-x", "", 0, 0, false, false},
+		{"status-0-34-1", "", 0, 0, false, false},
+		{"status--1-34-1", "", 0, 0, false, false},
+		{"kv", "", 0, 0, false, false},
+	} {
+		kind, pid, start, tmp, ok := rundir.ParseName(c.name)
+		if kind != c.kind || pid != c.pid || start != c.start || tmp != c.tmp || ok != c.ok {
+			t.Errorf("%s: %q %d %d %v %v", c.name, kind, pid, start, tmp, ok)
 		}
 	}
 }

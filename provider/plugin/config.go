@@ -22,6 +22,9 @@ type config struct {
 	gidIdx  int                 // SHIFT_GID_INDEX, -1: each device's preferred GID
 	debug   bool                // SHIFT_DEBUG=1: control-path errors on stderr
 	watch   bool                // SHIFT_LINK_WATCH=1: fall back on link-down events
+	// SHIFT_STATUS_INTERVAL: how often each context rewrites its status file for shiftctl
+	// status and metrics (0: the library's default; negative: none).
+	statusInterval time.Duration
 }
 
 var loadConfig = sync.OnceValues(func() (config, error) {
@@ -48,11 +51,31 @@ var loadConfig = sync.OnceValues(func() (config, error) {
 		}
 		c.gidIdx = v
 	}
+	if s := os.Getenv("SHIFT_STATUS_INTERVAL"); s != "" {
+		d, err := parseStatusInterval(s)
+		if err != nil {
+			return c, err
+		}
+		c.statusInterval = d
+	}
 	if c.job == "" {
 		c.job = "default"
 	}
 	return c, nil
 })
+
+// parseStatusInterval reads SHIFT_STATUS_INTERVAL: a positive Go duration ("500ms", "5s"), or
+// "off" (also "0") for no status file.
+func parseStatusInterval(s string) (time.Duration, error) {
+	if s == "off" || s == "0" {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("SHIFT_STATUS_INTERVAL=%q: want a positive duration (500ms, 5s) or off", s)
+	}
+	return d, nil
+}
 
 // store is the KV store of every SHIFT context of the process, opened on first use.
 var store struct {
@@ -82,7 +105,7 @@ func failoverOptions(c config, name string) (failover.Options, error) {
 	if err != nil {
 		return failover.Options{}, err
 	}
-	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx, WatchLink: c.watch}
+	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx, WatchLink: c.watch, StatusInterval: c.statusInterval}
 	if c.backups != nil {
 		o.Backups = c.backups[name]
 		if len(o.Backups) == 0 {

@@ -81,6 +81,10 @@ func shiftGoOpenContext(sctx *C.struct_shift_context, ibdev, uv *C.char, cmdFD C
 			// The device works without it; shiftctl inject and switch cannot reach it.
 			fmt.Fprintf(os.Stderr, "libmlx5-shift: %s: SHIFT_INJECT_SHM=1 but no control file: %v\n", name, err)
 		}
+		if err := c.fo.StatusErr(); err != nil {
+			// The device works without it; shiftctl status and metrics do not see it.
+			fmt.Fprintf(os.Stderr, "libmlx5-shift: %s: no status file: %v\n", name, err)
+		}
 	}
 	// libibverbs' ibv_get_async_event reads async_fd without polling first and expects the
 	// read to wait, as on the kernel's file; the Go API's descriptor is non-blocking.

@@ -1,0 +1,19 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseStatusInterval(t *testing.T) {
+	for s, want := range map[string]time.Duration{"off": -1, "0": -1, "250ms": 250 * time.Millisecond, "5s": 5 * time.Second} {
+		if d, err := parseStatusInterval(s); err != nil || d != want {
+			t.Errorf("%q: %v, %v; want %v", s, d, err, want)
+		}
+	}
+	for _, s := range []string{"", "-1s", "1", "soon"} {
+		if d, err := parseStatusInterval(s); err == nil {
+			t.Errorf("%q accepted as %v", s, d)
+		}
+	}
+}
