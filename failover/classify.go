@@ -74,6 +74,17 @@ func (q *QP) flushCause() errClass {
 // failed post, a link event) it is the network's, unless the drain finds one (prepareLocked
 // asks again).
 func (q *QP) failureClassLocked() (errClass, verbs.WC) {
+	if q.defStopped {
+		// SHIFT moved the default QP to ERR itself (a fallback under way or refused): the
+		// completions behind that are its own doing, and the failure it acted on was not the
+		// application's.
+		return classNetwork, verbs.WC{}
+	}
+	return q.scanErrWCsLocked()
+}
+
+// scanErrWCsLocked classifies the error completions the classifier kept for q, in order.
+func (q *QP) scanErrWCsLocked() (errClass, verbs.WC) {
 	q.fifoMu.Lock()
 	defer q.fifoMu.Unlock()
 	for _, e := range q.errWCs {

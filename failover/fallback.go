@@ -59,7 +59,7 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 	}
 	sendPart := st == SendDefault || st == SendWaitDrained
 	recvPart := rs == RecvDefault
-	if !fromPeer {
+	if !fromPeer && (sendPart || recvPart) {
 		// The application's own error fails on any NIC: it gets it now, unretried.
 		if class, wc := q.failureClassLocked(); class == classApp || (class == classFlush && q.flushCause() == classApp) {
 			q.appErrorLocked(wc)
@@ -84,7 +84,7 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 	q.markSlowLocked()
 	if err := q.prepareLocked(sendPart, recvPart); err != nil {
 		if errors.Is(err, errAppError) {
-			_, wc := q.failureClassLocked()
+			_, wc := q.scanErrWCsLocked()
 			q.appErrorLocked(wc)
 			return
 		}
@@ -136,6 +136,7 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 	if q.fn != nil {
 		_ = q.fn.Abort(fmt.Errorf("failover: QP %#x: default path failed", q.qpn))
 	}
+	q.defStopped = true
 	if err := q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
 		return fmt.Errorf("failover: QP %#x: move default QP to ERR: %w", q.qpn, err)
 	}
@@ -144,7 +145,7 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 	}
 	// A failed post or a link event started this before the default QP's completions were
 	// read: the drain may have found the application's own error behind it.
-	if class, _ := q.failureClassLocked(); class == classApp {
+	if class, _ := q.scanErrWCsLocked(); class == classApp {
 		return errAppError
 	}
 	if !sendPart {
@@ -401,6 +402,7 @@ func (q *QP) withRoomLocked(post func() error) error {
 // probe goroutine that reconnects it.
 func (q *QP) resetDefaultLocked() {
 	if s := q.def.State(); s != verbs.QPStateReset && s != verbs.QPStateErr {
+		q.defStopped = true
 		_ = q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	}
 	deadline := time.Now().Add(2 * time.Second)
@@ -434,6 +436,7 @@ func (q *QP) resetDefaultLocked() {
 	q.dRecvKinds = append(q.dRecvKinds[:0], kindCtrl)
 	q.failQueued = false
 	q.shiftErrSeen = false
+	q.defStopped = false
 	q.injHit.Store(false) // the injected error, if any, was this incarnation's
 	q.errWCs = nil
 	q.fifoMu.Unlock()
@@ -493,6 +496,7 @@ func (q *QP) refuseLocked(err error) {
 	}
 	// The default QP may still be healthy (a refused notification from the peer): stop it so
 	// its WRs complete with errors the application sees.
+	q.defStopped = true
 	_ = q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	q.passThroughLocked()
 	if b := q.bk.Load(); b != nil {

@@ -148,6 +148,9 @@ type QP struct {
 	// appErr: the default QP failed by the application's own error (appErrorLocked); posts
 	// go to it as without SHIFT. Under mu.
 	appErr bool
+	// defStopped: SHIFT moved the default QP to ERR in this incarnation (prepareLocked,
+	// refuseLocked, resetDefaultLocked); its flushes are SHIFT's. Under mu.
+	defStopped bool
 	injWRs []verbs.SendWR
 	injSGE []verbs.SGE
 	bkWRs  []verbs.SendWR // scratch of postBackupLocked (q.mu)
