@@ -151,10 +151,10 @@ type QP struct {
 	// defStopped: SHIFT moved the default QP to ERR in this incarnation (prepareLocked,
 	// refuseLocked, resetDefaultLocked); its flushes are SHIFT's. Under mu.
 	defStopped bool
-	injWRs []verbs.SendWR
-	injSGE []verbs.SGE
-	bkWRs  []verbs.SendWR // scratch of postBackupLocked (q.mu)
-	bkSGE  []verbs.SGE
+	injWRs     []verbs.SendWR
+	injSGE     []verbs.SGE
+	bkWRs      []verbs.SendWR // scratch of postBackupLocked (q.mu)
+	bkSGE      []verbs.SGE
 
 	stats qpCounters // this QP's share of the context's counters (status.go)
 }
