@@ -61,7 +61,21 @@ func statusClass(s verbs.WCStatus) errClass {
 // port died. A link that fails under an RC QP leaves it in RTS until a request times out
 // (RETRY_EXC_ERR first). So a first flush with the port up is the application's, and one
 // with the port down (or a device that no longer answers) is the network's.
+//
+// The flush may also be the first of the QP's completions the application polled while the
+// real cause waits on the other CQ: a send of its own (or, after a recovery, one of SHIFT's
+// probes or notifications) that failed with RETRY_EXC_ERR when the QP entered ERR, its
+// receives flushed in the same moment. So a first flush is the application's only on a QP
+// that never fell back and had no send WQE outstanding; otherwise it is taken for the
+// network's, as before this classification (the fallback's handshake then decides).
 func (q *QP) flushCause() errClass {
+	if q.tracked {
+		return classNetwork
+	}
+	q.outSends = q.def.OutstandingSends(q.outSends[:0])
+	if len(q.outSends) > 0 {
+		return classNetwork
+	}
 	a, err := q.c.def.QueryPort(q.attr.Defaults().Port)
 	if err != nil || a.State != verbs.PortActive {
 		return classNetwork
