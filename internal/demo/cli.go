@@ -114,6 +114,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s: %s\n", r.Mode, n)
 		}
 	}
+	if c := CompareRates(runs); c != "" {
+		fmt.Fprintln(stdout, c)
+	}
 	var verdicts []string
 	for _, r := range runs {
 		verdicts = append(verdicts, "verdict "+r.Verdict())
