@@ -96,8 +96,10 @@ type metricDescs struct {
 }
 
 func newShiftCollector(root string, getenv func(string) string) *shiftCollector {
-	proc := []string{"pid", "device"}
-	qp := []string{"pid", "device", "qpn"}
+	// context tells apart two contexts of one process on the same device (each has a
+	// status file of its own); without it their series would collide.
+	proc := []string{"pid", "context", "device"}
+	qp := []string{"pid", "context", "device", "qpn"}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
@@ -163,9 +165,9 @@ func (c *shiftCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (c *shiftCollector) collectProcess(ch chan<- prometheus.Metric, p failover.ProcessStatus) {
-	pid := strconv.Itoa(p.PID)
+	pid, seq := strconv.Itoa(p.PID), strconv.FormatUint(p.Seq, 10)
 	m := func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, t, v, append([]string{pid, p.Device}, labels...)...)
+		ch <- prometheus.MustNewConstMetric(d, t, v, append([]string{pid, seq, p.Device}, labels...)...)
 	}
 	k := p.Counters
 	m(c.d.procInfo, prometheus.GaugeValue, 1, p.Command, strings.Join(p.Backups, ","), p.Job, p.KV, p.LinkWatch)

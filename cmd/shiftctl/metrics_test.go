@@ -15,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/shift-rdma/shift/failover"
+	"github.com/shift-rdma/shift/failover/kv"
 )
 
 // startMetrics runs shiftctl metrics on 127.0.0.1:0 until the test ends and returns the
@@ -149,6 +151,27 @@ func TestMetricsScrape(t *testing.T) {
 	now := float64(time.Now().Unix())
 	if v, _, ok := sample(mfs, "shift_qp_last_event_timestamp_seconds", qp); !ok || v < now-600 || v > now+1 {
 		t.Errorf("last event at %v (now %v, found %v)", v, now, ok)
+	}
+
+	// A second context of this process on the same device: its series stand beside the
+	// first's (the context label), and the scrape still succeeds.
+	extra := openFOHost(t, l.prefix, 0, kv.NewMem(), "extra", func(o *failover.Options) { o.StatusInterval = time.Hour })
+	if err := extra.ctx.PublishStatus(); err != nil {
+		t.Fatal(err)
+	}
+	mfs = scrape(t, addr)
+	seen := map[string]bool{}
+	for _, m := range mfs["shift_context_info"].GetMetric() {
+		got := map[string]string{}
+		for _, lb := range m.GetLabel() {
+			got[lb.GetName()] = lb.GetValue()
+		}
+		if got["pid"] == me && got["device"] == l.prefix+"0" {
+			seen[got["context"]] = true
+		}
+	}
+	if len(seen) != 2 {
+		t.Errorf("contexts of this process on %s0: %v, want two", l.prefix, seen)
 	}
 }
 
