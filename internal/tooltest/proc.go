@@ -91,6 +91,10 @@ func (p *Proc) Wait(timeout time.Duration) (string, error) {
 	return p.out.String(), nil
 }
 
+// Pid is the program's process id (`ip netns exec` executes it in its own place, so the
+// pid is the program's inside a namespace too).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Output is what the program printed so far, standard error then standard output.
 func (p *Proc) Output() string { return p.log.String() + p.out.String() }
 

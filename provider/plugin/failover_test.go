@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/internal/toolrun"
 	"github.com/shift-rdma/shift/internal/tooltest"
 	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
@@ -63,7 +66,10 @@ func TestFailoverUnderTools(t *testing.T) {
 	def, bk := p.Rails[0][0], p.Rails[1][0] // host A's ends
 	for _, lr := range failoverRuns() {
 		t.Run(lr.name, func(t *testing.T) {
-			m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("fail-%d", port()), Extra: []string{"SHIFT_DEBUG=1"}}
+			// The status files (and the default KV store) go to a runtime directory of the
+			// test's own, where this test reads them as shiftctl status does.
+			xdg := t.TempDir()
+			m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("fail-%d", port()), Extra: []string{"SHIFT_DEBUG=1", "XDG_RUNTIME_DIR=" + xdg}}
 			pt := port()
 			srv := p.B.Start(t, m, lr.name, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, lr.args...)...)
 			if err := srv.WaitListening(pt, 20*time.Second); err != nil {
@@ -83,6 +89,7 @@ func TestFailoverUnderTools(t *testing.T) {
 			if err := p.WaitTraffic(0, bk.Name, b0, 1<<20, cli, 20*time.Second); err != nil {
 				t.Fatalf("with the default rail down, no traffic on the backup: %v\n%s", err, cli.Output())
 			}
+			waitStatusOnBackup(t, filepath.Join(xdg, "shift"), lr.name, cli)
 			def.SetUp(t, true)
 			d1, _ := p.Traffic(0, def.Name)
 			if err := p.WaitTraffic(0, def.Name, d1, 1<<20, cli, 20*time.Second); err != nil {
@@ -198,5 +205,34 @@ func TestLinkWatchFailoverGap(t *testing.T) {
 	// must beat it.
 	if p50 > 500*time.Millisecond {
 		t.Errorf("median link-down to backup traffic %v: the link watcher did not act before the RC timeout", p50)
+	}
+}
+
+// waitStatusOnBackup waits until the status file of the running program (an unmodified tool
+// with the plugin in SHIFT mode) shows a QP of its default device s0 whose sends run on the
+// backup s1: what shiftctl status and shiftctl metrics read of a live plugin process.
+func waitStatusOnBackup(t *testing.T, dir, command string, cli *tooltest.Proc) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var last []failover.ProcessStatus
+	for {
+		st, err := failover.ReadStatusDir(dir, os.Getuid())
+		if err == nil {
+			last = st
+			for _, p := range st {
+				if p.PID != cli.Pid() || p.Command != command || p.Device != "s0" {
+					continue
+				}
+				for _, q := range p.QPs {
+					if q.NIC == "s1" && q.Fallbacks > 0 {
+						return
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) || cli.Done() {
+			t.Fatalf("no status of %s with a QP on s1 in %s (read error %v): %+v\n%s", command, dir, err, last, cli.Output())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
