@@ -201,6 +201,18 @@ func (q *QP) probeStep() int {
 		}
 		q.tProbeOK = time.Now().UnixNano()
 		q.wsCount = 0
+		if q.backupIdleLocked() {
+			// Nothing is in flight on the backup: no WR posted later on the default path
+			// can overtake one, so the fence need not wait FenceAfter for the application's
+			// next signaled WR (an idle sender, or a receive-only side, never posts one).
+			if err := q.shiftFenceLocked(); err != nil {
+				q.failLocked(verbs.WCGeneralErr, err)
+			}
+			if q.mach.sendState() == SendFallback {
+				return probeFailed
+			}
+			return probeDrain
+		}
 		return probeOK
 	}
 	q.c.probeFails.Add(1)
@@ -520,3 +532,16 @@ func (q *QP) SwitchBackLatency() time.Duration { return time.Duration(q.lastSwit
 // RecoveryStall is the last recovery's application-visible stall: from the fence WR posted
 // (later WRs withheld) to Default (0: none yet).
 func (q *QP) RecoveryStall() time.Duration { return time.Duration(q.lastStall.Load()) }
+
+// backupIdleLocked reports whether the backup QP has no send WQE outstanding and no WR waits
+// to be posted: every WR sent on the backup has completed, so it was delivered.
+func (q *QP) backupIdleLocked() bool {
+	b := q.bk.Load()
+	if b == nil || len(q.pending) > 0 {
+		return false
+	}
+	q.scq.mu.Lock()
+	q.outSends = b.OutstandingSends(q.outSends[:0])
+	q.scq.mu.Unlock()
+	return len(q.outSends) == 0
+}

@@ -26,13 +26,20 @@ func TestDownDuringRecovery(t *testing.T) {
 				a, b := e.pairs(t, 1, cp)
 				qa, qb := a[0], b[0]
 				runStream(t, e, qa, qb, stream{mode: mode, msgs: 100, size: 512, failAt: 30, failHost: 1, seed: 1})
+				// An unsignaled WRITE left on the backup: no completion retires it, so the
+				// backup is not idle and A waits in WaitSignaled for the application's next
+				// signaled WR (an idle backup would let SHIFT fence at once).
+				h0, h1 := e.hosts[0], e.hosts[1]
+				if err := qa.PostSend([]verbs.SendWR{{WRID: 1 << 41, Opcode: verbs.WRRDMAWrite,
+					SGL: []verbs.SGE{h0.mr.SGE(bufSize-8192, 64)}, RemoteAddr: h1.mr.Addr() + bufSize - 8192, RKey: h1.mr.RKey()}}); err != nil {
+					t.Fatal(err)
+				}
 				e.linkUp(1)
 				waitFor(t, "A in WaitSignaled", func() bool { return qa.SendState() == SendWaitSignaled && qb.SendState() == SendDefault },
 					func() string { return e.describe(qa, qb) })
 				if phase == SendWaitDrained {
 					// The application's signaled WR becomes the fence WR; the link goes
 					// down with the notification and the WRs behind it on the default QP.
-					h0, h1 := e.hosts[0], e.hosts[1]
 					w := verbs.SendWR{WRID: 1 << 40, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 						SGL: []verbs.SGE{h0.mr.SGE(bufSize-4096, 64)}, RemoteAddr: h1.mr.Addr() + bufSize - 4096, RKey: h1.mr.RKey()}
 					if err := qa.PostSend([]verbs.SendWR{w}); err != nil {

@@ -2,6 +2,7 @@ package toolrun
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -71,6 +72,11 @@ func resultRow(out string) ([]float64, error) {
 			var v []float64
 			for _, f := range fs {
 				x, err := strconv.ParseFloat(f, 64)
+				if err != nil && strings.EqualFold(strings.TrimLeft(f, "+-"), "nan") {
+					// perftest prints -nan for t_stdev when rounding makes the variance of
+					// nearly equal samples negative (printf of sqrt of a negative number).
+					x, err = math.NaN(), nil
+				}
 				if err != nil {
 					return nil, fmt.Errorf("result row %q: %v", row, err)
 				}

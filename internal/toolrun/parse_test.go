@@ -1,6 +1,8 @@
 package toolrun
 
 import (
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -40,6 +42,14 @@ func TestParse(t *testing.T) {
 	if d := cmp.Diff(Lat{Bytes: 64, Iterations: 1000, Min: 52.11, Max: 2301.40, Typical: 88.20, Avg: 101.33,
 		Stdev: 60.01, P99: 310.55, P999: 2301.40}, lat); d != "" {
 		t.Errorf("ParseLat (-want +got):\n%s", d)
+	}
+	// The row perftest printed under load (the -nan of a negative variance's square root).
+	nanOut := strings.Replace(latOut, "60.01", "-nan", 1)
+	if lat, err := ParseLat(nanOut); err != nil || !math.IsNaN(lat.Stdev) || lat.P99 != 310.55 {
+		t.Errorf("ParseLat with t_stdev -nan: %+v, %v", lat, err)
+	}
+	if _, err := ParseLat(strings.Replace(latOut, "60.01", "-nanx", 1)); err == nil {
+		t.Error("ParseLat accepted -nanx")
 	}
 	pp, err := ParsePingpong(pingOut)
 	if err != nil {
