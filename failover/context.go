@@ -344,7 +344,7 @@ func (c *Context) Stats() Stats {
 		RecvRecoveries: c.recvRecoveries.Load(), ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
 		FastReopens: c.fastReopens.Load(),
 		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(),
-		LinkEvents:  c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
+		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
 		SwitchBack: time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
 }
 

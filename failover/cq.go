@@ -33,7 +33,7 @@ type CQ struct {
 
 	// last caches the QP of the last completion (rdma-core's cur_rsc); poller-owned.
 	last *QP
-	qps  atomic.Pointer[map[uint32]*QP] // default QPN → QP
+	qps  atomic.Pointer[map[uint32]*QP]   // default QPN → QP
 	bqps []atomic.Pointer[map[uint32]*QP] // per backup device: backup or control QPN → QP
 
 	mu       sync.Mutex

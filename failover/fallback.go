@@ -191,7 +191,9 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 	if class, _ := q.scanErrWCsLocked(); class == classApp {
 		return errAppError
 	}
-	if !sendPart {
+	if !sendPart && q.mach.sendState() != SendHandshake {
+		// Our sends are on the backup: none of the send log's is outstanding on the default
+		// QP. (In Handshake they wait in the log for the reply, which reposts them.)
 		q.sCursor = q.sPosted.Load()
 	}
 	// Retransmission-safe check over every WR without a completion.

@@ -32,8 +32,8 @@ type backupDev struct {
 
 	lkeys sync.Map // default lkey → this device's lkey
 	rkeys sync.Map // rkeyKey → the peer's rkey on its backup device idx (KV cache)
-	ch  *provider.CompChannel
-	gid [16]byte
+	ch    *provider.CompChannel
+	gid   [16]byte
 	// gidIndex is the backup port's GID index the backup QPs use as their source.
 	gidIndex uint8
 
