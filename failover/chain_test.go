@@ -90,9 +90,9 @@ func TestAllBackupsFailed(t *testing.T) {
 	if wcs[0].Status == verbs.WCSuccess || wcs[0].WRID != 7 {
 		t.Fatalf("completion %+v, want an error for wr_id 7", wcs[0])
 	}
-	if qa.SendState() != SendFailed {
-		t.Fatalf("state %v, want Failed: %s", qa.SendState(), e.describe(qa, qb))
-	}
+	// The completions are given before the state moves (both under the QP's mutex).
+	waitFor(t, "the QP failed", func() bool { return qa.SendState() == SendFailed },
+		func() string { return e.describe(qa, qb) })
 }
 
 // pollIdle polls both hosts' CQs (recovery needs no application poll, but a CQ with
