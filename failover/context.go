@@ -19,9 +19,11 @@ import (
 
 // Options configure a failover Context.
 type Options struct {
-	// Backups names the backup devices explicitly; empty means SHIFT_BACKUP, then automatic
-	// selection. The first backup carries the shadows; further ones are accepted for the
-	// configuration syntax but not used yet.
+	// Backups names the backup devices explicitly, in the order they are used; empty means
+	// SHIFT_BACKUP, then automatic selection. Every backup carries shadows of every object
+	// (replayed in the background); a QP falls back to the first, and moves to the next one
+	// when the backup in use fails too (docs/FAILOVER.md "N backups"). The peer must have
+	// as many backups: backup i of one host connects to backup i of the other.
 	Backups []string
 	// KV is the attribute store shared by every host of the job; nil means the store
 	// $SHIFT_KV names (kv.OpenDefault: redis://..., dir:PATH), or without it the embedded
@@ -97,6 +99,8 @@ type Stats struct {
 	// LinkEvents counts the link events read from Options.LinkEvents; LinkFallbacks the
 	// fallbacks a down event started.
 	LinkEvents, LinkFallbacks uint64
+	// Chains counts the moves of a QP from a backup that failed to the next backup.
+	Chains uint64
 	// ResetRounds counts rounds in which only the default QPs were reset and nothing was
 	// reposted (a failed probe or fence while our traffic ran on the backup).
 	ResetRounds uint64
@@ -108,13 +112,10 @@ type Stats struct {
 // Context is a default device with its backup (struct ibv_context for the application).
 type Context struct {
 	def   *provider.Context
-	bk    *backupDev
+	bks   []*backupDev // the backup chain, in Options.Backups order
 	opts  Options
 	ownKV kv.Store // the store OpenContext opened (Options.KV nil), closed with the Context
 	gid   [16]byte // default GID (KV key of this host's default objects)
-
-	lkeys sync.Map // default lkey → backup lkey
-	rkeys sync.Map // rkeyKey → backup rkey (KV cache)
 
 	// The injection words: the context's own, or those of the shared-memory file.
 	injArmed *atomic.Int64 // WRs until the injected fault (0: off)
@@ -133,7 +134,7 @@ type Context struct {
 	appErrors                                          atomic.Uint64
 
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
-	fastReopens, resetRounds                                             atomic.Uint64
+	fastReopens, resetRounds, chains                                     atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
 	linkWG                                                               sync.WaitGroup
 	linkWatcher                                                          probe.Watcher
@@ -250,9 +251,16 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		return nil, fmt.Errorf("failover: open %s: default GID: %w", name, err)
 	}
 	c.gid = g.GID
-	if c.bk, err = openBackup(c, backups[0]); err != nil {
-		c.releaseInject()
-		return nil, err
+	for i, name := range backups {
+		b, err := openBackup(c, i, name)
+		if err != nil {
+			for _, o := range c.bks {
+				_ = o.close()
+			}
+			c.releaseInject()
+			return nil, err
+		}
+		c.bks = append(c.bks, b)
 	}
 	if inj.n > 0 {
 		c.Inject(inj.qpn, inj.n)
@@ -279,8 +287,26 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 // Default is the default provider context (for tools and tests).
 func (c *Context) Default() *provider.Context { return c.def }
 
-// Backup is the backup provider context.
-func (c *Context) Backup() *provider.Context { return c.bk.ctx }
+// Backup is the first backup provider context.
+func (c *Context) Backup() *provider.Context { return c.bks[0].ctx }
+
+// Backups are the backup provider contexts, in the order they are used.
+func (c *Context) Backups() []*provider.Context {
+	out := make([]*provider.Context, len(c.bks))
+	for i, b := range c.bks {
+		out[i] = b.ctx
+	}
+	return out
+}
+
+// record appends a control verb to every backup device's shadow list; run gets the device.
+func (c *Context) record(name string, run func(b *backupDev) error) []*shadowOp {
+	ops := make([]*shadowOp, len(c.bks))
+	for i, b := range c.bks {
+		ops[i] = b.record(name, func() error { return run(b) })
+	}
+	return ops
+}
 
 // GIDByIndex is provider.Context.GIDByIndex on the default device.
 func (c *Context) GIDByIndex(port uint8, idx int) (verbs.GID, error) {
@@ -317,13 +343,20 @@ func (c *Context) Stats() Stats {
 		Probes: c.probes.Load(), ProbeFailures: c.probeFails.Load(), Recoveries: c.recoveries.Load(),
 		RecvRecoveries: c.recvRecoveries.Load(), ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
 		FastReopens: c.fastReopens.Load(),
-		ResetRounds: c.resetRounds.Load(),
-		LinkEvents:  c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
+		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(),
+		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
 		SwitchBack: time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
 }
 
-// WaitShadow waits until every recorded control verb has been replayed on the backup device.
-func (c *Context) WaitShadow(ctx context.Context) error { return c.bk.wait(ctx) }
+// WaitShadow waits until every recorded control verb has been replayed on every backup
+// device.
+func (c *Context) WaitShadow(ctx context.Context) error {
+	var errs []error
+	for _, b := range c.bks {
+		errs = append(errs, b.wait(ctx))
+	}
+	return errors.Join(errs...)
+}
 
 // Close stops the background goroutines and closes both devices; objects still alive are
 // destroyed by the kernel.
@@ -340,7 +373,11 @@ func (c *Context) Close() error {
 	}
 	c.stopProbes()
 	c.linkWG.Wait() // stopProbes closed quit
-	err := c.bk.close()
+	var errs []error
+	for _, b := range c.bks {
+		errs = append(errs, b.close())
+	}
+	err := errors.Join(errs...)
 	var kerr error
 	if c.ownKV != nil {
 		kerr = c.ownKV.Close()
@@ -367,13 +404,25 @@ func (c *Context) Inject(qpn uint32, n int64) {
 	c.injArmed.Store(n)
 }
 
-// keys of the KV store.
-func (c *Context) mrKey(gid [16]byte, rkey uint32) string {
-	return fmt.Sprintf("shift/%s/mr/%s/%d", c.opts.Job, hex.EncodeToString(gid[:]), rkey)
+// keys of the KV store: those of the first backup, as before there were several.
+func (c *Context) mrKey(gid [16]byte, rkey uint32) string { return c.mrKeyN(0, gid, rkey) }
+
+func (c *Context) qpKey(gid [16]byte, qpn uint32) string { return c.qpKeyN(0, gid, qpn) }
+
+// mrKeyN and qpKeyN are the keys of backup idx's entries (a suffix /b<idx> beyond the first).
+func (c *Context) mrKeyN(idx int, gid [16]byte, rkey uint32) string {
+	return fmt.Sprintf("shift/%s/mr/%s/%d%s", c.opts.Job, hex.EncodeToString(gid[:]), rkey, backupSuffix(idx))
 }
 
-func (c *Context) qpKey(gid [16]byte, qpn uint32) string {
-	return fmt.Sprintf("shift/%s/qp/%s/%d", c.opts.Job, hex.EncodeToString(gid[:]), qpn)
+func (c *Context) qpKeyN(idx int, gid [16]byte, qpn uint32) string {
+	return fmt.Sprintf("shift/%s/qp/%s/%d%s", c.opts.Job, hex.EncodeToString(gid[:]), qpn, backupSuffix(idx))
+}
+
+func backupSuffix(idx int) string {
+	if idx == 0 {
+		return ""
+	}
+	return fmt.Sprintf("/b%d", idx)
 }
 
 func (c *Context) kvCtx() (context.Context, context.CancelFunc) {
@@ -385,13 +434,19 @@ func (c *Context) kvCtx() (context.Context, context.CancelFunc) {
 // bytes at addr within the range the peer registered, so an entry cannot stretch a WR beyond
 // the MR it was published for.
 func (c *Context) backupRKey(gid [16]byte, rkey uint32, addr, n uint64) (uint32, error) {
+	return c.bks[0].backupRKey(gid, rkey, addr, n)
+}
+
+// backupRKey is Context.backupRKey for the peer's backup device of b's index.
+func (b *backupDev) backupRKey(gid [16]byte, rkey uint32, addr, n uint64) (uint32, error) {
+	c := b.c
 	k := rkeyKey{gid, rkey}
-	if v, ok := c.rkeys.Load(k); ok {
+	if v, ok := b.rkeys.Load(k); ok {
 		return v.(*mrEntry).mapAccess(addr, n)
 	}
 	ctx, cancel := c.kvCtx()
 	defer cancel()
-	v, err := c.opts.KV.Get(ctx, c.mrKey(gid, rkey))
+	v, err := c.opts.KV.Get(ctx, c.mrKeyN(b.idx, gid, rkey))
 	if err != nil {
 		return 0, fmt.Errorf("failover: backup rkey of %#x: %w", rkey, err)
 	}
@@ -399,13 +454,13 @@ func (c *Context) backupRKey(gid [16]byte, rkey uint32, addr, n uint64) (uint32,
 	if err != nil {
 		return 0, err
 	}
-	c.rkeys.Store(k, &e)
+	b.rkeys.Store(k, &e)
 	return e.mapAccess(addr, n)
 }
 
-// backupLKey maps a default lkey to the backup MR's lkey (a local table).
-func (c *Context) backupLKey(lkey uint32) (uint32, bool) {
-	v, ok := c.lkeys.Load(lkey)
+// backupLKey maps a default lkey to the lkey of its MR on backup device b (a local table).
+func (b *backupDev) backupLKey(lkey uint32) (uint32, bool) {
+	v, ok := b.lkeys.Load(lkey)
 	if !ok {
 		return 0, false
 	}

@@ -25,7 +25,7 @@ const ctrlWRID = 0x5348_4946_545f_4354 // "SHIFT_CT"
 type CQ struct {
 	c      *Context
 	def    *provider.CQ
-	bk     atomic.Pointer[provider.CQ]
+	bk     []atomic.Pointer[provider.CQ] // one per backup device
 	size   int
 	handle uint64 // user handle of its completion events
 
@@ -33,8 +33,8 @@ type CQ struct {
 
 	// last caches the QP of the last completion (rdma-core's cur_rsc); poller-owned.
 	last *QP
-	qps  atomic.Pointer[map[uint32]*QP] // default QPN → QP
-	bqps atomic.Pointer[map[uint32]*QP] // backup QPN → QP
+	qps  atomic.Pointer[map[uint32]*QP]   // default QPN → QP
+	bqps []atomic.Pointer[map[uint32]*QP] // per backup device: backup or control QPN → QP
 
 	mu       sync.Mutex
 	buf      []verbs.WC // WC buffer, oldest first from head
@@ -60,6 +60,7 @@ type CQ struct {
 type ctrlEvt struct {
 	q   *QP
 	msg ctlMsg
+	set int // the backup set whose control QP it arrived on
 }
 
 // recovEvt is a peer's recovery notification and the default QP incarnation it arrived on.
@@ -69,8 +70,9 @@ type recovEvt struct {
 }
 
 type bkFail struct {
-	q  *QP
-	wc verbs.WC // the backup's error completion (on the backup data QP or the control QP)
+	q   *QP
+	wc  verbs.WC // the backup's error completion (on the backup data QP or the control QP)
+	set int
 }
 
 // CreateCQ is ibv_create_cq for at least a.CQE entries. The shadow CQ on the backup device is
@@ -88,28 +90,31 @@ func (c *Context) CreateCQ(a verbs.CQInitAttr) (verbs.CQ, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failover: create_cq: %w", err)
 	}
-	cq := &CQ{c: c, def: d, size: a.CQE, handle: a.Handle, scratch: make([]verbs.WC, 64)}
+	cq := &CQ{c: c, def: d, size: a.CQE, handle: a.Handle, scratch: make([]verbs.WC, 64),
+		bk: make([]atomic.Pointer[provider.CQ], len(c.bks)), bqps: make([]atomic.Pointer[map[uint32]*QP], len(c.bks))}
 	if cq.handle == 0 {
 		cq.handle = c.cqIDs.Add(1)
 	}
 	cq.ev.ch = ch
 	empty := map[uint32]*QP{}
 	cq.qps.Store(&empty)
-	empty2 := map[uint32]*QP{}
-	cq.bqps.Store(&empty2)
+	for i := range cq.bqps {
+		empty2 := map[uint32]*QP{}
+		cq.bqps[i].Store(&empty2)
+	}
 	if ch != nil {
 		ch.bind(cq)
 	}
 	cqe := a.CQE
-	c.bk.record("create_cq", func() error {
-		b, err := as[*provider.CQ](c.bk.ctx.CreateCQ(verbs.CQInitAttr{CQE: 2*cqe + 64, Channel: c.bk.ch}))
+	c.record("create_cq", func(bd *backupDev) error {
+		b, err := as[*provider.CQ](bd.ctx.CreateCQ(verbs.CQInitAttr{CQE: 2*cqe + 64, Channel: bd.ch}))
 		if err != nil {
 			return err
 		}
-		c.bk.cqMu.Lock()
-		c.bk.cqs[b] = cq
-		c.bk.cqMu.Unlock()
-		cq.bk.Store(b)
+		bd.cqMu.Lock()
+		bd.cqs[b] = cq
+		bd.cqMu.Unlock()
+		cq.bk[bd.idx].Store(b)
 		return b.Arm(false)
 	})
 	return cq, nil
@@ -129,9 +134,8 @@ func (cq *CQ) Destroy() error {
 	if cq.ev.ch != nil {
 		cq.ev.ch.unbind(cq)
 	}
-	b := cq.c.bk
-	b.record("destroy_cq", func() error {
-		bcq := cq.bk.Swap(nil)
+	cq.c.record("destroy_cq", func(b *backupDev) error {
+		bcq := cq.bk[b.idx].Swap(nil)
 		if bcq == nil {
 			return nil
 		}
@@ -367,24 +371,39 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w verbs.WC) {
 	}
 }
 
-// pollBackupLocked takes the backup CQ's completions: the application's are buffered with
-// the default QPN, SHIFT's are consumed (notifications queued for runPending).
+// pollBackupLocked takes the completions of every backup device's CQ (pollBackupDevLocked).
 func (cq *CQ) pollBackupLocked() error {
-	b := cq.bk.Load()
+	var errs []error
+	for i := range cq.bk {
+		if err := cq.pollBackupDevLocked(i); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pollBackupDevLocked takes the completions of backup device i's CQ: the application's are
+// buffered with the default QPN, SHIFT's are consumed (notifications queued for
+// runPending). An error completion of a QP's backup set in use is kept back until
+// failBackup decides between the next backup and the application (bkSet.stash); those of a
+// set the QP left are dropped, their WRs reposted elsewhere.
+func (cq *CQ) pollBackupDevLocked(i int) error {
+	b := cq.bk[i].Load()
 	if b == nil {
 		return nil
 	}
-	bq := *cq.bqps.Load()
+	bq := *cq.bqps[i].Load()
 	for {
 		n, err := b.Poll(cq.scratch)
-		for i := range cq.scratch[:n] {
-			w := cq.scratch[i]
+		for k := range cq.scratch[:n] {
+			w := cq.scratch[k]
 			q := bq[w.QPNum]
 			if q == nil {
 				continue
 			}
-			if ctl := q.ctl.Load(); ctl != nil && w.QPNum == ctl.QPN() {
-				cq.controlWCLocked(q, ctl, w)
+			bs := q.sets[i]
+			if ctl := bs.ctl.Load(); ctl != nil && w.QPNum == ctl.QPN() {
+				cq.controlWCLocked(q, i, ctl, w)
 				continue
 			}
 			if w.Opcode&verbs.WCRecv == 0 {
@@ -394,24 +413,34 @@ func (cq *CQ) pollBackupLocked() error {
 			w.QPNum = q.qpn
 			if w.Status != verbs.WCSuccess {
 				q.fifoMu.Lock()
-				first := !q.bkFailQueued
-				q.bkFailQueued = true
+				switch {
+				case bs.dead:
+				case bs.gaveUp:
+					if w.WRID != ctrlWRID {
+						cq.pushLocked(w)
+					}
+				default:
+					if !bs.failQueued {
+						bs.failQueued = true
+						cq.toFailBk = append(cq.toFailBk, bkFail{q, bw, i})
+					}
+					if w.WRID != ctrlWRID {
+						bs.stash = append(bs.stash, ownedWC{cq: cq, wc: w})
+					}
+				}
 				q.fifoMu.Unlock()
-				if first {
-					cq.toFailBk = append(cq.toFailBk, bkFail{q, bw})
-				}
-				if w.WRID != ctrlWRID {
-					cq.pushLocked(w)
-				}
 				continue
 			}
 			if w.Opcode&verbs.WCRecv != 0 {
-				if q.popKind(&q.recvKinds) != kindApp {
+				if q.popKind(&bs.recvKinds) != kindApp {
 					continue // a filler (zero-length SEND) consumed a stale RECV
 				}
 				q.recvDone++
-			} else if q.popKind(&q.sendKinds) == kindCtrl {
-				continue
+			} else {
+				if q.popKind(&bs.sendKinds) == kindCtrl {
+					continue
+				}
+				q.retireBkLog()
 			}
 			q.tOK.CompareAndSwap(0, time.Now().UnixNano())
 			cq.pushLocked(w)
@@ -422,17 +451,34 @@ func (cq *CQ) pollBackupLocked() error {
 	}
 }
 
-// controlWCLocked handles a completion of q's control QP: the peer's notification (its
-// control RECV is reposted), our notification's completion (dropped), or an error (the
-// backup path failed).
-func (cq *CQ) controlWCLocked(q *QP, ctl *provider.QP, w verbs.WC) {
+// retireBkLog drops the backup log up to its first signaled WR, whose completion came.
+func (q *QP) retireBkLog() {
+	q.fifoMu.Lock()
+	defer q.fifoMu.Unlock()
+	for i := range q.bkLog {
+		if q.bkLog[i].signaled {
+			n := copy(q.bkLog, q.bkLog[i+1:])
+			clear(q.bkLog[n:])
+			q.bkLog = q.bkLog[:n]
+			return
+		}
+	}
+}
+
+// controlWCLocked handles a completion of q's control QP on backup set i: the peer's
+// notification (its control RECV is reposted), our notification's completion (dropped), or
+// an error (the backup path failed).
+func (cq *CQ) controlWCLocked(q *QP, i int, ctl *provider.QP, w verbs.WC) {
+	bs := q.sets[i]
 	if w.Status != verbs.WCSuccess {
 		q.fifoMu.Lock()
-		first := !q.bkFailQueued
-		q.bkFailQueued = true
+		first := !bs.failQueued && !bs.dead && !bs.gaveUp
+		if first {
+			bs.failQueued = true
+		}
 		q.fifoMu.Unlock()
 		if first {
-			cq.toFailBk = append(cq.toFailBk, bkFail{q, w})
+			cq.toFailBk = append(cq.toFailBk, bkFail{q, w, i})
 		}
 		return
 	}
@@ -443,13 +489,13 @@ func (cq *CQ) controlWCLocked(q *QP, ctl *provider.QP, w verbs.WC) {
 	if slot < 0 || slot >= ctlDepth || w.ByteLen != ctlMsgSize {
 		return // not a notification slot: nothing of SHIFT's is waiting for it
 	}
-	b := q.ctlBuf.Bytes()[slot*ctlMsgSize : (slot+1)*ctlMsgSize]
+	b := bs.ctlBuf.Bytes()[slot*ctlMsgSize : (slot+1)*ctlMsgSize]
 	m, err := parseCtlMsg(b)
-	_ = ctl.PostRecv([]verbs.RecvWR{{WRID: w.WRID, SGL: []verbs.SGE{q.ctlMR.SGE(slot*ctlMsgSize, ctlMsgSize)}}})
+	_ = ctl.PostRecv([]verbs.RecvWR{{WRID: w.WRID, SGL: []verbs.SGE{bs.ctlMR.SGE(slot*ctlMsgSize, ctlMsgSize)}}})
 	if err != nil {
 		return // a corrupt notification is no notification: the peer's handshake times out
 	}
-	cq.ctrl = append(cq.ctrl, ctrlEvt{q, m})
+	cq.ctrl = append(cq.ctrl, ctrlEvt{q, m, i})
 }
 
 // runPending runs the fallbacks, failures and notifications the pollers found; it takes QP
@@ -476,24 +522,23 @@ func (cq *CQ) runPending() {
 		q.fallback(ctlMsg{}, false)
 	}
 	for _, e := range ctrl {
-		q := e.q
-		q.fallback(e.msg, true)
+		e.q.onControl(e.msg, e.set)
 	}
 	for _, f := range toFailBk {
-		f.q.failBackup(f.wc)
+		f.q.failBackup(f)
 	}
 }
 
-// onBackupEvent runs on the backup device's event goroutine.
-func (cq *CQ) onBackupEvent() {
+// onBackupEvent runs on backup device i's event goroutine.
+func (cq *CQ) onBackupEvent(i int) {
 	cq.mu.Lock()
 	// Re-arm before polling so a completion after the poll raises a new event; under the
 	// mutex because arming reads the consumer index the poller writes.
-	if b := cq.bk.Load(); b != nil {
+	if b := cq.bk[i].Load(); b != nil {
 		_ = b.Arm(false)
 	}
 	before := len(cq.buf) - cq.head
-	_ = cq.pollBackupLocked()
+	_ = cq.pollBackupDevLocked(i)
 	more := len(cq.buf)-cq.head > before
 	if more {
 		// Completions for the application from the backup (a failed backup's flushes):

@@ -27,10 +27,24 @@ type ctlMsg struct {
 	// refused: the sender will not fall back (an unsafe WR of its own outstanding, its KV
 	// or backup not ready): the receiver's handshake fails now instead of at its timeout.
 	refused bool
+	// reply: the message answers the receiver's notification (it started no round). A reply
+	// that finds no notification of ours waiting is a duplicate, resent after the backup it
+	// first travelled on failed, and is dropped.
+	reply bool
+	// gen is the sender's default QP incarnation (modulo 2^24): for a reply the incarnation
+	// both sides take in this round, otherwise the sender's before the round. It keeps the
+	// two counts equal when a notification or its reply was lost with a failed backup
+	// (adoptGen).
+	gen uint32
 }
 
-// ctlFlagRefused is bit 0 of the message's third word (zero in older messages).
-const ctlFlagRefused = 1
+// Flags of the message's third word (zero in older messages): bit 0 refused, bit 1 reply,
+// bits 8-31 the incarnation.
+const (
+	ctlFlagRefused = 1
+	ctlFlagReply   = 2
+	ctlGenShift    = 8
+)
 
 func (m ctlMsg) put(b []byte) {
 	binary.BigEndian.PutUint32(b[0:], m.count)
@@ -39,6 +53,10 @@ func (m ctlMsg) put(b []byte) {
 	if m.refused {
 		flags |= ctlFlagRefused
 	}
+	if m.reply {
+		flags |= ctlFlagReply
+	}
+	flags |= m.gen << ctlGenShift
 	binary.BigEndian.PutUint32(b[8:], flags)
 	binary.BigEndian.PutUint32(b[12:], ctlMagic)
 }
@@ -47,6 +65,17 @@ func parseCtlMsg(b []byte) (ctlMsg, error) {
 	if len(b) < ctlMsgSize || binary.BigEndian.Uint32(b[12:]) != ctlMagic {
 		return ctlMsg{}, fmt.Errorf("failover: control message of %d bytes without its magic word", len(b))
 	}
+	flags := binary.BigEndian.Uint32(b[8:])
 	return ctlMsg{count: binary.BigEndian.Uint32(b[0:]), stale: binary.BigEndian.Uint32(b[4:]),
-		refused: binary.BigEndian.Uint32(b[8:])&ctlFlagRefused != 0}, nil
+		refused: flags&ctlFlagRefused != 0, reply: flags&ctlFlagReply != 0, gen: flags >> ctlGenShift}, nil
+}
+
+// genAfter is the incarnation own advanced to the message's gen when that is ahead of it
+// (24-bit serial arithmetic), else own.
+func genAfter(own uint64, gen uint32) uint64 {
+	d := int32((gen-uint32(own))<<ctlGenShift) >> ctlGenShift
+	if d > 0 {
+		return own + uint64(d)
+	}
+	return own
 }

@@ -12,9 +12,9 @@ func (q *QP) debugState() string {
 	}
 	q.fifoMu.Lock()
 	s := fmt.Sprintf("QP %#x: slow %v tracked %v defMode %d awaitReply %v resetOnReply %v gen %d sPosted %d sCursor %d rPosted %d recvDone %d "+
-		"recvKinds %v sendKinds %v dSendKinds %v dRecvKinds %v pending %d failQueued %v bkFailQueued %v gates s%d r%d cq%d/%d buf %d",
+		"backup %d recvKinds %v sendKinds %v bkLog %d dSendKinds %v dRecvKinds %v pending %d failQueued %v bkFailQueued %v gates s%d r%d cq%d/%d buf %d",
 		q.qpn, q.slow, q.tracked, q.defMode, q.awaitReply, q.resetOnReply, q.defGen.Load(), q.sPosted.Load(), q.sCursor,
-		q.rPosted.Load(), q.recvDone, q.recvKinds, q.sendKinds, q.dSendKinds, q.dRecvKinds, len(q.pending), q.failQueued, q.bkFailQueued,
+		q.rPosted.Load(), q.recvDone, q.cur.Load(), q.cs().recvKinds, q.cs().sendKinds, len(q.bkLog), q.dSendKinds, q.dRecvKinds, len(q.pending), q.failQueued, q.cs().failQueued,
 		q.sendGate.Load(), q.recvGate.Load(), q.scq.gate.Load(), q.rcq.gate.Load(), len(q.rcq.buf)-q.rcq.head)
 	q.fifoMu.Unlock()
 	if q.rcq != q.scq {
@@ -22,7 +22,7 @@ func (q *QP) debugState() string {
 	}
 	q.scq.mu.Unlock()
 	s += fmt.Sprintf(" def out sends %d recvs %d", len(q.def.OutstandingSends(nil)), len(q.def.OutstandingRecvs(nil)))
-	if b := q.bk.Load(); b != nil {
+	if b := q.cs().qp.Load(); b != nil {
 		s += fmt.Sprintf(" bk out sends %d recvs %d", len(b.OutstandingSends(nil)), len(b.OutstandingRecvs(nil)))
 	}
 	return s

@@ -1,6 +1,7 @@
 // Package failover is SHIFT's passive fallback layer: the same verbs surface as package
 // provider (Context, PD, MR, CQ, QP, PostSend, PostRecv, Poll) over a default mlx5 device and
-// a backup device of the same host. Every control verb runs on the default device at once
+// backup devices of the same host, used in order (a QP whose backup fails too moves to the
+// next one, bkset.go). Every control verb runs on the default device at once
 // and is recorded, with its attributes, for one background goroutine per backup device that
 // replays it on the backup (shadow objects), best-effort in list order and rescanning when a
 // peer's attribute is not yet in the KV store (package failover/kv). The data path in the

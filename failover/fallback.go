@@ -21,6 +21,25 @@ func (q *QP) fallback(peer ctlMsg, fromPeer bool) {
 	q.fallbackLocked(peer, fromPeer)
 }
 
+// onControl handles the peer's notification that arrived on the control QP of backup set
+// set (runPending): on the set in use, a fallback round; on a later one, the peer moved to
+// that backup because the one in use failed (chainLocked); on a set left behind, a stale
+// message (its round was resolved on the next backup).
+func (q *QP) onControl(peer ctlMsg, set int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	cur := int(q.cur.Load())
+	switch {
+	case set == cur:
+		q.fallbackLocked(peer, true)
+	case set > cur && !peer.reply && q.sets[set].ready.Load():
+		q.chainLocked(set, peer, true)
+	}
+}
+
+// fallbackLocked is a fallback round onto the backup set in use (see roundLocked).
+func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) { q.roundLocked(peer, fromPeer, false) }
+
 // fallbackLocked is fallback with q.mu held; the probe goroutine calls it when the default
 // path failed under a probe or a fence while nothing of ours ran on it.
 //
@@ -32,10 +51,18 @@ func (q *QP) fallback(peer ctlMsg, fromPeer bool) {
 // dropped from then on) and resets it only once the peer's notification came: the replier
 // after receiving ours, the initiator on the reply. A probe therefore only ever reaches a
 // responder of its own incarnation or one in ERR or INIT, which drops it.
-func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
+//
+// With chain, the backup set in use has just replaced one that failed (chainLocked): what
+// ran on the failed set (sends in Fallback or WaitSignaled, receives in Fallback) moves to
+// the new set as what ran on the default QP does, and a round already under way starts
+// again on the new set's control QP (its notification may have been lost with the old one).
+func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	st, rs := q.mach.sendState(), q.mach.recvState()
 	if st == SendFailed || rs == RecvFailed {
 		return
+	}
+	if fromPeer && peer.reply && !q.awaitReply {
+		return // a duplicate reply, resent on a later backup: its round is over
 	}
 	if fromPeer && peer.refused {
 		// The peer will not follow: what this side holds for it cannot be delivered.
@@ -45,6 +72,11 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 	}
 	if fromPeer && q.awaitReply {
 		q.awaitReply = false
+		q.nextGen = genAfter(q.defGen.Load(), peer.gen)
+		if !peer.reply {
+			// Both notified at once: each takes the later incarnation, plus one.
+			q.nextGen = max(q.nextGen, q.defGen.Load()) + 1
+		}
 		switch {
 		case st == SendHandshake:
 			q.repostSendsLocked(peer)
@@ -54,12 +86,16 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 		}
 		return
 	}
-	if st == SendHandshake || q.awaitReply {
+	if !chain && (st == SendHandshake || q.awaitReply) {
 		return // this fallback is under way
 	}
-	sendPart := st == SendDefault || st == SendWaitDrained
-	recvPart := rs == RecvDefault
-	if !fromPeer && (sendPart || recvPart) {
+	if fromPeer {
+		q.nextGen = genAfter(q.defGen.Load(), peer.gen) + 1
+	}
+	onFailed := chain && (st == SendFallback || st == SendWaitSignaled)
+	sendPart := st == SendDefault || st == SendWaitDrained || onFailed
+	recvPart := rs == RecvDefault || (chain && rs == RecvFallback)
+	if !fromPeer && !chain && (sendPart || recvPart) {
 		// The application's own error fails on any NIC: it gets it now, unretried.
 		if class, wc := q.failureClassLocked(); class == classApp || (class == classFlush && q.flushCause() == classApp) {
 			q.appErrorLocked(wc)
@@ -82,7 +118,7 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 	// A probe in flight ends now: its QP goes to ERR below.
 	q.probeRes.CompareAndSwap(0, 2)
 	q.markSlowLocked()
-	if err := q.prepareLocked(sendPart, recvPart); err != nil {
+	if err := q.prepareLocked(sendPart, recvPart, chain, fromPeer); err != nil {
 		if errors.Is(err, errAppError) {
 			_, wc := q.scanErrWCsLocked()
 			q.appErrorLocked(wc)
@@ -98,7 +134,7 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 		q.c.resetRounds.Add(1)
 	}
 	if fromPeer {
-		if sendPart {
+		if sendPart || st == SendHandshake {
 			q.repostSendsLocked(peer)
 		} else {
 			q.resetDefaultLocked()
@@ -106,6 +142,9 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 		return
 	}
 	q.awaitReply = true
+	if st == SendHandshake {
+		return // the reply reposts what waits since the round began (its timer runs)
+	}
 	if !sendPart {
 		// Nothing of ours to repost: the reply only says the peer's default QP was reset.
 		q.resetOnReply = true
@@ -126,15 +165,19 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) {
 // prepareLocked is step 1 on either side: stop the default QP, collect its last
 // completions, check that the outstanding WRs may be retransmitted, move the outstanding
 // receives to the backup QP and send the notification with our receive counter.
-func (q *QP) prepareLocked(sendPart, recvPart bool) error {
-	b := q.bk.Load()
-	if b == nil || !q.bkReady.Load() {
+func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
+	bs := q.cs()
+	b := bs.qp.Load()
+	if b == nil || !bs.ready.Load() {
 		return fmt.Errorf("failover: QP %#x: %w", q.qpn, ErrBackupNotReady)
 	}
 	// Nothing more may execute on the default QP: what landed is accounted by the drain and
 	// the peer's counter, the rest is reposted.
 	if q.fn != nil {
 		_ = q.fn.Abort(fmt.Errorf("failover: QP %#x: default path failed", q.qpn))
+	}
+	if chain {
+		q.chainRepost = true
 	}
 	q.defStopped = true
 	if err := q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
@@ -148,7 +191,9 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 	if class, _ := q.scanErrWCsLocked(); class == classApp {
 		return errAppError
 	}
-	if !sendPart {
+	if !sendPart && q.mach.sendState() != SendHandshake {
+		// Our sends are on the backup: none of the send log's is outstanding on the default
+		// QP. (In Handshake they wait in the log for the reply, which reposts them.)
 		q.sCursor = q.sPosted.Load()
 	}
 	// Retransmission-safe check over every WR without a completion.
@@ -168,10 +213,18 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 			return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
 		}
 	}
+	if q.chainRepost {
+		for i := range q.bkLog {
+			scratch = scratch[:0]
+			if _, err := q.rewriteLocked(q.bkLog[i].wr, &scratch); err != nil {
+				return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
+			}
+		}
+	}
 	// The stale RECVs in front of where our receives go: the peer's fillers consume them.
 	q.fifoMu.Lock()
 	stale := 0
-	for _, k := range q.recvKinds {
+	for _, k := range bs.recvKinds {
 		if k == kindApp {
 			break
 		}
@@ -190,15 +243,21 @@ func (q *QP) prepareLocked(sendPart, recvPart bool) error {
 				return err
 			}
 		}
-		if _, err := q.mach.recvEvent(EvRecvMoved); err != nil {
-			return err
+		if q.mach.recvState() == RecvDefault {
+			if _, err := q.mach.recvEvent(EvRecvMoved); err != nil {
+				return err
+			}
 		}
 	}
-	if err := q.notifyLocked(stale); err != nil {
+	if err := q.notifyLocked(stale, reply); err != nil {
 		return err
 	}
 	if sendPart {
-		if _, err := q.mach.sendEvent(EvFailure); err != nil {
+		ev := EvFailure
+		if chain {
+			ev = EvChain
+		}
+		if _, err := q.mach.sendEvent(ev); err != nil {
 			return err
 		}
 	} else if q.mach.sendState() == SendWaitSignaled {
@@ -275,17 +334,22 @@ func (q *QP) drainLocked() error {
 // fails now and not at HandshakeTimeout. Best effort: without a control QP the peer's
 // timeout still ends it.
 func (q *QP) notifyRefusalLocked() {
-	if q.ctl.Load() == nil || !q.bkReady.Load() {
+	if bs := q.cs(); bs.ctl.Load() == nil || !bs.ready.Load() {
 		return
 	}
-	_ = q.sendCtlLocked(ctlMsg{refused: true})
+	_ = q.sendCtlLocked(ctlMsg{refused: true, reply: true})
 }
 
-// notifyLocked posts the control SEND carrying our receive counter.
-func (q *QP) notifyLocked(stale int) error {
+// notifyLocked posts the control SEND carrying our receive counter: a reply carries the
+// incarnation this round gives both default QPs (nextGen), a notification ours.
+func (q *QP) notifyLocked(stale int, reply bool) error {
 	q.rcq.mu.Lock()
-	m := ctlMsg{count: uint32(q.recvDone) & countMask, stale: uint32(stale)}
+	m := ctlMsg{count: uint32(q.recvDone) & countMask, stale: uint32(stale), reply: reply, gen: uint32(q.defGen.Load())}
 	q.rcq.mu.Unlock()
+	if reply {
+		m.gen = uint32(q.nextGen)
+	}
+	m.gen &= countMask
 	return q.sendCtlLocked(m)
 }
 
@@ -293,10 +357,11 @@ func (q *QP) notifyLocked(stale int) error {
 func (q *QP) sendCtlLocked(m ctlMsg) error {
 	// Inline: the bytes are copied into the WQE by the post, from a buffer of the QP's (heap
 	// memory, which does not move).
-	m.put(q.ctlSend[:])
+	bs := q.cs()
+	m.put(bs.ctlSend[:])
 	q.scq.mu.Lock()
-	err := q.ctl.Load().PostSend([]verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRSend,
-		Flags: verbs.SendSignaled | verbs.SendInline, SGL: []verbs.SGE{{Addr: sliceAddr(q.ctlSend[:]), Length: ctlMsgSize}}}})
+	err := bs.ctl.Load().PostSend([]verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRSend,
+		Flags: verbs.SendSignaled | verbs.SendInline, SGL: []verbs.SGE{{Addr: sliceAddr(bs.ctlSend[:]), Length: ctlMsgSize}}}})
 	q.scq.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("failover: QP %#x: post notification: %w", q.qpn, err)
@@ -316,19 +381,17 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	q.awaitReply = false
 	peerCount, stale := peer.count&countMask, int(peer.stale)
 	q.tRepost.Store(time.Now().UnixNano())
-	posted := q.sPosted.Load()
-	last := int64(-1)
-	for c := q.sCursor; c < posted; c++ {
-		r := &q.slog[c&q.smask]
+	cands := q.repostCandidatesLocked()
+	last := -1
+	for c, r := range cands {
 		if r.twoSided && delivered(peerCount, r.twoSeq&countMask) {
-			last = int64(c)
+			last = c
 		}
 	}
 	var done []verbs.WC
 	var resend []verbs.SendWR
-	for c := q.sCursor; c < posted; c++ {
-		r := &q.slog[c&q.smask]
-		if int64(c) <= last && r.wr.Opcode != verbs.WRRDMARead {
+	for c, r := range cands {
+		if c <= last && r.wr.Opcode != verbs.WRRDMARead {
 			q.c.skipped.Add(1)
 			if r.signaled {
 				done = append(done, verbs.WC{WRID: r.wr.WRID, Status: verbs.WCSuccess, Opcode: wcOpcode(r.wr.Opcode), QPNum: q.qpn})
@@ -339,7 +402,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		w.SGL = append([]verbs.SGE(nil), r.wr.SGL...)
 		resend = append(resend, w)
 	}
-	q.sCursor = posted
+	q.sCursor = q.sPosted.Load()
 	if len(done) > 0 {
 		q.scq.mu.Lock()
 		q.scq.buf = append(q.scq.buf, done...)
@@ -379,6 +442,27 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	q.c.fallbacks.Add(1)
 	q.stats.fallbacks.Add(1)
 	q.resetDefaultLocked()
+}
+
+// repostCandidatesLocked lists, in posting order, the send WRs without a known completion:
+// after a backup failed (chainRepost), those still on it first, older than any on the
+// default QP; then the send log's. The backup log is emptied: what is reposted is logged
+// again as it goes to the new backup.
+func (q *QP) repostCandidatesLocked() []*sendRec {
+	var out []*sendRec
+	if q.chainRepost {
+		q.fifoMu.Lock()
+		for i := range q.bkLog {
+			out = append(out, &q.bkLog[i])
+		}
+		q.bkLog = nil
+		q.fifoMu.Unlock()
+		q.chainRepost = false
+	}
+	for c := q.sCursor; c < q.sPosted.Load(); c++ {
+		out = append(out, &q.slog[c&q.smask])
+	}
+	return out
 }
 
 // withRoomLocked runs post (one WR on the backup QP) again while the backup SQ is full,
@@ -440,7 +524,8 @@ func (q *QP) resetDefaultLocked() {
 	q.injHit.Store(false) // the injected error, if any, was this incarnation's
 	q.errWCs = nil
 	q.fifoMu.Unlock()
-	q.defGen.Add(1)
+	q.defGen.Store(max(q.nextGen, q.defGen.Load()+1))
+	q.nextGen = 0
 	if q.rcq != q.scq {
 		q.rcq.mu.Unlock()
 	}
@@ -499,21 +584,51 @@ func (q *QP) refuseLocked(err error) {
 	q.defStopped = true
 	_ = q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	q.passThroughLocked()
-	if b := q.bk.Load(); b != nil {
-		_ = b.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-	}
+	q.giveUpSetLocked()
 }
 
-// failBackup handles an error completion of the backup QP: the backup path is gone too.
-func (q *QP) failBackup(wc verbs.WC) {
+// failBackup handles an error completion of backup set f.set: the backup path is gone too.
+// The QP moves to the next backup when one is connected (chainLocked); without one it fails.
+func (q *QP) failBackup(f bkFail) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if int(q.cur.Load()) != f.set {
+		return // a set already left behind
+	}
+	if st := q.mach.sendState(); st != SendFailed && !q.appErr {
+		if j := q.nextSetLocked(); j >= 0 {
+			q.chainLocked(j, ctlMsg{}, false)
+			return
+		}
+	}
+	wc := f.wc
 	which := "backup QP"
-	if ctl := q.ctl.Load(); ctl != nil && wc.QPNum == ctl.QPN() {
+	if ctl := q.sets[f.set].ctl.Load(); ctl != nil && wc.QPNum == ctl.QPN() {
 		which = "control QP"
 	}
-	q.failLocked(wc.Status, fmt.Errorf("failover: QP %#x: %s %#x failed: %v (wr_id %#x, in send state %v)",
-		q.qpn, which, wc.QPNum, wc.Status, wc.WRID, q.mach.sendState()))
+	q.failLocked(wc.Status, fmt.Errorf("failover: QP %#x: %s %#x (backup %d) failed: %v (wr_id %#x, in send state %v)",
+		q.qpn, which, wc.QPNum, f.set, wc.Status, wc.WRID, q.mach.sendState()))
+}
+
+// giveUpSetLocked stops the backup set in use for good: its WQEs complete with errors that
+// the application gets, those polled already first.
+func (q *QP) giveUpSetLocked() {
+	bs := q.cs()
+	if b := bs.qp.Load(); b != nil {
+		_ = b.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+	}
+	q.fifoMu.Lock()
+	bs.gaveUp = true
+	stash := bs.stash
+	bs.stash = nil
+	q.fifoMu.Unlock()
+	for _, o := range stash {
+		o.cq.mu.Lock()
+		o.cq.pushLocked(o.wc)
+		closeGate(&o.cq.gate)
+		o.cq.mu.Unlock()
+		o.cq.raise()
+	}
 }
 
 // failLocked fails a QP whose fallback started: the backup QP is stopped (its WQEs complete
@@ -528,16 +643,13 @@ func (q *QP) failLocked(status verbs.WCStatus, err error) {
 		return
 	}
 	q.failErr = err
-	if b := q.bk.Load(); b != nil {
-		_ = b.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-	}
+	q.giveUpSetLocked()
 	if st == SendHandshake {
 		var ws []verbs.SendWR
-		posted := q.sPosted.Load()
-		for c := q.sCursor; c < posted; c++ {
-			ws = append(ws, q.slog[c&q.smask].wr)
+		for _, r := range q.repostCandidatesLocked() {
+			ws = append(ws, r.wr)
 		}
-		q.sCursor = posted
+		q.sCursor = q.sPosted.Load()
 		ws = append(ws, q.pending...)
 		q.pending = nil
 		q.synthErrorsLocked(ws, status)

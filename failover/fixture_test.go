@@ -50,6 +50,9 @@ type testEnv struct {
 	names []string
 	// gidIndex is the GID index on hardware; -1 (or on the emulator) the preferred GID.
 	gidIndex int
+	// nics is the number of NICs per emulated host (0: 2): NIC 0 the default device, the
+	// others its backups in order.
+	nics int
 }
 
 const bufSize = 4 << 20
@@ -70,8 +73,14 @@ func newEnvWith(t testing.TB, cqe int, hook func(h int, o *Options)) *testEnv {
 // from the emulated fabric (Options.LinkEvents).
 func newEnvCfg(t testing.TB, cqe int, hook func(h int, o *Options), links bool) *testEnv {
 	t.Helper()
+	return newEnvNICs(t, cqe, hook, links, 2)
+}
+
+// newEnvNICs is newEnvCfg with nics NICs per host: each context's backups are NICs 1..nics-1.
+func newEnvNICs(t testing.TB, cqe int, hook func(h int, o *Options), links bool, nics int) *testEnv {
+	t.Helper()
 	prefix := fmt.Sprintf("fo%d_%d_", os.Getpid(), envSeq.Add(1))
-	cl, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: 2, Register: true, Prefix: prefix, Seed: 7})
+	cl, err := emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: nics, Register: true, Prefix: prefix, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +89,7 @@ func newEnvCfg(t testing.TB, cqe int, hook func(h int, o *Options), links bool) 
 			t.Errorf("close cluster: %v", err)
 		}
 	})
-	e := &testEnv{cl: cl, kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("job%d", envSeq.Load()), hook: hook, links: links}
+	e := &testEnv{cl: cl, kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("job%d", envSeq.Load()), hook: hook, links: links, nics: nics}
 	for h := range 2 {
 		e.hosts[h] = e.openHost(t, h, cqe, bufSize)
 	}
@@ -152,8 +161,13 @@ func (p *poller) next(deadline time.Time) []verbs.WC {
 // a CQ and one registered buffer.
 func (e *testEnv) openHost(t testing.TB, h, cqe, size int) *testHost {
 	t.Helper()
-	def, bk := e.device(2*h), e.device(2*h+1)
-	o := Options{Backups: []string{bk}, KV: e.kv, Job: e.job, GIDIndex: e.gidIndex,
+	nics := max(e.nics, 2)
+	def := e.device(nics * h)
+	var bks []string
+	for n := 1; n < nics; n++ {
+		bks = append(bks, e.device(nics*h+n))
+	}
+	o := Options{Backups: bks, KV: e.kv, Job: e.job, GIDIndex: e.gidIndex,
 		DrainTimeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second}
 	if e.hook != nil {
 		e.hook(h, &o)
@@ -205,7 +219,7 @@ func (e *testEnv) openHost(t testing.TB, h, cqe, size int) *testHost {
 	return th
 }
 
-// device is the name of device n (host h's default is 2h, its backup 2h+1).
+// device is the name of device n (host h's default is nics·h, its backups the next ones).
 func (e *testEnv) device(n int) string {
 	if e.names != nil {
 		return e.names[n]

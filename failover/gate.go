@@ -122,7 +122,7 @@ func (q *QP) reopenLocked() bool {
 	}
 	ok := false
 	q.fifoMu.Lock()
-	if !q.failQueued && !q.bkFailQueued && allApp(q.dSendKinds) && allApp(q.dRecvKinds) && len(q.sendKinds) == 0 {
+	if bs := q.cs(); !q.failQueued && !bs.failQueued && allApp(q.dSendKinds) && allApp(q.dRecvKinds) && len(bs.sendKinds) == 0 {
 		ok = true
 		q.dSendKinds = q.dSendKinds[:0]
 		q.dRecvKinds = q.dRecvKinds[:0]

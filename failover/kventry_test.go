@@ -138,7 +138,7 @@ func TestForgedEntriesRefused(t *testing.T) {
 	if err := e.kv.Put(ctx, cb.qpKey(cb.gid, b[0].qpn), other); err != nil {
 		t.Fatal(err)
 	}
-	if err := a[0].connectBackup(verbs.Endpoint{GID: cb.gid, QPN: b[0].qpn}); !errors.Is(err, ErrBadEntry) {
+	if err := a[0].connectBackup(a[0].sets[0], verbs.Endpoint{GID: cb.gid, QPN: b[0].qpn}); !errors.Is(err, ErrBadEntry) {
 		t.Errorf("QP entry of another QP: %v, want ErrBadEntry", err)
 	}
 	mrOther, err := e.kv.Get(ctx, cb.mrKey(cb.gid, e.hosts[1].mr.RKey()))

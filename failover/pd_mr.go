@@ -12,7 +12,7 @@ import (
 type PD struct {
 	c   *Context
 	def *provider.PD
-	bk  atomic.Pointer[provider.PD]
+	bk  []atomic.Pointer[provider.PD] // one per backup device
 }
 
 // AllocPD is ibv_alloc_pd; the backup PD is allocated by the shadow goroutine.
@@ -21,13 +21,13 @@ func (c *Context) AllocPD() (verbs.PD, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failover: alloc_pd: %w", err)
 	}
-	p := &PD{c: c, def: d}
-	c.bk.record("alloc_pd", func() error {
-		b, err := as[*provider.PD](c.bk.ctx.AllocPD())
+	p := &PD{c: c, def: d, bk: make([]atomic.Pointer[provider.PD], len(c.bks))}
+	c.record("alloc_pd", func(bd *backupDev) error {
+		b, err := as[*provider.PD](bd.ctx.AllocPD())
 		if err != nil {
 			return err
 		}
-		p.bk.Store(b)
+		p.bk[bd.idx].Store(b)
 		return nil
 	})
 	return p, nil
@@ -41,8 +41,8 @@ func (p *PD) Dealloc() error {
 	if err := p.def.Dealloc(); err != nil {
 		return fmt.Errorf("failover: dealloc_pd: %w", err)
 	}
-	p.c.bk.record("dealloc_pd", func() error {
-		if b := p.bk.Swap(nil); b != nil {
+	p.c.record("dealloc_pd", func(bd *backupDev) error {
+		if b := p.bk[bd.idx].Swap(nil); b != nil {
 			return b.Dealloc()
 		}
 		return nil
@@ -55,7 +55,7 @@ func (p *PD) Dealloc() error {
 type MR struct {
 	pd  *PD
 	def *provider.MR
-	bk  atomic.Pointer[provider.MR]
+	bk  []atomic.Pointer[provider.MR] // one per backup device
 }
 
 // RegMR is ibv_reg_mr; the shadow registers the same memory with the backup PD, keeps the
@@ -74,11 +74,11 @@ func (p *PD) RegMRIOVA(b []byte, iova uint64, access verbs.Access) (verbs.MR, er
 	if err != nil {
 		return nil, fmt.Errorf("failover: reg_mr: %w", err)
 	}
-	m := &MR{pd: p, def: d}
 	c := p.c
-	c.bk.record("reg_mr", func() error {
-		if m.bk.Load() == nil {
-			bpd := p.bk.Load()
+	m := &MR{pd: p, def: d, bk: make([]atomic.Pointer[provider.MR], len(c.bks))}
+	c.record("reg_mr", func(bd *backupDev) error {
+		if m.bk[bd.idx].Load() == nil {
+			bpd := p.bk[bd.idx].Load()
 			if bpd == nil {
 				return fmt.Errorf("%w: backup PD missing", ErrBackupNotReady)
 			}
@@ -86,15 +86,15 @@ func (p *PD) RegMRIOVA(b []byte, iova uint64, access verbs.Access) (verbs.MR, er
 			if err != nil {
 				return err
 			}
-			m.bk.Store(bm)
-			c.lkeys.Store(d.LKey(), bm.LKey())
+			m.bk[bd.idx].Store(bm)
+			bd.lkeys.Store(d.LKey(), bm.LKey())
 		}
-		bm := m.bk.Load()
+		bm := m.bk[bd.idx].Load()
 		ctx, cancel := c.kvCtx()
 		defer cancel()
 		e := mrEntry{defGID: c.gid, defRKey: d.RKey(), backupRKey: bm.RKey(), iova: iova, length: uint64(len(b))}
 		v := e.marshal()
-		if err := c.opts.KV.Put(ctx, c.mrKey(c.gid, d.RKey()), v); err != nil {
+		if err := c.opts.KV.Put(ctx, c.mrKeyN(bd.idx, c.gid, d.RKey()), v); err != nil {
 			// The store may come back: keep the verb and retry it.
 			return fmt.Errorf("%w: %w", errNotYet, err)
 		}
@@ -131,12 +131,12 @@ func (m *MR) Dereg() error {
 	}
 	c := m.pd.c
 	lk, rk := m.def.LKey(), m.def.RKey()
-	c.bk.record("dereg_mr", func() error {
-		c.lkeys.Delete(lk)
+	c.record("dereg_mr", func(bd *backupDev) error {
+		bd.lkeys.Delete(lk)
 		ctx, cancel := c.kvCtx()
 		defer cancel()
-		_ = c.opts.KV.Delete(ctx, c.mrKey(c.gid, rk))
-		if b := m.bk.Swap(nil); b != nil {
+		_ = c.opts.KV.Delete(ctx, c.mrKeyN(bd.idx, c.gid, rk))
+		if b := m.bk[bd.idx].Swap(nil); b != nil {
 			return b.Dereg()
 		}
 		return nil

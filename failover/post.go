@@ -174,11 +174,12 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 // The mapped SGEs are appended to *sges (scratch reused under q.mu: the provider reads a
 // WR's SGL only during the post).
 func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, error) {
+	bd := q.cs().dev
 	w.Flags &^= SendIneligible
 	if w.Flags&verbs.SendInline == 0 && len(w.SGL) > 0 {
 		start := len(*sges)
 		for _, s := range w.SGL {
-			k, ok := q.c.backupLKey(s.LKey)
+			k, ok := bd.backupLKey(s.LKey)
 			if !ok {
 				return w, fmt.Errorf("failover: lkey %#x has no backup MR: %w", s.LKey, ErrBackupNotReady)
 			}
@@ -197,7 +198,7 @@ func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, err
 				n += uint64(s.Length)
 			}
 		}
-		k, err := q.c.backupRKey(q.remote.GID, w.RKey, w.RemoteAddr, n)
+		k, err := bd.backupRKey(q.remote.GID, w.RKey, w.RemoteAddr, n)
 		if err != nil {
 			return w, err
 		}
@@ -206,9 +207,11 @@ func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, err
 	return w, nil
 }
 
-// postBackupLocked posts application WRs on the backup QP, in order.
+// postBackupLocked posts application WRs on the backup QP in use, in order, and logs them
+// (bkLog) until they complete, for the next backup should this one fail.
 func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
-	b := q.bk.Load()
+	bs := q.cs()
+	b := bs.qp.Load()
 	// Size the scratch first so appends never move SGEs already handed out.
 	nsge := 0
 	for i := range wrs {
@@ -232,7 +235,7 @@ func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
 	}
 	q.fifoMu.Lock()
 	for range nsig {
-		q.sendKinds = append(q.sendKinds, kindApp)
+		bs.sendKinds = append(bs.sendKinds, kindApp)
 	}
 	q.fifoMu.Unlock()
 	// The backup rings are posted under the CQ mutex their poller holds: the provider's
@@ -243,18 +246,42 @@ func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
 	q.scq.mu.Unlock()
 	if err != nil {
 		q.fifoMu.Lock()
-		q.sendKinds = q.sendKinds[:len(q.sendKinds)-nsig]
+		bs.sendKinds = bs.sendKinds[:len(bs.sendKinds)-nsig]
 		q.fifoMu.Unlock()
 		return fmt.Errorf("failover: post_send on backup of QP %#x: %w", q.qpn, err)
 	}
-	for _, w := range wrs {
-		if twoSided(w.Opcode) {
-			q.twoSided++
-		}
-	}
+	q.logBackupLocked(wrs)
 	clear(out)
 	q.bkWRs, q.bkSGE = out[:0], sges[:0]
 	return nil
+}
+
+// logBackupLocked appends wrs, just posted on the backup QP, to the backup log (copies: the
+// caller may reuse its WRs, SGLs and inline buffers) and counts the two-sided ones.
+func (q *QP) logBackupLocked(wrs []verbs.SendWR) {
+	q.fifoMu.Lock()
+	defer q.fifoMu.Unlock()
+	for _, w := range wrs {
+		r := sendRec{wr: w, twoSeq: q.twoSided, twoSided: twoSided(w.Opcode),
+			signaled: q.sigAll || w.Flags&verbs.SendSignaled != 0}
+		if w.Flags&verbs.SendInline != 0 {
+			var data []byte
+			for _, s := range w.SGL {
+				data = append(data, memAt(s.Addr, int(s.Length))...)
+			}
+			r.inline = data
+			r.wr.SGL = nil
+			if len(data) > 0 {
+				r.wr.SGL = []verbs.SGE{{Addr: sliceAddr(data), Length: uint32(len(data))}}
+			}
+		} else {
+			r.wr.SGL = append([]verbs.SGE(nil), w.SGL...)
+		}
+		if r.twoSided {
+			q.twoSided++
+		}
+		q.bkLog = append(q.bkLog, r)
+	}
 }
 
 // PostRecv is ibv_post_recv: logged and posted on the default QP in Default, posted on the
@@ -336,7 +363,7 @@ func (q *QP) postRecvBackupLocked(wrs []verbs.RecvWR) error {
 	for i, w := range wrs {
 		sgl := make([]verbs.SGE, len(w.SGL))
 		for j, s := range w.SGL {
-			k, ok := q.c.backupLKey(s.LKey)
+			k, ok := q.cs().dev.backupLKey(s.LKey)
 			if !ok {
 				return fmt.Errorf("failover: post_recv on QP %#x: lkey %#x has no backup MR: %w", q.qpn, s.LKey, ErrBackupNotReady)
 			}
@@ -345,17 +372,18 @@ func (q *QP) postRecvBackupLocked(wrs []verbs.RecvWR) error {
 		}
 		out[i] = verbs.RecvWR{WRID: w.WRID, SGL: sgl}
 	}
+	bs := q.cs()
 	q.fifoMu.Lock()
 	for range out {
-		q.recvKinds = append(q.recvKinds, kindApp)
+		bs.recvKinds = append(bs.recvKinds, kindApp)
 	}
 	q.fifoMu.Unlock()
 	q.rcq.mu.Lock()
-	err := q.bk.Load().PostRecv(out)
+	err := bs.qp.Load().PostRecv(out)
 	q.rcq.mu.Unlock()
 	if err != nil {
 		q.fifoMu.Lock()
-		q.recvKinds = q.recvKinds[:len(q.recvKinds)-len(out)]
+		bs.recvKinds = bs.recvKinds[:len(bs.recvKinds)-len(out)]
 		q.fifoMu.Unlock()
 		return fmt.Errorf("failover: post_recv on backup of QP %#x: %w", q.qpn, err)
 	}

@@ -38,6 +38,7 @@ type ownedWC struct {
 // sendRec is one logged send WR; its SGL points into the log's own SGE array.
 type sendRec struct {
 	wr       verbs.SendWR
+	inline   []byte // bkLog only: the inline payload the SGL points to
 	twoSeq   uint32 // two-sided WRs posted before it
 	twoSided bool
 	signaled bool
@@ -59,18 +60,15 @@ type QP struct {
 	cap      verbs.QPCap
 	def      *provider.QP
 
-	bk      atomic.Pointer[provider.QP]
-	bkReady atomic.Bool
-	bkPSN   uint32
-	// ctl is the control QP on the backup device: SHIFT's fallback notifications travel on it,
-	// so they never consume one of the data QP's receives, whatever the peer's receive state.
-	ctl    atomic.Pointer[provider.QP]
-	ctlPSN uint32
-	// ctlBuf holds the control receive buffers (ctlDepth notification slots), registered on
-	// the backup device as ctlMR; ctlSend is the notification we send (inline).
-	ctlBuf  *provider.Buffer
-	ctlMR   *provider.MR
-	ctlSend [ctlMsgSize]byte
+	// sets holds one backup QP set per backup device (bkset.go); cur is the one in use (or
+	// to be used by the next fallback). Written under mu, fifoMu and both CQ mutexes.
+	sets []*bkSet
+	cur  atomic.Int32
+	// bkLog holds the application's send WRs posted on the backup QP in use and not known
+	// to be complete (q.mu): what moves to the next backup when this one fails too.
+	bkLog []sendRec
+	// chainRepost: the round under way moves the sends of a failed backup (q.mu).
+	chainRepost bool
 
 	sendGate, recvGate atomic.Uint32
 	mach               machine
@@ -97,16 +95,13 @@ type QP struct {
 	local, remote verbs.Endpoint
 	rtrAttr       verbs.QPAttr
 	rtsAttr       verbs.QPAttr
-	connectOp     *shadowOp
+	connectOps    []*shadowOp
 
 	// Shared between posters and pollers of the backup QP.
 	fifoMu       sync.Mutex
-	recvKinds    []uint8
-	sendKinds    []uint8 // one per signaled WQE
 	errWCs       []ownedWC
 	shiftErrSeen bool // a WR of SHIFT's own failed on the tracked default QP (this incarnation)
 	failQueued   bool
-	bkFailQueued bool
 	defMode      int // guarded by the CQ mutexes
 
 	// Fallback (q.mu).
@@ -134,7 +129,8 @@ type QP struct {
 	pinned       bool          // q.mu: kept on the backup by SwitchToBackup (no probing)
 	tracked      bool          // q.mu: the default QP's WRs are classified by position (defTracked)
 	slow         bool          // q.mu: off the fast path, counted in the CQs' slow (gate.go)
-	defGen       atomic.Uint64 // default QP resets
+	defGen       atomic.Uint64 // default QP incarnation (resets, ctlMsg.gen)
+	nextGen      uint64        // q.mu: the incarnation this round's reset takes (0: defGen+1)
 	probeRes     atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
 	wsCount      int           // WRs posted in WaitSignaled
 	tProbeOK     int64
@@ -215,22 +211,26 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	}
 	q.injWRs = make([]verbs.SendWR, 0, q.cap.MaxSendWR)
 	q.injSGE = make([]verbs.SGE, q.maxSGE)
-	q.bkPSN = (q.qpn * 2654435761) & 0xffffff
-	q.ctlPSN = q.bkPSN ^ 0x5a5a5a
+	q.sets = make([]*bkSet, len(c.bks))
+	for i, bd := range c.bks {
+		psn := (q.qpn*2654435761 + uint32(i)*psnStride) & 0xffffff
+		q.sets[i] = &bkSet{dev: bd, psn: psn, ctlPSN: psn ^ 0x5a5a5a}
+	}
 	scq.addQP(&scq.qps, q.qpn, q)
 	if rcq != scq {
 		rcq.addQP(&rcq.qps, q.qpn, q)
 	}
-	c.bk.record("create_qp", func() error { return q.createBackup() })
+	c.record("create_qp", func(bd *backupDev) error { return q.createBackup(q.sets[bd.idx]) })
 	c.live.add(q)
 	q.mach.track.wake() // the status file lists it
 	return q, nil
 }
 
-func (q *QP) createBackup() error {
+func (q *QP) createBackup(bs *bkSet) error {
 	c := q.c
-	if q.bk.Load() == nil {
-		bpd, scq, rcq := q.pd.bk.Load(), q.scq.bk.Load(), q.rcq.bk.Load()
+	i := bs.dev.idx
+	if bs.qp.Load() == nil {
+		bpd, scq, rcq := q.pd.bk[i].Load(), q.scq.bk[i].Load(), q.rcq.bk[i].Load()
 		if bpd == nil || scq == nil || rcq == nil {
 			return fmt.Errorf("%w: backup PD or CQ missing", ErrBackupNotReady)
 		}
@@ -244,7 +244,7 @@ func (q *QP) createBackup() error {
 		if err != nil {
 			return err
 		}
-		ca := verbs.ConnectAttr{Port: c.opts.Port, GIDIndex: c.bk.gidIndex}
+		ca := verbs.ConnectAttr{Port: c.opts.Port, GIDIndex: bs.dev.gidIndex}
 		if err := verbs.ToInit(b, ca); err != nil {
 			b.Destroy()
 			return err
@@ -260,28 +260,28 @@ func (q *QP) createBackup() error {
 			b.Destroy()
 			return err
 		}
-		if err := q.postControlRecvs(bpd, ctl); err != nil {
+		if err := bs.postControlRecvs(bpd, ctl); err != nil {
 			ctl.Destroy()
 			b.Destroy()
 			return err
 		}
 		for _, n := range []uint32{b.QPN(), ctl.QPN()} {
-			q.scq.addQP(&q.scq.bqps, n, q)
+			q.scq.addQP(&q.scq.bqps[i], n, q)
 			if q.rcq != q.scq {
-				q.rcq.addQP(&q.rcq.bqps, n, q)
+				q.rcq.addQP(&q.rcq.bqps[i], n, q)
 			}
 		}
-		q.ctl.Store(ctl)
-		q.bk.Store(b)
+		bs.ctl.Store(ctl)
+		bs.qp.Store(b)
 	}
-	b, ctl := q.bk.Load(), q.ctl.Load()
+	b, ctl := bs.qp.Load(), bs.ctl.Load()
 	e := qpEntry{defGID: c.gid, defQPN: q.qpn,
-		backup: verbs.Endpoint{GID: c.bk.gid, QPN: b.QPN(), PSN: q.bkPSN},
-		ctrl:   verbs.Endpoint{GID: c.bk.gid, QPN: ctl.QPN(), PSN: q.ctlPSN}}
+		backup: verbs.Endpoint{GID: bs.dev.gid, QPN: b.QPN(), PSN: bs.psn},
+		ctrl:   verbs.Endpoint{GID: bs.dev.gid, QPN: ctl.QPN(), PSN: bs.ctlPSN}}
 	v := e.marshal()
 	ctx, cancel := c.kvCtx()
 	defer cancel()
-	if err := c.opts.KV.Put(ctx, c.qpKey(c.gid, q.qpn), v); err != nil {
+	if err := c.opts.KV.Put(ctx, c.qpKeyN(i, c.gid, q.qpn), v); err != nil {
 		return fmt.Errorf("%w: %w", errNotYet, err)
 	}
 	return nil
@@ -297,8 +297,8 @@ const (
 
 // postControlRecvs registers the control receive buffers on the backup PD (once) and posts a
 // receive into each slot of the control QP.
-func (q *QP) postControlRecvs(bpd *provider.PD, ctl *provider.QP) error {
-	if q.ctlBuf == nil {
+func (bs *bkSet) postControlRecvs(bpd *provider.PD, ctl *provider.QP) error {
+	if bs.ctlBuf == nil {
 		buf, err := provider.NewBuffer(ctlDepth * ctlMsgSize)
 		if err != nil {
 			return err
@@ -308,24 +308,24 @@ func (q *QP) postControlRecvs(bpd *provider.PD, ctl *provider.QP) error {
 			buf.Free()
 			return err
 		}
-		q.ctlBuf, q.ctlMR = buf, mr
+		bs.ctlBuf, bs.ctlMR = buf, mr
 	}
 	recvs := make([]verbs.RecvWR, ctlDepth)
 	for i := range recvs {
-		recvs[i] = verbs.RecvWR{WRID: ctlRecvBase + uint64(i), SGL: []verbs.SGE{q.ctlMR.SGE(i*ctlMsgSize, ctlMsgSize)}}
+		recvs[i] = verbs.RecvWR{WRID: ctlRecvBase + uint64(i), SGL: []verbs.SGE{bs.ctlMR.SGE(i*ctlMsgSize, ctlMsgSize)}}
 	}
 	return ctl.PostRecv(recvs)
 }
 
 // releaseControlRecvs deregisters and frees the control receive buffers, once the control QP
 // is gone.
-func (q *QP) releaseControlRecvs() error {
-	if q.ctlBuf == nil {
+func (bs *bkSet) releaseControlRecvs() error {
+	if bs.ctlBuf == nil {
 		return nil
 	}
-	err := q.ctlMR.Dereg()
-	q.ctlBuf.Free()
-	q.ctlBuf, q.ctlMR = nil, nil
+	err := bs.ctlMR.Dereg()
+	bs.ctlBuf.Free()
+	bs.ctlBuf, bs.ctlMR = nil, nil
 	return err
 }
 
@@ -342,8 +342,12 @@ func (q *QP) Cap() verbs.QPCap { return q.cap }
 // Default is the default provider QP.
 func (q *QP) Default() *provider.QP { return q.def }
 
-// Backup is the backup provider QP (nil until the shadow goroutine created it).
-func (q *QP) Backup() *provider.QP { return q.bk.Load() }
+// Backup is the provider QP of the backup set in use (nil until the shadow goroutine
+// created it).
+func (q *QP) Backup() *provider.QP { return q.cs().qp.Load() }
+
+// BackupIndex is the index, in the backup chain, of the backup set in use (or next to use).
+func (q *QP) BackupIndex() int { return int(q.cur.Load()) }
 
 // SendState is the send side's state (one atomic load).
 func (q *QP) SendState() SendState { return q.mach.sendState() }
@@ -351,8 +355,18 @@ func (q *QP) SendState() SendState { return q.mach.sendState() }
 // RecvState is the receive side's state.
 func (q *QP) RecvState() RecvState { return q.mach.recvState() }
 
-// BackupReady reports whether the backup QP is connected to the peer's backup QP.
-func (q *QP) BackupReady() bool { return q.bkReady.Load() }
+// BackupReady reports whether the backup QP in use is connected to the peer's backup QP.
+func (q *QP) BackupReady() bool { return q.cs().ready.Load() }
+
+// BackupsReady reports whether the backup QPs of every backup device are connected.
+func (q *QP) BackupsReady() bool {
+	for _, bs := range q.sets {
+		if !bs.ready.Load() {
+			return false
+		}
+	}
+	return true
+}
 
 // FallbackLatency is the time from the first error completion polled on the default QP to
 // the first successful application completion from the backup QP (0 if either is missing).
@@ -426,7 +440,7 @@ func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		q.rtrAttr = rtr
 		remote := q.remote
 		q.mu.Unlock()
-		q.connectOp = q.c.bk.record("connect_qp", func() error { return q.connectBackup(remote) })
+		q.connectOps = q.c.record("connect_qp", func(bd *backupDev) error { return q.connectBackup(q.sets[bd.idx], remote) })
 	case verbs.QPStateRTS:
 		rts, err := q.def.Query(queryMask)
 		if err != nil {
@@ -453,15 +467,15 @@ func (q *QP) QueriedAttrs() (rtr, rts verbs.QPAttr) {
 
 // connectBackup looks up the peer's backup QP and connects ours to it; it asks to be retried
 // while the peer has not published it.
-func (q *QP) connectBackup(remote verbs.Endpoint) error {
+func (q *QP) connectBackup(bs *bkSet, remote verbs.Endpoint) error {
 	c := q.c
-	b := q.bk.Load()
+	b := bs.qp.Load()
 	if b == nil {
 		return fmt.Errorf("%w: backup QP missing", ErrBackupNotReady)
 	}
 	ctx, cancel := c.kvCtx()
 	defer cancel()
-	v, err := c.opts.KV.Get(ctx, c.qpKey(remote.GID, remote.QPN))
+	v, err := c.opts.KV.Get(ctx, c.qpKeyN(bs.dev.idx, remote.GID, remote.QPN))
 	if err != nil {
 		if errors.Is(err, kv.ErrNotFound) || errors.Is(err, kv.ErrUnavailable) {
 			return fmt.Errorf("%w: %w", errNotYet, err)
@@ -476,25 +490,25 @@ func (q *QP) connectBackup(remote verbs.Endpoint) error {
 	q.mu.Lock()
 	ba := q.attr
 	q.mu.Unlock()
-	ba.Port, ba.GIDIndex = c.opts.Port, c.bk.gidIndex
+	ba.Port, ba.GIDIndex = c.opts.Port, bs.dev.gidIndex
 	if err := verbs.ToRTR(b, ba, peer); err != nil {
 		return err
 	}
-	if err := verbs.ToRTS(b, ba, q.bkPSN); err != nil {
+	if err := verbs.ToRTS(b, ba, bs.psn); err != nil {
 		return err
 	}
-	ctl := q.ctl.Load()
+	ctl := bs.ctl.Load()
 	if s := ctl.State(); s == verbs.QPStateInit {
 		if err := verbs.ToRTR(ctl, ba, peerCtl); err != nil {
 			return err
 		}
 	}
 	if s := ctl.State(); s == verbs.QPStateRTR {
-		if err := verbs.ToRTS(ctl, ba, q.ctlPSN); err != nil {
+		if err := verbs.ToRTS(ctl, ba, bs.ctlPSN); err != nil {
 			return err
 		}
 	}
-	q.bkReady.Store(true)
+	bs.ready.Store(true)
 	return nil
 }
 
@@ -515,27 +529,28 @@ func (q *QP) Destroy() error {
 	}
 	q.scq.addQP(&q.scq.qps, q.qpn, nil)
 	q.rcq.addQP(&q.rcq.qps, q.qpn, nil)
-	if q.connectOp != nil {
-		q.c.bk.cancel(q.connectOp)
+	for i, op := range q.connectOps {
+		q.c.bks[i].cancel(op)
 	}
 	c := q.c
-	c.bk.record("destroy_qp", func() error {
-		b := q.bk.Swap(nil)
+	c.record("destroy_qp", func(bd *backupDev) error {
+		bs, i := q.sets[bd.idx], bd.idx
+		b := bs.qp.Swap(nil)
 		if b == nil {
 			return nil
 		}
-		q.bkReady.Store(false)
-		q.scq.addQP(&q.scq.bqps, b.QPN(), nil)
-		q.rcq.addQP(&q.rcq.bqps, b.QPN(), nil)
-		if ctl := q.ctl.Swap(nil); ctl != nil {
-			q.scq.addQP(&q.scq.bqps, ctl.QPN(), nil)
-			q.rcq.addQP(&q.rcq.bqps, ctl.QPN(), nil)
+		bs.ready.Store(false)
+		q.scq.addQP(&q.scq.bqps[i], b.QPN(), nil)
+		q.rcq.addQP(&q.rcq.bqps[i], b.QPN(), nil)
+		if ctl := bs.ctl.Swap(nil); ctl != nil {
+			q.scq.addQP(&q.scq.bqps[i], ctl.QPN(), nil)
+			q.rcq.addQP(&q.rcq.bqps[i], ctl.QPN(), nil)
 			_ = ctl.Destroy()
-			_ = q.releaseControlRecvs()
+			_ = bs.releaseControlRecvs()
 		}
 		ctx, cancel := c.kvCtx()
 		defer cancel()
-		_ = c.opts.KV.Delete(ctx, c.qpKey(c.gid, q.qpn))
+		_ = c.opts.KV.Delete(ctx, c.qpKeyN(i, c.gid, q.qpn))
 		return b.Destroy()
 	})
 	return nil

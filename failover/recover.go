@@ -347,7 +347,8 @@ func (q *QP) shiftFenceLocked() error {
 // beginFenceLocked posts w on the backup QP as the fence WR, writes the recovery
 // notification on the default QP behind a withheld doorbell, and enters WaitDrained.
 func (q *QP) beginFenceLocked(w verbs.SendWR, shift bool) error {
-	b := q.bk.Load()
+	bs := q.cs()
+	b := bs.qp.Load()
 	var sges []verbs.SGE
 	bw := w
 	kind := uint8(kindCtrl)
@@ -371,7 +372,7 @@ func (q *QP) beginFenceLocked(w verbs.SendWR, shift bool) error {
 		return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
 	}
 	q.fifoMu.Lock()
-	q.sendKinds = append(q.sendKinds, kind)
+	bs.sendKinds = append(bs.sendKinds, kind)
 	q.dSendKinds = append(q.dSendKinds, kindNotify)
 	q.fifoMu.Unlock()
 	q.rcq.mu.Lock()
@@ -392,13 +393,13 @@ func (q *QP) beginFenceLocked(w verbs.SendWR, shift bool) error {
 		q.fifoMu.Lock()
 		q.dSendKinds = q.dSendKinds[:len(q.dSendKinds)-1]
 		if !posted {
-			q.sendKinds = q.sendKinds[:len(q.sendKinds)-1]
+			bs.sendKinds = bs.sendKinds[:len(bs.sendKinds)-1]
 		}
 		q.fifoMu.Unlock()
 		return fmt.Errorf("failover: QP %#x: fence: %w", q.qpn, err)
 	}
-	if !shift && twoSided(w.Opcode) {
-		q.twoSided++
+	if !shift {
+		q.logBackupLocked([]verbs.SendWR{w})
 	}
 	if _, err := q.mach.sendEvent(EvFenceWR); err != nil {
 		return err
@@ -434,6 +435,11 @@ func (q *QP) finishRecovery() {
 	if _, err := q.mach.sendEvent(EvDrained); err != nil {
 		return
 	}
+	// Every WR on the backup completed before the fence WR: none is left to move should
+	// the backup fail later.
+	q.fifoMu.Lock()
+	q.bkLog = nil
+	q.fifoMu.Unlock()
 	now := time.Now().UnixNano()
 	sw, st := now-q.tProbeOK, now-q.tFence
 	q.lastSwitch.Store(sw)
@@ -465,9 +471,10 @@ func (q *QP) recoverRecv(gen uint64) {
 	_ = q.rcq.pollBackupLocked()
 	q.rcq.mu.Unlock()
 	q.fifoMu.Lock()
-	for i, k := range q.recvKinds {
+	bs := q.cs()
+	for i, k := range bs.recvKinds {
 		if k == kindApp {
-			q.recvKinds[i] = kindStale
+			bs.recvKinds[i] = kindStale
 		}
 	}
 	q.fifoMu.Unlock()
@@ -504,11 +511,12 @@ func (q *QP) recoverRecv(gen uint64) {
 // postFillersLocked posts n zero-length SENDs on the backup QP to consume the stale RECVs the
 // peer's backup RQ holds in front of its reposted receives (n from its notification).
 func (q *QP) postFillersLocked(n int) error {
-	b := q.bk.Load()
+	bs := q.cs()
+	b := bs.qp.Load()
 	one := []verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRSend, Flags: verbs.SendSignaled}}
 	for range n {
 		q.fifoMu.Lock()
-		q.sendKinds = append(q.sendKinds, kindCtrl)
+		bs.sendKinds = append(bs.sendKinds, kindCtrl)
 		q.fifoMu.Unlock()
 		err := q.withRoomLocked(func() error {
 			q.scq.mu.Lock()
@@ -517,7 +525,7 @@ func (q *QP) postFillersLocked(n int) error {
 		})
 		if err != nil {
 			q.fifoMu.Lock()
-			q.sendKinds = q.sendKinds[:len(q.sendKinds)-1]
+			bs.sendKinds = bs.sendKinds[:len(bs.sendKinds)-1]
 			q.fifoMu.Unlock()
 			return fmt.Errorf("failover: QP %#x: fillers: %w", q.qpn, err)
 		}

@@ -24,10 +24,16 @@ type shadowOp struct {
 // backupDev is a backup device: its context, its completion channel and the two background
 // goroutines (shadow verbs, completion events).
 type backupDev struct {
-	c   *Context
+	c *Context
+	// idx is the device's place in the backup chain (Options.Backups order): the backup QP
+	// set of index idx of every QP lives on it, and connects to the peer's set idx.
+	idx int
 	ctx *provider.Context
-	ch  *provider.CompChannel
-	gid [16]byte
+
+	lkeys sync.Map // default lkey → this device's lkey
+	rkeys sync.Map // rkeyKey → the peer's rkey on its backup device idx (KV cache)
+	ch    *provider.CompChannel
+	gid   [16]byte
 	// gidIndex is the backup port's GID index the backup QPs use as their source.
 	gidIndex uint8
 
@@ -46,8 +52,8 @@ type backupDev struct {
 	closed bool
 }
 
-func openBackup(c *Context, name string) (*backupDev, error) {
-	b := &backupDev{c: c, wake: make(chan struct{}, 1), cqs: map[*provider.CQ]*CQ{}}
+func openBackup(c *Context, idx int, name string) (*backupDev, error) {
+	b := &backupDev{c: c, idx: idx, wake: make(chan struct{}, 1), cqs: map[*provider.CQ]*CQ{}}
 	b.idle = sync.NewCond(&b.mu)
 	var err error
 	if b.ctx, err = provider.Open(name); err != nil {
@@ -200,7 +206,7 @@ func (b *backupDev) eventLoop(ctx context.Context) {
 		if cq == nil {
 			continue
 		}
-		cq.onBackupEvent()
+		cq.onBackupEvent(b.idx)
 	}
 }
 

@@ -63,10 +63,11 @@ const (
 	EvProbeOK                // recovery (issue 6): the default path works again
 	EvFenceWR                // recovery: the fence WR was posted
 	EvDrained                // recovery: the fence WR completed
+	EvChain                  // the backup in use failed too: the sends on it move to the next one
 	numEvents
 )
 
-var eventNames = [...]string{"Failure", "PeerCount", "RecvMoved", "Fatal", "ProbeOK", "FenceWR", "Drained"}
+var eventNames = [...]string{"Failure", "PeerCount", "RecvMoved", "Fatal", "ProbeOK", "FenceWR", "Drained", "Chain"}
 
 func (e Event) String() string {
 	if e < numEvents {
@@ -90,6 +91,11 @@ var sendTable = map[[2]uint32]SendState{
 	{uint32(SendWaitDrained), uint32(EvFailure)}:  SendHandshake,
 	{uint32(SendWaitSignaled), uint32(EvFatal)}:   SendFailed,
 	{uint32(SendWaitDrained), uint32(EvFatal)}:    SendFailed,
+	// A chained failure (bkset.go): a round onto the next backup.
+	{uint32(SendDefault), uint32(EvChain)}:      SendHandshake,
+	{uint32(SendFallback), uint32(EvChain)}:     SendHandshake,
+	{uint32(SendWaitSignaled), uint32(EvChain)}: SendHandshake,
+	{uint32(SendWaitDrained), uint32(EvChain)}:  SendHandshake,
 }
 
 var recvTable = map[[2]uint32]RecvState{

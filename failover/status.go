@@ -88,7 +88,7 @@ type QPStatus struct {
 
 // qpCounters are a QP's own counters, each incremented next to the context-wide one.
 type qpCounters struct {
-	fallbacks, recoveries, reposted, refused, probes atomic.Uint64
+	fallbacks, recoveries, reposted, refused, probes, chains atomic.Uint64
 }
 
 // eventTrack follows a QP's state machine for the status file: the last event and its time,
@@ -153,8 +153,12 @@ func (t *eventTrack) timeOnBackup(now int64) time.Duration {
 func (q *QP) status(now time.Time, chain []string) QPStatus {
 	c := q.c
 	ss, rs := q.SendState(), q.RecvState()
+	// The QP's own chain: the backup in use first, those it left behind dropped.
+	if i := int(q.cur.Load()); i < len(chain) {
+		chain = chain[i:]
+	}
 	s := QPStatus{QPN: q.qpn, SendState: ss.String(), RecvState: rs.String(), BackupChain: chain,
-		BackupReady: q.bkReady.Load(),
+		BackupReady: q.cs().ready.Load(),
 		Fallbacks:   q.stats.fallbacks.Load(), Recoveries: q.stats.recoveries.Load(),
 		Reposted: q.stats.reposted.Load(), Refused: q.stats.refused.Load(), Probes: q.stats.probes.Load(),
 		TimeOnBackup: q.mach.track.timeOnBackup(now.UnixNano()).Seconds()}
@@ -174,7 +178,7 @@ func (q *QP) status(now time.Time, chain []string) QPStatus {
 	case RecvFallback:
 		s.RecvNIC = bk
 	}
-	if b := q.bk.Load(); b != nil {
+	if b := q.cs().qp.Load(); b != nil {
 		s.BackupQPN = b.QPN()
 	}
 	if ev := q.mach.track.last.Load(); ev != 0 {

@@ -28,6 +28,8 @@ type stream struct {
 	failAt   int // fail after posting this many messages (-1: never)
 	failHost int // whose default NIC goes down
 	seed     uint64
+	// at runs after posting that many messages (further failures).
+	at map[int]func()
 }
 
 const slot = 8192
@@ -184,6 +186,9 @@ func runStreamTB(t testing.TB, e *testEnv, qa, qb *QP, s stream) {
 			next++
 			if next == s.failAt {
 				e.linkDown(s.failHost)
+			}
+			if f := s.at[next]; f != nil {
+				f()
 			}
 		}
 		ws := p.next(deadline)

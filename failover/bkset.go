@@ -1,0 +1,142 @@
+package failover
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// bkSet is one QP's backup QP set on one backup device: the backup data QP, connected to the
+// peer's set of the same index, and the control QP pair on which SHIFT's notifications
+// travel while this set is in use.
+type bkSet struct {
+	dev   *backupDev
+	qp    atomic.Pointer[provider.QP]
+	ctl   atomic.Pointer[provider.QP]
+	ready atomic.Bool // connected to the peer's set
+	psn   uint32
+	// ctlPSN is the control QP's first PSN; ctlBuf holds its receive buffers (ctlDepth
+	// notification slots), registered on the backup device as ctlMR; ctlSend is the
+	// notification we send (inline).
+	ctlPSN  uint32
+	ctlBuf  *provider.Buffer
+	ctlMR   *provider.MR
+	ctlSend [ctlMsgSize]byte
+
+	// The kinds of the set's posted receives and signaled sends, in posting order (q.fifoMu).
+	recvKinds []uint8
+	sendKinds []uint8
+	// failQueued: an error completion of this set was queued for failBackup; stash keeps its
+	// error completions of application WRs until failBackup decides whether the application
+	// sees them (the QP fails) or not (the WRs move to the next backup) (q.fifoMu).
+	failQueued bool
+	stash      []ownedWC
+	// gaveUp: the QP failed with this set; later error completions go to the application
+	// (q.fifoMu).
+	gaveUp bool
+	// dead: the set failed and the QP moved to another one; its completions are drained and
+	// never used again (q.fifoMu).
+	dead bool
+}
+
+// cs is the backup set in use (or the one the next fallback uses).
+func (q *QP) cs() *bkSet { return q.sets[q.cur.Load()] }
+
+// nextSetLocked returns the index of the next backup set after the one in use that is
+// connected and has not failed, or -1.
+func (q *QP) nextSetLocked() int {
+	for i := int(q.cur.Load()) + 1; i < len(q.sets); i++ {
+		bs := q.sets[i]
+		q.fifoMu.Lock()
+		dead := bs.dead
+		q.fifoMu.Unlock()
+		if !dead && bs.ready.Load() && bs.qp.Load() != nil {
+			return i
+		}
+	}
+	return -1
+}
+
+// chainLocked moves q from the backup set in use, which failed (or which the peer left: its
+// notification came on set j), to set j, in a fallback round on j's control QP
+// (roundLocked with chain): the old set is stopped and drained (what completed there is the
+// application's; what did not is reposted on j from the logs), the receives move, and
+// both sides exchange their receive counters and reset their default QPs once, as in any
+// round. A round already under way on the old set starts again on j: the incarnation its
+// messages carry (ctlMsg.gen) keeps both sides' default QP incarnations equal whether or
+// not the old set delivered its notification or reply.
+func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
+	old := q.cs()
+	q.scq.mu.Lock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Lock()
+	}
+	q.fifoMu.Lock()
+	old.dead = true
+	old.stash = nil
+	q.cur.Store(int32(j))
+	q.fifoMu.Unlock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Unlock()
+	}
+	q.scq.mu.Unlock()
+	for _, p := range []*provider.QP{old.qp.Load(), old.ctl.Load()} {
+		if p != nil {
+			_ = p.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+		}
+	}
+	if q.fn != nil {
+		// The fence is bound to the old backup QP: a recovery starts over from the new one.
+		_ = q.fn.Abort(fmt.Errorf("failover: QP %#x: backup %d failed", q.qpn, old.dev.idx))
+		q.scq.mu.Lock()
+		q.fn = nil
+		q.scq.mu.Unlock()
+	}
+	q.drainSetLocked(old)
+	q.c.chains.Add(1)
+	q.stats.chains.Add(1)
+	// What ran on the old set and did not complete is reposted on the new one (bkLog). Our
+	// round under way on the old set, if any, starts again on the new one; when the peer's
+	// notification came on it, we answer it instead, as its receiver.
+	q.chainRepost = true
+	q.awaitReply = false
+	q.resetOnReply = false
+	q.roundLocked(peer, fromPeer, true)
+}
+
+// drainSetLocked polls the backup CQs until the stopped set's QPs have no WQE left without a
+// completion (bounded by DrainTimeout): what completed successfully is the application's and
+// counts; the flushes are dropped (the set is dead), their WRs reposted.
+func (q *QP) drainSetLocked(bs *bkSet) {
+	deadline := time.Now().Add(q.c.opts.DrainTimeout)
+	var outS []provider.SendWQE
+	var outR []provider.RecvWQE
+	for {
+		for _, cq := range []*CQ{q.scq, q.rcq} {
+			cq.mu.Lock()
+			_ = cq.pollBackupDevLocked(bs.dev.idx)
+			cq.mu.Unlock()
+		}
+		n := 0
+		for _, p := range []*provider.QP{bs.qp.Load(), bs.ctl.Load()} {
+			if p == nil {
+				continue
+			}
+			outS = p.OutstandingSends(outS[:0])
+			outR = p.OutstandingRecvs(outR[:0])
+			for _, w := range outS {
+				if w.Rung {
+					n++
+				}
+			}
+			n += len(outR)
+		}
+		if n == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
