@@ -544,7 +544,7 @@ func (q *QP) RecoveryStall() time.Duration { return time.Duration(q.lastStall.Lo
 // backupIdleLocked reports whether the backup QP has no send WQE outstanding and no WR waits
 // to be posted: every WR sent on the backup has completed, so it was delivered.
 func (q *QP) backupIdleLocked() bool {
-	b := q.bk.Load()
+	b := q.Backup()
 	if b == nil || len(q.pending) > 0 {
 		return false
 	}
