@@ -74,6 +74,11 @@ type Options struct {
 	// (Context.StatusErr).
 	StatusInterval time.Duration
 	StatusDir      string
+	// CQWatchdog bounds how long a QP on the default NIC may have signaled WRs outstanding
+	// without a completion while its port is up before SHIFT takes the NIC for hung and
+	// falls back (watchdog.go): 0 means DefaultCQWatchdog, a negative value no watchdog.
+	// The plugin sets it from $SHIFT_CQ_WATCHDOG.
+	CQWatchdog time.Duration
 }
 
 // Stats are context-wide counters.
@@ -97,6 +102,10 @@ type Stats struct {
 	// LinkEvents counts the link events read from Options.LinkEvents; LinkFallbacks the
 	// fallbacks a down event started.
 	LinkEvents, LinkFallbacks uint64
+	// AsyncEvents counts the default device's async events SHIFT read (and forwarded);
+	// EventFallbacks the fallbacks they started (DEVICE_FATAL, PORT_ERR, QP_FATAL);
+	// WatchdogFallbacks those the completion watchdog started on a silent NIC.
+	AsyncEvents, EventFallbacks, WatchdogFallbacks uint64
 	// ResetRounds counts rounds in which only the default QPs were reset and nothing was
 	// reposted (a failed probe or fence while our traffic ran on the backup).
 	ResetRounds uint64
@@ -135,6 +144,12 @@ type Context struct {
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
 	fastReopens, resetRounds                                             atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
+	asyncEvents, eventFallbacks, watchdogFallbacks                       atomic.Uint64
+	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
+	// silent): fallbacks do not wait for its completions, nothing probes it again.
+	defDead atomic.Bool
+	async   *asyncFwd
+	wdDone  chan struct{} // closed when the watchdog goroutine returned (nil: none)
 	linkWG                                                               sync.WaitGroup
 	linkWatcher                                                          probe.Watcher
 	switchBackNS, stallNS                                                atomic.Int64
@@ -254,6 +269,11 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		c.releaseInject()
 		return nil, err
 	}
+	if c.async, err = newAsyncFwd(c); err != nil {
+		_ = c.bk.close()
+		c.releaseInject()
+		return nil, err
+	}
 	if inj.n > 0 {
 		c.Inject(inj.qpn, inj.n)
 	}
@@ -272,6 +292,7 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		go c.watchLinks(opts.LinkEvents)
 	}
 	c.backups = backups
+	c.startWatchdog()
 	c.startStatus(opts.StatusDir, opts.StatusInterval)
 	return c, nil
 }
@@ -299,17 +320,6 @@ func (c *Context) QueryPort(port uint8) (verbs.PortAttr, error) { return c.def.Q
 // GIDs is the default device's GID table.
 func (c *Context) GIDs() ([]verbs.GID, error) { return c.def.GIDs() }
 
-// AsyncFD is the default device's async event descriptor: the application sees the events
-// of the device it opened.
-func (c *Context) AsyncFD() int { return c.def.AsyncFD() }
-
-// GetAsyncEvent is ibv_get_async_event on the default device. QP and CQ events name the
-// application's objects only where the provider object is the one the application holds
-// (events of the default QP carry the handle given at creation).
-func (c *Context) GetAsyncEvent(ctx context.Context) (verbs.AsyncEvent, error) {
-	return c.def.GetAsyncEvent(ctx)
-}
-
 // Stats returns the context-wide counters.
 func (c *Context) Stats() Stats {
 	return Stats{Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), AppErrors: c.appErrors.Load(), Transitions: c.transitions.Load(),
@@ -319,6 +329,7 @@ func (c *Context) Stats() Stats {
 		FastReopens: c.fastReopens.Load(),
 		ResetRounds: c.resetRounds.Load(),
 		LinkEvents:  c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
+		AsyncEvents: c.asyncEvents.Load(), EventFallbacks: c.eventFallbacks.Load(), WatchdogFallbacks: c.watchdogFallbacks.Load(),
 		SwitchBack: time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
 }
 
@@ -340,6 +351,10 @@ func (c *Context) Close() error {
 	}
 	c.stopProbes()
 	c.linkWG.Wait() // stopProbes closed quit
+	if c.wdDone != nil {
+		<-c.wdDone // quit is closed
+	}
+	c.async.close() // before the QPs and devices it acts on are torn down
 	err := c.bk.close()
 	var kerr error
 	if c.ownKV != nil {

@@ -137,6 +137,13 @@ type QP struct {
 	defGen       atomic.Uint64 // default QP resets
 	probeRes     atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
 	wsCount      int           // WRs posted in WaitSignaled
+	// The completion watchdog (watchdog.go): signaled application WRs posted on the default
+	// QP and their completions polled; its own view of the QP (watchdog goroutine).
+	sigPosted, sigDone atomic.Uint64
+	wd                 wdState
+	// respRefused: the default QP's responder refused a request of the peer
+	// (QP_ACCESS_ERR or QP_REQ_ERR on the async fd): a first flush is the application's.
+	respRefused atomic.Bool
 	tProbeOK     int64
 	tFence       int64
 	lastSwitch   atomic.Int64 // last switch-back (probe success → Default), ns
@@ -510,9 +517,11 @@ func (q *QP) Destroy() error {
 	// A destroyed QP no longer keeps its CQs off the fast path (its gates stay closed).
 	q.unmarkSlowLocked()
 	q.mu.Unlock()
+	h := q.def.UserHandle()
 	if err := q.def.Destroy(); err != nil {
 		return fmt.Errorf("failover: destroy_qp: %w", err)
 	}
+	q.c.async.withdraw(h) // as the kernel withdraws a destroyed QP's unread events
 	q.scq.addQP(&q.scq.qps, q.qpn, nil)
 	q.rcq.addQP(&q.rcq.qps, q.qpn, nil)
 	if q.connectOp != nil {
@@ -561,6 +570,7 @@ func (q *QP) retireSignaled() {
 	for c := q.sCursor; c < posted; c++ {
 		if q.slog[c&q.smask].signaled {
 			q.sCursor = c + 1
+			q.sigDone.Add(1)
 			return
 		}
 	}
