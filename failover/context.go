@@ -147,16 +147,16 @@ type Context struct {
 	asyncEvents, eventFallbacks, watchdogFallbacks                       atomic.Uint64
 	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
 	// silent): fallbacks do not wait for its completions, nothing probes it again.
-	defDead atomic.Bool
-	async   *asyncFwd
-	wdDone  chan struct{} // closed when the watchdog goroutine returned (nil: none)
-	linkWG                                                               sync.WaitGroup
-	linkWatcher                                                          probe.Watcher
-	switchBackNS, stallNS                                                atomic.Int64
-	quit                                                                 chan struct{}
-	probeWG                                                              sync.WaitGroup
-	probeMu                                                              sync.Mutex
-	closing                                                              bool // probeMu
+	defDead               atomic.Bool
+	async                 *asyncFwd
+	wdDone                chan struct{} // closed when the watchdog goroutine returned (nil: none)
+	linkWG                sync.WaitGroup
+	linkWatcher           probe.Watcher
+	switchBackNS, stallNS atomic.Int64
+	quit                  chan struct{}
+	probeWG               sync.WaitGroup
+	probeMu               sync.Mutex
+	closing               bool // probeMu
 
 	// Status file (status_pub.go).
 	backups   []string // the backup chain, the one in use first

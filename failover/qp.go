@@ -144,10 +144,10 @@ type QP struct {
 	// respRefused: the default QP's responder refused a request of the peer
 	// (QP_ACCESS_ERR or QP_REQ_ERR on the async fd): a first flush is the application's.
 	respRefused atomic.Bool
-	tProbeOK     int64
-	tFence       int64
-	lastSwitch   atomic.Int64 // last switch-back (probe success → Default), ns
-	lastStall    atomic.Int64 // last stall (fence WR posted → Default), ns
+	tProbeOK    int64
+	tFence      int64
+	lastSwitch  atomic.Int64 // last switch-back (probe success → Default), ns
+	lastStall   atomic.Int64 // last stall (fence WR posted → Default), ns
 
 	// injHit: inject corrupted a WR of this QP; its LOC_PROT_ERR is SHIFT's, not the
 	// application's.
