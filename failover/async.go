@@ -185,7 +185,10 @@ func (c *Context) onAsyncEvent(ev verbs.AsyncEvent) {
 		c.defDead.Store(true)
 		c.fallBackAll(&c.eventFallbacks)
 	case verbs.EventPortErr:
-		if ev.Port == int(c.opts.Port) {
+		// The device's own word that the link went down: a link event as the link
+		// watcher's, acted on when link events are on (with them off, a link that fails
+		// is found by the RC timeouts, as an application without SHIFT finds it).
+		if ev.Port == int(c.opts.Port) && c.portEvents.Load() {
 			c.fallBackAll(&c.eventFallbacks)
 		}
 	case verbs.EventQPFatal:

@@ -58,7 +58,8 @@ type Options struct {
 	// LinkEvents, when set, carries the default NIC's link events (a probe.Watcher's
 	// Events() on the default netdev, or the emulator's fabric): a down event moves every
 	// QP with traffic on the default NIC to the backup at once (link.go). The context reads
-	// it until it is closed or the context closes.
+	// it until it is closed or the context closes. With link events on, the default
+	// device's own PORT_ERR for Port (read from its async fd) starts the same fallbacks.
 	LinkEvents <-chan probe.LinkEvent
 	// WatchLink (or $SHIFT_LINK_WATCH=1), when LinkEvents is nil, starts a probe.Watcher
 	// (eBPF where the kernel allows it, netlink otherwise) on the netdev of the default
@@ -147,7 +148,10 @@ type Context struct {
 	asyncEvents, eventFallbacks, watchdogFallbacks                       atomic.Uint64
 	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
 	// silent): fallbacks do not wait for its completions, nothing probes it again.
-	defDead               atomic.Bool
+	defDead atomic.Bool
+	// portEvents: link events are on (Options.LinkEvents, WatchLink): PORT_ERR of the
+	// port in use falls back as a link-down event does.
+	portEvents            atomic.Bool
 	async                 *asyncFwd
 	wdDone                chan struct{} // closed when the watchdog goroutine returned (nil: none)
 	linkWG                sync.WaitGroup
@@ -288,6 +292,7 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		opts.LinkEvents = w.Events()
 	}
 	if opts.LinkEvents != nil {
+		c.portEvents.Store(true)
 		c.linkWG.Add(1)
 		go c.watchLinks(opts.LinkEvents)
 	}
