@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shift-rdma/shift/probe"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -139,5 +140,54 @@ func TestWatchdogIdleAndProgress(t *testing.T) {
 	}
 	if st := c.Stats(); st.WatchdogFallbacks != 1 || qa.SendState() != SendFallback {
 		t.Fatalf("state %v, stats %+v", qa.SendState(), st)
+	}
+}
+
+// TestPortErrFallsBack: with link events on but a link watcher that never reports (a silent
+// channel), the device's own PORT_ERR starts the fallback of a sender that never polls.
+func TestPortErrFallsBack(t *testing.T) {
+	silent := make(chan probe.LinkEvent)
+	e := newEnvWith(t, 256, func(_ int, o *Options) { o.LinkEvents = silent })
+	linkDownWithoutPolling(t, e)
+	if st := e.hosts[0].ctx.Stats(); st.EventFallbacks == 0 || st.LinkEvents != 0 {
+		t.Fatalf("stats %+v: want the fallback started by PORT_ERR", st)
+	}
+	wantAsyncEvents(t, e.hosts[0].ctx, verbs.EventPortErr)
+}
+
+// TestAccessErrEventRecorded: a WRITE with a bad rkey makes the responder's device raise
+// QP_ACCESS_ERR. SHIFT records the refusal on the responder's QP (its first flush is then the
+// application's, whatever it has outstanding), and the application still reads the event,
+// naming its default QP.
+func TestAccessErrEventRecorded(t *testing.T) {
+	e := newEnv(t, 256)
+	a, b := e.pairs(t, 1, smallCap)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
+		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey() ^ 0x5a00}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCRemAccessErr {
+		t.Fatalf("requester completion %+v, want REM_ACCESS_ERR", w)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ev, err := hb.ctx.GetAsyncEvent(ctx)
+	if err != nil || ev.Type != verbs.EventQPAccessErr || ev.QP != verbs.QP(qb.def) {
+		t.Fatalf("responder's event %+v (%v), want QP_ACCESS_ERR of its default QP", ev, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !qb.respRefused.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("SHIFT did not record the refusal")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	qb.mu.Lock()
+	cause := qb.flushCause()
+	qb.mu.Unlock()
+	if cause != classApp {
+		t.Fatalf("first flush after QP_ACCESS_ERR classified %v", cause)
 	}
 }
