@@ -70,6 +70,11 @@ func resultRow(out string) ([]float64, error) {
 			}
 			var v []float64
 			for _, f := range fs {
+				if strings.EqualFold(f, "-nan") {
+					// glibc's printf of a negative NaN: perftest's t_stdev when rounding
+					// makes the variance of widely spread latencies (a loaded host) negative.
+					f = "nan"
+				}
 				x, err := strconv.ParseFloat(f, 64)
 				if err != nil {
 					return nil, fmt.Errorf("result row %q: %v", row, err)

@@ -1,6 +1,8 @@
 package toolrun
 
 import (
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -59,5 +61,18 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := ParseLat(bwOut); err == nil {
 		t.Error("a bandwidth row parsed as a latency row")
+	}
+}
+
+// TestParseLatNaNStdev: on a loaded host perftest prints t_stdev as glibc's "-nan" (seen under
+// make test); the row still parses, the stdev as NaN.
+func TestParseLatNaNStdev(t *testing.T) {
+	out := strings.Replace(latOut, "60.01 ", "-nan  ", 1)
+	lat, err := ParseLat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsNaN(lat.Stdev) || lat.Avg != 101.33 || lat.P999 != 2301.40 {
+		t.Errorf("ParseLat: %+v", lat)
 	}
 }
