@@ -32,8 +32,9 @@ type asyncFwd struct {
 	stopR, stopW int // a pipe that wakes the reader when the context closes
 	done         chan struct{}
 
-	mu      sync.Mutex // guards pending and every send on ours, so withdraw sees a still socket
+	mu      sync.Mutex // guards pending, closed and every send on ours, so withdraw sees a still socket
 	pending [][16]byte // events the full socket could not take yet (the kernel's list is unbounded too)
+	closed  bool       // the descriptors are closed (their numbers may name other files now)
 }
 
 func newAsyncFwd(c *Context) (*asyncFwd, error) {
@@ -135,6 +136,9 @@ func (f *asyncFwd) flushLocked() {
 func (f *asyncFwd) withdraw(h uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
 	var queued [][16]byte
 	var b [16]byte
 	for {
@@ -167,6 +171,13 @@ func qpEvent(t verbs.AsyncEventType) bool {
 // close stops the reader and closes both ends of the pair; the provider's descriptor stays
 // with the provider context.
 func (f *asyncFwd) close() {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return
+	}
+	f.closed = true
+	f.mu.Unlock()
 	_, _ = unix.Write(f.stopW, []byte{1})
 	<-f.done
 	unix.Close(f.stopR)

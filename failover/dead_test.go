@@ -191,3 +191,45 @@ func TestAccessErrEventRecorded(t *testing.T) {
 		t.Fatalf("first flush after QP_ACCESS_ERR classified %v", cause)
 	}
 }
+
+// TestDestroyedQPEventsWithdrawn: an event SHIFT forwarded for a QP that the application
+// destroys before reading it is withdrawn, as the kernel withdraws a destroyed QP's events
+// (libibverbs would hand out a freed struct ibv_qp); the other events stay, in order.
+func TestDestroyedQPEventsWithdrawn(t *testing.T) {
+	e := newEnv(t, 256)
+	a, b := e.pairs(t, 1, smallCap)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
+		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey() ^ 0x5a00}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !qb.respRefused.Load() { // forwarded, then acted on: it waits in the application's descriptor
+		if time.Now().After(deadline) {
+			t.Fatal("no QP_ACCESS_ERR")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	e.linkDown(1) // PORT_ERR behind it (link events are off: no fallback)
+	for hb.ctx.Stats().AsyncEvents < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no PORT_ERR")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if err := qb.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ev, err := hb.ctx.GetAsyncEvent(ctx)
+	if err != nil || ev.Type != verbs.EventPortErr || ev.Port != 1 {
+		t.Fatalf("first event after the destroy %+v (%v), want PORT_ERR: the QP's event was not withdrawn", ev, err)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel2()
+	if ev, err := hb.ctx.GetAsyncEvent(short); err == nil {
+		t.Fatalf("event %+v left after the destroy", ev)
+	}
+}
