@@ -17,7 +17,9 @@ import (
 // device for failed, as on DEVICE_FATAL: every QP on it falls back, without waiting for its
 // completions, and nothing probes it again.
 //
-// An idle QP (nothing signaled outstanding) is never suspect, whatever the time; nor is one
+// The bound a QP gets is at least twice its retry timer's reach (retryReach), so the watchdog
+// never takes a peer or a path that stopped answering, which the NIC reports itself, for a
+// hung NIC. An idle QP (nothing signaled outstanding) is never suspect, whatever the time; nor is one
 // whose WRs are all unsignaled (no completion is due). The bound must exceed the longest time
 // a QP of the application legitimately waits for a completion: a peer that answers RNR for
 // ever (rnr_retry 7) stalls a SEND that long.
@@ -104,5 +106,15 @@ func (q *QP) watchLocked(now time.Time, bound time.Duration) bool {
 		w.done, w.since = done, now
 		return false
 	}
-	return now.Sub(w.since) >= bound
+	return now.Sub(w.since) >= max(bound, 2*retryReach(q.attr))
+}
+
+// retryReach is how long the QP's own retry timer may take to report a path or a peer that
+// stopped answering (RETRY_EXC_ERR): timeout × (retry_cnt + 1). Until twice that passed, a
+// silent QP may be one whose healthy NIC is still retrying, and that failure is the NIC's to
+// report (it classifies it; a watchdog firing would take a working NIC for dead).
+func retryReach(a verbs.ConnectAttr) time.Duration {
+	d := a.Defaults()
+	per := 4096 * time.Nanosecond << min(d.Timeout, 31)
+	return per * time.Duration(int(d.RetryCnt&7)+1)
 }
