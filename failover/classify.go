@@ -67,10 +67,17 @@ func statusClass(s verbs.WCStatus) errClass {
 // probes or notifications) that failed with RETRY_EXC_ERR when the QP entered ERR, its
 // receives flushed in the same moment. So a first flush is the application's only on a QP
 // that never fell back and had no send WQE outstanding; otherwise it is taken for the
-// network's, as before this classification (the fallback's handshake then decides).
+// network's, as before this classification (the fallback's handshake then decides) —
+// unless the device raised QP_ACCESS_ERR or QP_REQ_ERR for the QP before the flush was
+// classified: its responder refused the peer's request, which no other NIC would accept.
+// The event and the completion travel apart (the async fd, the CQ), so a flush polled
+// before SHIFT read the event is still taken for the network's.
 func (q *QP) flushCause() errClass {
 	if q.tracked {
 		return classNetwork
+	}
+	if q.respRefused.Load() {
+		return classApp // the device said so on the async fd (async.go)
 	}
 	q.outSends = q.def.OutstandingSends(q.outSends[:0])
 	if len(q.outSends) > 0 {

@@ -60,7 +60,8 @@ type Options struct {
 	// LinkEvents, when set, carries the default NIC's link events (a probe.Watcher's
 	// Events() on the default netdev, or the emulator's fabric): a down event moves every
 	// QP with traffic on the default NIC to the backup at once (link.go). The context reads
-	// it until it is closed or the context closes.
+	// it until it is closed or the context closes. With link events on, the default
+	// device's own PORT_ERR for Port (read from its async fd) starts the same fallbacks.
 	LinkEvents <-chan probe.LinkEvent
 	// WatchLink (or $SHIFT_LINK_WATCH=1), when LinkEvents is nil, starts a probe.Watcher
 	// (eBPF where the kernel allows it, netlink otherwise) on the netdev of the default
@@ -76,6 +77,11 @@ type Options struct {
 	// (Context.StatusErr).
 	StatusInterval time.Duration
 	StatusDir      string
+	// CQWatchdog bounds how long a QP on the default NIC may have signaled WRs outstanding
+	// without a completion while its port is up before SHIFT takes the NIC for hung and
+	// falls back (watchdog.go): 0 means DefaultCQWatchdog, a negative value no watchdog.
+	// The plugin sets it from $SHIFT_CQ_WATCHDOG.
+	CQWatchdog time.Duration
 }
 
 // Stats are context-wide counters.
@@ -101,6 +107,10 @@ type Stats struct {
 	LinkEvents, LinkFallbacks uint64
 	// Chains counts the moves of a QP from a backup that failed to the next backup.
 	Chains uint64
+	// AsyncEvents counts the default device's async events SHIFT read (and forwarded);
+	// EventFallbacks the fallbacks they started (DEVICE_FATAL, PORT_ERR, QP_FATAL);
+	// WatchdogFallbacks those the completion watchdog started on a silent NIC.
+	AsyncEvents, EventFallbacks, WatchdogFallbacks uint64
 	// ResetRounds counts rounds in which only the default QPs were reset and nothing was
 	// reposted (a failed probe or fence while our traffic ran on the backup).
 	ResetRounds uint64
@@ -136,13 +146,22 @@ type Context struct {
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
 	fastReopens, resetRounds, chains                                     atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
-	linkWG                                                               sync.WaitGroup
-	linkWatcher                                                          probe.Watcher
-	switchBackNS, stallNS                                                atomic.Int64
-	quit                                                                 chan struct{}
-	probeWG                                                              sync.WaitGroup
-	probeMu                                                              sync.Mutex
-	closing                                                              bool // probeMu
+	asyncEvents, eventFallbacks, watchdogFallbacks                       atomic.Uint64
+	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
+	// silent): fallbacks do not wait for its completions, nothing probes it again.
+	defDead atomic.Bool
+	// portEvents: link events are on (Options.LinkEvents, WatchLink): PORT_ERR of the
+	// port in use falls back as a link-down event does.
+	portEvents            atomic.Bool
+	async                 *asyncFwd
+	wdDone                chan struct{} // closed when the watchdog goroutine returned (nil: none)
+	linkWG                sync.WaitGroup
+	linkWatcher           probe.Watcher
+	switchBackNS, stallNS atomic.Int64
+	quit                  chan struct{}
+	probeWG               sync.WaitGroup
+	probeMu               sync.Mutex
+	closing               bool // probeMu
 
 	// Status file (status_pub.go).
 	backups   []string // the backup chain, the one in use first
@@ -262,6 +281,13 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		}
 		c.bks = append(c.bks, b)
 	}
+	if c.async, err = newAsyncFwd(c); err != nil {
+		for _, o := range c.bks {
+			_ = o.close()
+		}
+		c.releaseInject()
+		return nil, err
+	}
 	if inj.n > 0 {
 		c.Inject(inj.qpn, inj.n)
 	}
@@ -276,10 +302,12 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		opts.LinkEvents = w.Events()
 	}
 	if opts.LinkEvents != nil {
+		c.portEvents.Store(true)
 		c.linkWG.Add(1)
 		go c.watchLinks(opts.LinkEvents)
 	}
 	c.backups = backups
+	c.startWatchdog()
 	c.startStatus(opts.StatusDir, opts.StatusInterval)
 	return c, nil
 }
@@ -325,17 +353,6 @@ func (c *Context) QueryPort(port uint8) (verbs.PortAttr, error) { return c.def.Q
 // GIDs is the default device's GID table.
 func (c *Context) GIDs() ([]verbs.GID, error) { return c.def.GIDs() }
 
-// AsyncFD is the default device's async event descriptor: the application sees the events
-// of the device it opened.
-func (c *Context) AsyncFD() int { return c.def.AsyncFD() }
-
-// GetAsyncEvent is ibv_get_async_event on the default device. QP and CQ events name the
-// application's objects only where the provider object is the one the application holds
-// (events of the default QP carry the handle given at creation).
-func (c *Context) GetAsyncEvent(ctx context.Context) (verbs.AsyncEvent, error) {
-	return c.def.GetAsyncEvent(ctx)
-}
-
 // Stats returns the context-wide counters.
 func (c *Context) Stats() Stats {
 	return Stats{Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), AppErrors: c.appErrors.Load(), Transitions: c.transitions.Load(),
@@ -345,6 +362,7 @@ func (c *Context) Stats() Stats {
 		FastReopens: c.fastReopens.Load(),
 		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(),
 		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
+		AsyncEvents: c.asyncEvents.Load(), EventFallbacks: c.eventFallbacks.Load(), WatchdogFallbacks: c.watchdogFallbacks.Load(),
 		SwitchBack: time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
 }
 
@@ -373,6 +391,10 @@ func (c *Context) Close() error {
 	}
 	c.stopProbes()
 	c.linkWG.Wait() // stopProbes closed quit
+	if c.wdDone != nil {
+		<-c.wdDone // quit is closed
+	}
+	c.async.close() // before the QPs and devices it acts on are torn down
 	var errs []error
 	for _, b := range c.bks {
 		errs = append(errs, b.close())

@@ -180,7 +180,8 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 		q.chainRepost = true
 	}
 	q.defStopped = true
-	if err := q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+	// A dead device fails the command (EIO) and executes nothing anyway.
+	if err := q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil && !q.c.defDead.Load() {
 		return fmt.Errorf("failover: QP %#x: move default QP to ERR: %w", q.qpn, err)
 	}
 	if err := q.drainLocked(); err != nil {
@@ -320,6 +321,12 @@ func (q *QP) drainLocked() error {
 			}
 		}
 		if rung == 0 && len(q.outRecvs) == 0 {
+			return nil
+		}
+		if q.c.defDead.Load() {
+			// A dead or hung device completes nothing more: what it wrote is polled
+			// above; the WRs left are reposted, and the peer's receive counter says
+			// which of the two-sided ones it delivered.
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -504,7 +511,7 @@ func (q *QP) resetDefaultLocked() {
 				rung++
 			}
 		}
-		if (rung == 0 && len(q.outRecvs) == 0) || time.Now().After(deadline) {
+		if (rung == 0 && len(q.outRecvs) == 0) || q.c.defDead.Load() || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Microsecond)
@@ -547,7 +554,10 @@ func (q *QP) resetDefaultLocked() {
 		// stopping it), so only packets of the new incarnation can arrive.
 		_ = q.toRTRLocked()
 	}
-	q.startProbeLocked()
+	q.respRefused.Store(false) // the refusal was the previous incarnation's
+	if !q.c.defDead.Load() {
+		q.startProbeLocked() // a dead device is not probed: it will not come back
+	}
 }
 
 func wcOpcode(op verbs.WROpcode) verbs.WCOpcode {

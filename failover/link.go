@@ -2,6 +2,7 @@ package failover
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/shift-rdma/shift/probe"
 	"github.com/shift-rdma/shift/provider"
@@ -28,20 +29,21 @@ func (c *Context) watchLinks(events <-chan probe.LinkEvent) {
 			}
 			c.linkEvents.Add(1)
 			if !ev.Up {
-				c.linkDown()
+				c.fallBackAll(&c.linkFallbacks)
 			}
 		}
 	}
 }
 
-// linkDown starts the fallback of every QP with a part on the default NIC.
-func (c *Context) linkDown() {
+// fallBackAll starts the fallback of every QP with a part on the default NIC (a link event,
+// a port or device failure), counting each in n.
+func (c *Context) fallBackAll(n *atomic.Uint64) {
 	for _, q := range c.live.all() {
 		q.mu.Lock()
 		if !q.destroyed {
 			st, rs := q.mach.sendState(), q.mach.recvState()
 			if st == SendDefault || st == SendWaitDrained || rs == RecvDefault {
-				c.linkFallbacks.Add(1)
+				n.Add(1)
 				q.fallbackLocked(ctlMsg{}, false)
 			}
 		}

@@ -62,6 +62,7 @@ func (q *QP) postDefaultVia(wrs []verbs.SendWR, viaFence bool) error {
 	}
 	p := q.sPosted.Load()
 	two := q.twoSided
+	nsig := 0
 	for i := range wrs {
 		w := &wrs[i]
 		r := &q.slog[(p+uint64(i))&q.smask]
@@ -75,6 +76,9 @@ func (q *QP) postDefaultVia(wrs []verbs.SendWR, viaFence bool) error {
 			q.logInline(r, (p+uint64(i))&q.smask)
 		}
 		r.signaled = q.sigAll || w.Flags&verbs.SendSignaled != 0
+		if r.signaled {
+			nsig++
+		}
 		r.twoSeq = two
 		r.twoSided = twoSided(w.Opcode)
 		if r.twoSided {
@@ -95,6 +99,7 @@ func (q *QP) postDefaultVia(wrs []verbs.SendWR, viaFence bool) error {
 		return err
 	}
 	q.twoSided = two
+	q.sigPosted.Add(uint64(nsig))
 	q.sPosted.Store(p + uint64(len(wrs)))
 	return nil
 }

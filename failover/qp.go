@@ -133,10 +133,17 @@ type QP struct {
 	nextGen      uint64        // q.mu: the incarnation this round's reset takes (0: defGen+1)
 	probeRes     atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
 	wsCount      int           // WRs posted in WaitSignaled
-	tProbeOK     int64
-	tFence       int64
-	lastSwitch   atomic.Int64 // last switch-back (probe success → Default), ns
-	lastStall    atomic.Int64 // last stall (fence WR posted → Default), ns
+	// The completion watchdog (watchdog.go): signaled application WRs posted on the default
+	// QP and their completions polled; its own view of the QP (watchdog goroutine).
+	sigPosted, sigDone atomic.Uint64
+	wd                 wdState
+	// respRefused: the default QP's responder refused a request of the peer
+	// (QP_ACCESS_ERR or QP_REQ_ERR on the async fd): a first flush is the application's.
+	respRefused atomic.Bool
+	tProbeOK    int64
+	tFence      int64
+	lastSwitch  atomic.Int64 // last switch-back (probe success → Default), ns
+	lastStall   atomic.Int64 // last stall (fence WR posted → Default), ns
 
 	// injHit: inject corrupted a WR of this QP; its LOC_PROT_ERR is SHIFT's, not the
 	// application's.
@@ -524,9 +531,11 @@ func (q *QP) Destroy() error {
 	// A destroyed QP no longer keeps its CQs off the fast path (its gates stay closed).
 	q.unmarkSlowLocked()
 	q.mu.Unlock()
+	h := q.def.UserHandle()
 	if err := q.def.Destroy(); err != nil {
 		return fmt.Errorf("failover: destroy_qp: %w", err)
 	}
+	q.c.async.withdraw(h) // as the kernel withdraws a destroyed QP's unread events
 	q.scq.addQP(&q.scq.qps, q.qpn, nil)
 	q.rcq.addQP(&q.rcq.qps, q.qpn, nil)
 	for i, op := range q.connectOps {
@@ -576,6 +585,7 @@ func (q *QP) retireSignaled() {
 	for c := q.sCursor; c < posted; c++ {
 		if q.slog[c&q.smask].signaled {
 			q.sCursor = c + 1
+			q.sigDone.Add(1)
 			return
 		}
 	}

@@ -139,10 +139,25 @@ func readEvent(ctx context.Context, fd int, b []byte, op string) error {
 
 // GetAsyncEvent is ibv_get_async_event: it waits until ctx ends for the next async event.
 func (c *Context) GetAsyncEvent(ctx context.Context) (verbs.AsyncEvent, error) {
+	return c.ReadAsyncEvent(ctx, c.asyncFD)
+}
+
+// ReadAsyncEvent is GetAsyncEvent reading fd instead of the context's own descriptor: a
+// descriptor onto which someone who reads the context's events forwards them unchanged, one
+// struct ib_uverbs_async_event_desc per message (failover's). Elements name this context's
+// objects, as in GetAsyncEvent.
+func (c *Context) ReadAsyncEvent(ctx context.Context, fd int) (verbs.AsyncEvent, error) {
 	var b [16]byte // struct ib_uverbs_async_event_desc
-	if err := readEvent(ctx, c.asyncFD, b[:], "get async event"); err != nil {
+	if err := readEvent(ctx, fd, b[:], "get async event"); err != nil {
 		return verbs.AsyncEvent{}, err
 	}
+	return c.DecodeAsyncEvent(b), nil
+}
+
+// DecodeAsyncEvent turns a struct ib_uverbs_async_event_desc read from the context's async
+// descriptor into an event naming this context's objects (an element naming none leaves them
+// unset, as an event of an object destroyed since).
+func (c *Context) DecodeAsyncEvent(b [16]byte) verbs.AsyncEvent {
 	elem := binary.NativeEndian.Uint64(b[0:])
 	ev := verbs.AsyncEvent{Type: verbs.AsyncEventType(binary.NativeEndian.Uint32(b[8:]))}
 	c.mu.Lock()
@@ -160,5 +175,5 @@ func (c *Context) GetAsyncEvent(ctx context.Context) (verbs.AsyncEvent, error) {
 			ev.QP = qp
 		}
 	}
-	return ev, nil
+	return ev
 }

@@ -39,6 +39,9 @@ type QP struct {
 // QPN is the QP number.
 func (q *QP) QPN() uint32 { return q.qpn }
 
+// UserHandle is the handle the kernel echoes as the element of the QP's async events.
+func (q *QP) UserHandle() uint64 { return q.id }
+
 // Cap is what the QP really provides (rounded as libmlx5 reports it back).
 func (q *QP) Cap() verbs.QPCap { return q.cap }
 

@@ -73,8 +73,8 @@ func resultRow(out string) ([]float64, error) {
 			for _, f := range fs {
 				x, err := strconv.ParseFloat(f, 64)
 				if err != nil && strings.EqualFold(strings.TrimLeft(f, "+-"), "nan") {
-					// perftest prints -nan for t_stdev when rounding makes the variance of
-					// nearly equal samples negative (printf of sqrt of a negative number).
+					// glibc's printf of a negative NaN: perftest's t_stdev when rounding makes
+					// the variance it takes the square root of negative.
 					x, err = math.NaN(), nil
 				}
 				if err != nil {

@@ -137,17 +137,28 @@ func (d *Device) events() hwEvents {
 			if active {
 				ev = uverbs.EventPortActive
 			}
-			d.mu.Lock()
-			files := make([]*File, 0, len(d.files))
-			for f := range d.files {
-				files = append(files, f)
-			}
-			d.mu.Unlock()
-			for _, f := range files {
+			for _, f := range d.openFiles() {
 				f.asyncEvent(uint64(port), ev)
 			}
 		},
+		// ib_dispatch_event(IB_EVENT_DEVICE_FATAL) reaches every context's async file;
+		// the element of a device event is the device, which user space does not name (0).
+		fatal: func() {
+			for _, f := range d.openFiles() {
+				f.asyncEvent(0, uverbs.EventDeviceFatal)
+			}
+		},
 	}
+}
+
+func (d *Device) openFiles() []*File {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	files := make([]*File, 0, len(d.files))
+	for f := range d.files {
+		files = append(files, f)
+	}
+	return files
 }
 
 func (d *Device) forget(f *File) {

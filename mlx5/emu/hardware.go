@@ -29,6 +29,7 @@ type hwEvents struct {
 	cqError    func(cqn uint32)            // CQ overrun
 	qpEvent    func(qpn, event uint32)     // QP moved to ERR by the hardware: its async event
 	portChange func(port int, active bool) // link state of a port changed
+	fatal      func()                      // the device died: IBV_EVENT_DEVICE_FATAL
 }
 
 // cqSpec is the mlx5 create_cq: the user's CQE buffer and doorbell record.

@@ -24,6 +24,9 @@ type nicHW struct {
 }
 
 func (h *nicHW) regMR(pdn uint32, addr, length, iova uint64, access uint32) (uint32, uint32, error) {
+	if err := h.d.Dead("reg mr"); err != nil {
+		return 0, 0, err
+	}
 	if iova != addr {
 		// The device model addresses regions by their virtual address; a region registered
 		// at another iova (hca_va) would need a translation it does not have.
@@ -39,6 +42,9 @@ func (h *nicHW) regMR(pdn uint32, addr, length, iova uint64, access uint32) (uin
 func (h *nicHW) deregMR(lkey uint32) error { return h.d.DeregisterMR(lkey) }
 
 func (h *nicHW) createCQ(s cqSpec) (uint32, error) {
+	if err := h.d.Dead("create cq"); err != nil {
+		return 0, err
+	}
 	var cqn atomic.Uint32
 	u, _ := s.uar.(*nic.UAR)
 	cq, err := h.d.CreateCQ(nic.CQConfig{
@@ -68,6 +74,9 @@ func (h *nicHW) destroyCQ(cqn uint32) error {
 }
 
 func (h *nicHW) createQP(s qpSpec) (uint32, error) {
+	if err := h.d.Dead("create qp"); err != nil {
+		return 0, err
+	}
 	h.mu.Lock()
 	scq, rcq := h.cqs[s.sendCQN], h.cqs[s.recvCQN]
 	h.mu.Unlock()
@@ -112,6 +121,9 @@ func (h *nicHW) modifyQP(qpn uint32, cur, next QPState, a *qpAttr) error {
 	if cur == next && next == QPSReset {
 		return nil // mlx5_ib_modify_qp: RESET→RESET issues no command
 	}
+	if err := h.d.Dead("modify qp"); err != nil {
+		return err
+	}
 	attr := nic.QPAttr{
 		Port: int(a.port), RemoteQPN: a.destQPN, RemoteAddr: netip.AddrFrom16(a.av.dgid).Unmap(),
 		PathMTU: a.pathMTU.Bytes(), SQPSN: a.sqPSN, RQPSN: a.rqPSN, Timeout: a.timeout,
@@ -144,7 +156,12 @@ func (h *nicHW) destroyQP(qpn uint32) error {
 	return qp.Destroy()
 }
 
-func (h *nicHW) allocUAR() (uarPage, error) { return h.d.AllocUAR() }
+func (h *nicHW) allocUAR() (uarPage, error) {
+	if err := h.d.Dead("alloc uar"); err != nil {
+		return nil, err
+	}
+	return h.d.AllocUAR()
+}
 
 func (h *nicHW) freeUAR(u uarPage) error { return h.d.FreeUAR(u.(*nic.UAR)) }
 

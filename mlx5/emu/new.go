@@ -90,7 +90,8 @@ func NewDevice(cfg DeviceConfig) (*Device, error) {
 	}
 	ev := d.events()
 	nd, err := nic.New(nic.Config{Name: cfg.Name, Ports: nports, Clock: cfg.Clock,
-		OnPortState: func(port int, up bool) { ev.portChange(port, up) }})
+		OnPortState: func(port int, up bool) { ev.portChange(port, up) },
+		OnFatal:     func() { ev.fatal() }})
 	if err != nil {
 		return nil, fmt.Errorf("new device %s: %w", cfg.Name, err)
 	}

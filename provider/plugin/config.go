@@ -25,6 +25,9 @@ type config struct {
 	// SHIFT_STATUS_INTERVAL: how often each context rewrites its status file for shiftctl
 	// status and metrics (0: the library's default; negative: none).
 	statusInterval time.Duration
+	// SHIFT_CQ_WATCHDOG: the completion watchdog's bound (0: the library's default;
+	// negative: off).
+	cqWatchdog time.Duration
 }
 
 var loadConfig = sync.OnceValues(func() (config, error) {
@@ -58,11 +61,31 @@ var loadConfig = sync.OnceValues(func() (config, error) {
 		}
 		c.statusInterval = d
 	}
+	if s := os.Getenv("SHIFT_CQ_WATCHDOG"); s != "" {
+		d, err := parseCQWatchdog(s)
+		if err != nil {
+			return c, err
+		}
+		c.cqWatchdog = d
+	}
 	if c.job == "" {
 		c.job = "default"
 	}
 	return c, nil
 })
+
+// parseCQWatchdog reads SHIFT_CQ_WATCHDOG: a positive Go duration ("2s", "500ms"), or "off"
+// (also "0") for no watchdog.
+func parseCQWatchdog(s string) (time.Duration, error) {
+	if s == "off" || s == "0" {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("SHIFT_CQ_WATCHDOG=%q: want a positive duration (500ms, 10s) or off", s)
+	}
+	return d, nil
+}
 
 // parseStatusInterval reads SHIFT_STATUS_INTERVAL: a positive Go duration ("500ms", "5s"), or
 // "off" (also "0") for no status file.
@@ -105,7 +128,7 @@ func failoverOptions(c config, name string) (failover.Options, error) {
 	if err != nil {
 		return failover.Options{}, err
 	}
-	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx, WatchLink: c.watch, StatusInterval: c.statusInterval}
+	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx, WatchLink: c.watch, StatusInterval: c.statusInterval, CQWatchdog: c.cqWatchdog}
 	if c.backups != nil {
 		o.Backups = c.backups[name]
 		if len(o.Backups) == 0 {

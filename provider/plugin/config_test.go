@@ -17,3 +17,16 @@ func TestParseStatusInterval(t *testing.T) {
 		}
 	}
 }
+
+func TestParseCQWatchdog(t *testing.T) {
+	for s, want := range map[string]time.Duration{"off": -1, "0": -1, "2s": 2 * time.Second, "500ms": 500 * time.Millisecond} {
+		if d, err := parseCQWatchdog(s); err != nil || d != want {
+			t.Errorf("%q: %v %v, want %v", s, d, err, want)
+		}
+	}
+	for _, s := range []string{"", "-1s", "fast", "10"} {
+		if d, err := parseCQWatchdog(s); err == nil {
+			t.Errorf("%q accepted as %v", s, d)
+		}
+	}
+}

@@ -156,6 +156,9 @@ func (c *CQ) Destroy() error {
 // (a receive of a message with the SE bit); error CQEs always do. It returns false when the
 // CQ had no free entry (overrun) or is in error.
 func (c *CQ) push(e *cqe, solicited bool) bool {
+	if !c.dev.alive() {
+		return false // a hung or dead device writes no CQE
+	}
 	isErr := e.isError()
 	c.mu.Lock()
 	if c.errored || c.dead {

@@ -22,6 +22,9 @@ type Config struct {
 	// OnPortState is called when a port goes ACTIVE (up) or DOWN, so the kernel side can raise
 	// IBV_EVENT_PORT_ACTIVE / IBV_EVENT_PORT_ERR. It must not block.
 	OnPortState func(port int, up bool)
+	// OnFatal is called once when the device dies (Kill), before its ports go down, so the
+	// kernel side can raise IBV_EVENT_DEVICE_FATAL. It must not block.
+	OnFatal func()
 	// NewTransport builds the RC engine of a QP; nil means rc.New. Tests may substitute one.
 	NewTransport func(h rc.Host) rc.Transport
 }
@@ -42,6 +45,9 @@ type Device struct {
 	clk   clock.Clock
 	newTr func(h rc.Host) rc.Transport
 	ports []*Port
+	// health is a Health: whether the device still executes anything (fatal.go).
+	health  atomic.Uint32
+	onFatal func()
 
 	mu      sync.Mutex // guards the maps and counters below
 	uars    map[uint32]*UAR
@@ -114,6 +120,7 @@ func New(cfg Config) (*Device, error) {
 		name:      cfg.Name,
 		clk:       cfg.Clock,
 		newTr:     cfg.NewTransport,
+		onFatal:   cfg.OnFatal,
 		uars:      make(map[uint32]*UAR),
 		cqs:       make(map[uint32]*CQ),
 		cqsByUAR:  make(map[*UAR][]*CQ),
@@ -184,6 +191,9 @@ func (d *Device) Stats() Stats {
 // receive demultiplexes a packet arriving on a port by its destination QPN, as the NIC's
 // receive pipeline does, and hands it to that QP's RC engine.
 func (d *Device) receive(p *roce.Packet) {
+	if !d.alive() {
+		return // a hung or dead device's receive pipeline takes nothing
+	}
 	d.stats.rxPackets.Add(1)
 	d.objMu.RLock()
 	q := d.qps[p.BTH.DestQP&0xffffff]

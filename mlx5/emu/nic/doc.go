@@ -61,6 +61,13 @@
 //     the QPN, as it must for BlueFlame writes anyway.
 //   - Vendor syndromes in error CQEs are the values ConnectX firmware is seen to report where
 //     known (0x81 retry exceeded, 0x88 remote access, 0x51 local protection), else 0.
+//   - Device failure (fatal.go). Kill is a ConnectX's fatal error: nothing executes any more,
+//     no CQE is written and no packet sent or received, the kernel side raises
+//     IBV_EVENT_DEVICE_FATAL then PORT_ERR (its ports go down and stay down), and the commands
+//     that create or change objects fail with EIO while destroys succeed, as mlx5_cmd_exec
+//     answers them in internal error. The driver's software flush of kernel QPs has no user
+//     space counterpart and is not modelled: user CQs get nothing. Hang stops the device the
+//     same way but silently: no event, ports up, commands answered.
 //   - A receive WQE the device cannot scatter into (bad lkey) completes with a local error and
 //     the QP goes to ERR; the requester sees RNR NAKs meanwhile rather than a NAK, a
 //     simplification of the IBA responder behaviour.

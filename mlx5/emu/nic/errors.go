@@ -22,6 +22,8 @@ var (
 	ErrBusy = errors.New("nic: resource busy")
 	// ErrNoSpace: the device has no free number (QPN, CQN, key) left.
 	ErrNoSpace = errors.New("nic: out of resources")
+	// ErrDead: the device died (Device.Kill); commands fail with EIO.
+	ErrDead = errors.New("nic: device in fatal error")
 )
 
 // newErr names the operation (prefixed with the package) and wraps a sentinel together

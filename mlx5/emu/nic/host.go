@@ -168,6 +168,9 @@ func (h *qpHost) QPError(status rc.Status) {
 	}
 	q.dev.watchErr(q)
 	q.tr.FlushRecv()
+	if !q.dev.alive() {
+		return // a hung or dead device raises nothing of its QPs any more
+	}
 	if q.onError != nil {
 		q.onError(mlx5.WCStatus(status))
 	}

@@ -54,6 +54,9 @@ func (p *Port) Active() bool { return p.up.Load() }
 func (p *Port) SetLinkUp(up bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.dev.Health() == Dead {
+		up = false // a dead device's ports stay down whatever the link does
+	}
 	if p.up.Swap(up) == up {
 		return
 	}

@@ -402,7 +402,7 @@ func (q *QP) rcConfig(attr QPAttr, to QPState) (rc.Config, error) {
 	if p == nil {
 		return cfg, newErr("modify qp", ErrInvalid, unix.EINVAL, "qp %#x port %d", q.qpn, attr.Port)
 	}
-	cfg.Link = p.link
+	cfg.Link = txGate{Link: p.link, d: q.dev}
 	if cfg.PathMTU == 0 {
 		cfg.PathMTU = p.mtu
 	}

@@ -49,6 +49,19 @@ func (d *Device) watch() {
 			return
 		default:
 		}
+		if !d.alive() {
+			// A hung or dead device executes nothing: doorbells stay where software wrote
+			// them, deferred work stays queued. The watcher only waits to be closed.
+			timer.Reset(maxSleep)
+			select {
+			case <-d.stop:
+				return
+			case <-timer.C:
+			case <-d.wake:
+				timer.Stop()
+			}
+			continue
+		}
 		dbs = d.pollRegisters(dbs[:0])
 		active := len(dbs) > 0
 		for i := range dbs {
