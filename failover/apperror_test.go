@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -413,4 +414,35 @@ func FuzzFailureClassification(f *testing.F) {
 			t.Fatalf("injected fault: requester stats %+v, want a fallback and no application error", st)
 		}
 	})
+}
+
+// A peer whose QP failed by the application's own error answers a later fallback with a
+// refusal: the side that started it fails at once, not at its handshake timeout (10 minutes
+// here, longer than the guard: only the refusal can end the wait).
+func TestFailedPeerRefusesFallback(t *testing.T) {
+	e := newEnvWith(t, 256, func(h int, o *Options) { o.HandshakeTimeout = 10 * time.Minute })
+	a, b := e.pairs(t, 1, smallCap)
+	qa, qb := a[0], b[0]
+	ha := e.hosts[0]
+	s := ha.mr.SGE(0, 32)
+	s.LKey ^= 0x5a5a00
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{s}}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCLocProtErr {
+		t.Fatalf("A: %+v, want LOC_PROT_ERR", w)
+	}
+	if qa.SendState() != SendFailed || e.hosts[0].ctx.Stats().AppErrors != 1 {
+		t.Fatalf("A: state %v, stats %+v", qa.SendState(), e.hosts[0].ctx.Stats())
+	}
+	start := time.Now()
+	if err := qb.SwitchToBackup(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "B failed by A's refusal", func() bool { return qb.SendState() == SendFailed },
+		func() string { return e.describe(qa, qb) })
+	if !strings.Contains(fmt.Sprint(qb.Err()), "peer refused") {
+		t.Fatalf("B: %v, want the peer's refusal", qb.Err())
+	}
+	t.Logf("B failed %v after it started the fallback", time.Since(start).Round(time.Microsecond))
 }

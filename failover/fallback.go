@@ -59,6 +59,11 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) { q.roundLocked(peer, fr
 func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	st, rs := q.mach.sendState(), q.mach.recvState()
 	if st == SendFailed || rs == RecvFailed {
+		if fromPeer && !peer.reply && !peer.refused {
+			// A failed QP (the application's error, a refused or failed fallback) cannot
+			// follow: say so, or the peer waits for its handshake timeout.
+			q.notifyRefusalLocked()
+		}
 		return
 	}
 	if fromPeer && peer.reply && !q.awaitReply {
