@@ -63,12 +63,16 @@ type Options struct {
 	// it until it is closed or the context closes. With link events on, the default
 	// device's own PORT_ERR for Port (read from its async fd) starts the same fallbacks.
 	LinkEvents <-chan probe.LinkEvent
-	// WatchLink (or $SHIFT_LINK_WATCH=1), when LinkEvents is nil, starts a probe.Watcher
+	// The link watcher (issue 12 §4): when LinkEvents is nil, Open starts a probe.Watcher
 	// (eBPF where the kernel allows it, netlink otherwise) on the netdev of the default
-	// device's port and uses its events; LinkNetNS is the network namespace that netdev
-	// lives in ("" the caller's). Open fails when the port has no netdev.
-	WatchLink bool
-	LinkNetNS string
+	// device's port and uses its events, by default for a hardware device whose port has a
+	// netdev; where it cannot start, the context runs without it and LinkWatch says why.
+	// WatchLink requires it (Open fails when it cannot start; also for an emulated device,
+	// whose netdev is a stand-in), NoLinkWatch turns it off. LinkNetNS is the network
+	// namespace the netdev lives in ("" the caller's).
+	WatchLink   bool
+	NoLinkWatch bool
+	LinkNetNS   string
 	// StatusInterval is how often the context rewrites its status file (status.go, read by
 	// shiftctl status and metrics; it is also rewritten shortly after each state transition):
 	// 0 means DefaultStatusInterval (1 s), a negative value no status file. StatusDir is the
@@ -157,6 +161,7 @@ type Context struct {
 	wdDone                chan struct{} // closed when the watchdog goroutine returned (nil: none)
 	linkWG                sync.WaitGroup
 	linkWatcher           probe.Watcher
+	linkWhy               string // why there is no link watcher (LinkWatch)
 	switchBackNS, stallNS atomic.Int64
 	quit                  chan struct{}
 	probeWG               sync.WaitGroup
@@ -178,8 +183,8 @@ type rkeyKey struct {
 }
 
 // Open opens the default device name and its backup; with zero Options, everything comes
-// from the environment (SHIFT_BACKUP, SHIFT_KV, SHIFT_JOB, SHIFT_LINK_WATCH, ...), as in the
-// plugin.
+// from the environment (SHIFT_BACKUP, SHIFT_KV, SHIFT_JOB, ...), as in the plugin; the link
+// watcher follows Options alone (WatchLink, NoLinkWatch: on by default for hardware).
 func Open(name string, opts Options) (*Context, error) {
 	def, err := provider.Open(name)
 	if err != nil {
@@ -292,14 +297,25 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		c.Inject(inj.qpn, inj.n)
 	}
 	c.joinControl() // fully open: switch requests may reach its QPs
-	if opts.LinkEvents == nil && (opts.WatchLink || os.Getenv("SHIFT_LINK_WATCH") == "1") {
+	switch {
+	case opts.LinkEvents != nil:
+	case opts.NoLinkWatch:
+		c.linkWhy = "off (NoLinkWatch)"
+	default:
 		w, err := watchDefaultLink(name, opts)
-		if err != nil {
+		var nw *noWatchError
+		switch {
+		case err != nil && opts.WatchLink:
 			_ = c.Close()
-			return nil, err
+			return nil, fmt.Errorf("failover: open %s: watch the link: %w", name, err)
+		case errors.As(err, &nw):
+			c.linkWhy = nw.why
+		case err != nil:
+			c.linkWhy = err.Error()
+		default:
+			c.linkWatcher = w
+			opts.LinkEvents = w.Events()
 		}
-		c.linkWatcher = w
-		opts.LinkEvents = w.Events()
 	}
 	if opts.LinkEvents != nil {
 		c.portEvents.Store(true)

@@ -26,3 +26,7 @@ var errNeedsReset = errors.New("default QP needs a reset round")
 
 // errAppError stops a fallback whose drain found the application's own error.
 var errAppError = errors.New("the default QP failed by the application's error")
+
+// ErrNoLinkWatch: the default device's link cannot be watched (an emulated device, a port
+// without a netdev); Context.LinkWatch says why the context runs without the watcher.
+var ErrNoLinkWatch = errors.New("no link watcher")

@@ -62,12 +62,17 @@ func watchDefaultLink(name string, opts Options) (probe.Watcher, error) {
 		if d.Name != name {
 			continue
 		}
+		if d.Emulated && !opts.WatchLink {
+			// Its netdev names a stand-in (or nothing) on this host: its link events come
+			// from the emulated fabric (Options.LinkEvents).
+			return nil, &noWatchError{"emulated device, its link events come from the fabric"}
+		}
 		if p, ok := d.Port(int(opts.Port)); ok {
 			netdev = p.Netdev
 		}
 	}
 	if netdev == "" {
-		return nil, fmt.Errorf("failover: watch the link of %s port %d: %w: no netdev", name, opts.Port, ErrBadConfig)
+		return nil, &noWatchError{fmt.Sprintf("port %d has no netdev", opts.Port)}
 	}
 	w, err := probe.New(probe.Options{Netdevs: []string{netdev}, NetNS: opts.LinkNetNS})
 	if err != nil {
@@ -75,3 +80,9 @@ func watchDefaultLink(name string, opts Options) (probe.Watcher, error) {
 	}
 	return w, nil
 }
+
+// noWatchError says why a default device's link cannot be watched; it wraps ErrNoLinkWatch.
+type noWatchError struct{ why string }
+
+func (e *noWatchError) Error() string { return e.why + ": " + ErrNoLinkWatch.Error() }
+func (e *noWatchError) Unwrap() error { return ErrNoLinkWatch }

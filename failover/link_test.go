@@ -66,3 +66,21 @@ func linkDownWithoutPolling(t *testing.T, e *testEnv) {
 	waitFor(t, "both QPs back on the default NIC", func() bool { return allDefault(qa, qb) }, func() string { return e.describe(qa, qb) })
 	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 50, size: 512, failAt: -1, seed: 23})
 }
+
+// The link watcher's default: none for an emulated device (its netdev is a stand-in; the
+// fabric feeds its link events), and LinkWatch says so; NoLinkWatch says it is off; events
+// given in Options are "events".
+func TestLinkWatchDefault(t *testing.T) {
+	e := newEnv(t, 64)
+	if got, want := e.hosts[0].ctx.LinkWatch(), "none: emulated device, its link events come from the fabric"; got != want {
+		t.Errorf("default on an emulated device: %q, want %q", got, want)
+	}
+	off := newEnvWith(t, 64, func(h int, o *Options) { o.NoLinkWatch = true })
+	if got := off.hosts[0].ctx.LinkWatch(); got != "none: off (NoLinkWatch)" {
+		t.Errorf("NoLinkWatch: %q", got)
+	}
+	ev := newEnvCfg(t, 64, nil, true)
+	if got := ev.hosts[0].ctx.LinkWatch(); got != "events" {
+		t.Errorf("LinkEvents: %q", got)
+	}
+}

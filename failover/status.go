@@ -214,7 +214,12 @@ func (c *Context) Status() ProcessStatus {
 	return s
 }
 
-// linkSource names where the context's link events come from (ProcessStatus.LinkWatch).
+// LinkWatch names where the context's link events come from: the link watcher's running
+// sources ("ebpf-fexit,netlink", with why eBPF does not run when it does not), "events"
+// (Options.LinkEvents), or "none: " and why there is no watcher.
+func (c *Context) LinkWatch() string { return c.linkSource() }
+
+// linkSource is LinkWatch (ProcessStatus.LinkWatch).
 func (c *Context) linkSource() string {
 	switch {
 	case c.linkWatcher != nil:
@@ -222,9 +227,15 @@ func (c *Context) linkSource() string {
 		for _, s := range c.linkWatcher.Sources() {
 			names = append(names, string(s))
 		}
-		return strings.Join(names, ",")
+		src := strings.Join(names, ",")
+		if err := c.linkWatcher.EBPFError(); err != nil {
+			src += " (eBPF: " + err.Error() + ")"
+		}
+		return src
 	case c.opts.LinkEvents != nil:
 		return "events"
+	case c.linkWhy != "":
+		return "none: " + c.linkWhy
 	}
 	return "none"
 }

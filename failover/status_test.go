@@ -64,7 +64,7 @@ func TestStatusFile(t *testing.T) {
 		t.Errorf("status file mode: %v, %v", st.Mode(), err)
 	}
 	s := statusOf(t, dir, e.device(0))
-	if s == nil || s.PID != os.Getpid() || s.KV != "mem" || s.LinkWatch != "none" || s.Job != e.job ||
+	if s == nil || s.PID != os.Getpid() || s.KV != "mem" || s.LinkWatch != "none: emulated device, its link events come from the fabric" || s.Job != e.job ||
 		len(s.Backups) != 1 || s.Backups[0] != e.device(1) || len(s.QPs) != 0 || s.IntervalSeconds != 3600 || s.Command == "" {
 		t.Fatalf("before any QP: %+v", s)
 	}

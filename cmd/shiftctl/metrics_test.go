@@ -130,7 +130,7 @@ func TestMetricsScrape(t *testing.T) {
 	check(mfs, "shift_qp_backup_ready", qp, gauge, eq(1))
 	check(mfs, "shift_qp_info", map[string]string{"qpn": qp["qpn"], "device": qp["device"], "send_state": "Default",
 		"nic": l.prefix + "0", "backup_chain": l.prefix + "1"}, gauge, eq(1))
-	check(mfs, "shift_context_info", map[string]string{"pid": me, "device": l.prefix + "0", "kv": "mem", "link_watch": "none"}, gauge, eq(1))
+	check(mfs, "shift_context_info", map[string]string{"pid": me, "device": l.prefix + "0", "kv": "mem", "link_watch": "none: emulated device, its link events come from the fabric"}, gauge, eq(1))
 	check(mfs, "shift_port_state", map[string]string{"device": "mlx5_0", "port": "1"}, gauge, eq(4))
 	check(mfs, "shift_port_state", map[string]string{"device": "mlx5_0", "port": "2"}, gauge, eq(1))
 	check(mfs, "shift_port_state", map[string]string{"device": l.prefix + "0", "port": "1"}, gauge, eq(4))

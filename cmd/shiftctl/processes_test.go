@@ -118,7 +118,7 @@ func TestStatusProcesses(t *testing.T) {
 	if !ok {
 		t.Fatalf("QP %#x of this process not listed: %s", l.a.qp.QPN(), out.String())
 	}
-	if p.KV != "mem" || p.LinkWatch != "none" || len(p.Backups) != 1 || p.Backups[0] != l.prefix+"1" ||
+	if p.KV != "mem" || p.LinkWatch != "none: emulated device, its link events come from the fabric" || len(p.Backups) != 1 || p.Backups[0] != l.prefix+"1" ||
 		q.SendState != "Default" || q.NIC != l.prefix+"0" || !q.BackupReady || q.Fallbacks != 0 {
 		t.Errorf("before the switch: %+v %+v", p, q)
 	}

@@ -21,7 +21,9 @@ type config struct {
 	job     string              // SHIFT_JOB
 	gidIdx  int                 // SHIFT_GID_INDEX, -1: each device's preferred GID
 	debug   bool                // SHIFT_DEBUG=1: control-path errors on stderr
-	watch   bool                // SHIFT_LINK_WATCH=1: fall back on link-down events
+	// SHIFT_LINK_WATCH: the link watcher of each default device: "1" required, "0" (or
+	// "off") none, unset the library's default (on for hardware devices with a netdev).
+	watch, noWatch bool
 	// SHIFT_STATUS_INTERVAL: how often each context rewrites its status file for shiftctl
 	// status and metrics (0: the library's default; negative: none).
 	statusInterval time.Duration
@@ -32,7 +34,11 @@ type config struct {
 
 var loadConfig = sync.OnceValues(func() (config, error) {
 	c := config{kvSpec: os.Getenv("SHIFT_KV"), job: os.Getenv("SHIFT_JOB"), gidIdx: -1,
-		debug: os.Getenv("SHIFT_DEBUG") == "1", watch: os.Getenv("SHIFT_LINK_WATCH") == "1"}
+		debug: os.Getenv("SHIFT_DEBUG") == "1"}
+	var err error
+	if c.watch, c.noWatch, err = parseLinkWatch(os.Getenv("SHIFT_LINK_WATCH")); err != nil {
+		return c, err
+	}
 	if b := os.Getenv("SHIFT_BACKUP"); b != "" {
 		m, err := failover.ParseBackupMap(b)
 		if err != nil {
@@ -128,7 +134,7 @@ func failoverOptions(c config, name string) (failover.Options, error) {
 	if err != nil {
 		return failover.Options{}, err
 	}
-	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx, WatchLink: c.watch, StatusInterval: c.statusInterval, CQWatchdog: c.cqWatchdog}
+	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx, WatchLink: c.watch, NoLinkWatch: c.noWatch, StatusInterval: c.statusInterval, CQWatchdog: c.cqWatchdog}
 	if c.backups != nil {
 		o.Backups = c.backups[name]
 		if len(o.Backups) == 0 {
@@ -136,4 +142,18 @@ func failoverOptions(c config, name string) (failover.Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// parseLinkWatch reads SHIFT_LINK_WATCH: "1" requires the link watcher, "0" or "off" turns
+// it off, "" leaves the library's default (on for hardware devices whose port has a netdev).
+func parseLinkWatch(s string) (require, off bool, err error) {
+	switch s {
+	case "":
+		return false, false, nil
+	case "1":
+		return true, false, nil
+	case "0", "off":
+		return false, true, nil
+	}
+	return false, false, fmt.Errorf("SHIFT_LINK_WATCH=%q: want 1 (required), 0 or off (none), or unset (on where a hardware port has a netdev)", s)
 }

@@ -30,3 +30,16 @@ func TestParseCQWatchdog(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLinkWatch(t *testing.T) {
+	for s, want := range map[string][2]bool{"": {false, false}, "1": {true, false}, "0": {false, true}, "off": {false, true}} {
+		if req, off, err := parseLinkWatch(s); err != nil || [2]bool{req, off} != want {
+			t.Errorf("%q: %v %v %v, want %v", s, req, off, err, want)
+		}
+	}
+	for _, s := range []string{"yes", "2", "on "} {
+		if _, _, err := parseLinkWatch(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+}

@@ -77,6 +77,10 @@ func shiftGoOpenContext(sctx *C.struct_shift_context, ibdev, uv *C.char, cmdFD C
 			return failLoud(op+" with SHIFT", err)
 		}
 		c.v = c.fo
+		if cfg.debug {
+			// Once per device: where its link-down events come from, or why none do.
+			fmt.Fprintf(os.Stderr, "libmlx5-shift: %s: link watch: %s\n", name, c.fo.LinkWatch())
+		}
 		if err := c.fo.ControlErr(); err != nil {
 			// The device works without it; shiftctl inject and switch cannot reach it.
 			fmt.Fprintf(os.Stderr, "libmlx5-shift: %s: SHIFT_INJECT_SHM=1 but no control file: %v\n", name, err)
