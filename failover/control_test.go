@@ -42,12 +42,9 @@ func TestSwitchThroughFile(t *testing.T) {
 	if err := RequestSwitch(path, a[0].QPN(), true, answerTimeout); err != nil {
 		t.Fatalf("to the backup: %v", err)
 	}
-	// A's traffic moved and B receives it on the backup. B's own sends may already be back
-	// on the default NIC: only A is pinned, and B's probe finds the path healthy (under load
-	// the moment both were on the backup could pass unobserved).
-	waitFor(t, "A's traffic on the backup", func() bool {
-		return a[0].SendState() == SendFallback && b[0].RecvState() == RecvFallback
-	}, desc)
+	// Both sides run on the backup and stay there: B follows A's switch (the notification
+	// says A is pinned) and does not probe the path A switched away from.
+	waitFor(t, "both QPs on the backup", func() bool { return allFallback(a[0], b[0]) }, desc)
 	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 200, size: 512, failAt: -1, seed: 22})
 	runStream(t, e, a[0], b[0], stream{mode: modeWrite, msgs: 200, size: 512, failAt: -1, seed: 23})
 	// Again to the backup: the states refuse it (verbs.ErrQPState → EBUSY).

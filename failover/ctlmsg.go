@@ -31,6 +31,10 @@ type ctlMsg struct {
 	// that finds no notification of ours waiting is a duplicate, resent after the backup it
 	// first travelled on failed, and is dropped.
 	reply bool
+	// pinned: the sender's QP was moved by SwitchToBackup (active switching: its default
+	// path straggles) and stays on the backup until SwitchToDefault; the receiver keeps its
+	// own sends there too, without probing, until the sender's recovery notification.
+	pinned bool
 	// gen is the sender's default QP incarnation (modulo 2^24): for a reply the incarnation
 	// both sides take in this round, otherwise the sender's before the round. It keeps the
 	// two counts equal when a notification or its reply was lost with a failed backup
@@ -39,10 +43,11 @@ type ctlMsg struct {
 }
 
 // Flags of the message's third word (zero in older messages): bit 0 refused, bit 1 reply,
-// bits 8-31 the incarnation.
+// bit 2 pinned, bits 8-31 the incarnation.
 const (
 	ctlFlagRefused = 1
 	ctlFlagReply   = 2
+	ctlFlagPinned  = 4
 	ctlGenShift    = 8
 )
 
@@ -56,6 +61,9 @@ func (m ctlMsg) put(b []byte) {
 	if m.reply {
 		flags |= ctlFlagReply
 	}
+	if m.pinned {
+		flags |= ctlFlagPinned
+	}
 	flags |= m.gen << ctlGenShift
 	binary.BigEndian.PutUint32(b[8:], flags)
 	binary.BigEndian.PutUint32(b[12:], ctlMagic)
@@ -67,7 +75,8 @@ func parseCtlMsg(b []byte) (ctlMsg, error) {
 	}
 	flags := binary.BigEndian.Uint32(b[8:])
 	return ctlMsg{count: binary.BigEndian.Uint32(b[0:]), stale: binary.BigEndian.Uint32(b[4:]),
-		refused: flags&ctlFlagRefused != 0, reply: flags&ctlFlagReply != 0, gen: flags >> ctlGenShift}, nil
+		refused: flags&ctlFlagRefused != 0, reply: flags&ctlFlagReply != 0,
+		pinned: flags&ctlFlagPinned != 0, gen: flags >> ctlGenShift}, nil
 }
 
 // genAfter is the incarnation own advanced to the message's gen when that is ahead of it

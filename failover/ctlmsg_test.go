@@ -10,6 +10,7 @@ func TestCtlMsgRoundTrip(t *testing.T) {
 		{count: 0xabcdef, stale: 512, gen: 7},
 		{refused: true, reply: true, gen: countMask},
 		{count: 1, reply: true, gen: 0x123456},
+		{count: 2, pinned: true, gen: 3},
 	} {
 		var b [ctlMsgSize]byte
 		m.put(b[:])

@@ -75,6 +75,9 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		q.failLocked(verbs.WCRetryExcErr, fmt.Errorf("failover: QP %#x: the peer refused the fallback: %w", q.qpn, ErrFailed))
 		return
 	}
+	if fromPeer && peer.pinned {
+		q.peerPinned = true // the peer switched on purpose: no probing until it comes back
+	}
 	if fromPeer && q.awaitReply {
 		q.awaitReply = false
 		q.nextGen = genAfter(q.defGen.Load(), peer.gen)
@@ -356,7 +359,8 @@ func (q *QP) notifyRefusalLocked() {
 // incarnation this round gives both default QPs (nextGen), a notification ours.
 func (q *QP) notifyLocked(stale int, reply bool) error {
 	q.rcq.mu.Lock()
-	m := ctlMsg{count: uint32(q.recvDone) & countMask, stale: uint32(stale), reply: reply, gen: uint32(q.defGen.Load())}
+	m := ctlMsg{count: uint32(q.recvDone) & countMask, stale: uint32(stale), reply: reply, gen: uint32(q.defGen.Load()),
+		pinned: q.pinned && !reply}
 	q.rcq.mu.Unlock()
 	if reply {
 		m.gen = uint32(q.nextGen)

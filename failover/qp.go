@@ -127,6 +127,7 @@ type QP struct {
 	probing      bool          // q.mu: a probe goroutine runs for this QP
 	destroyed    bool          // q.mu
 	pinned       bool          // q.mu: kept on the backup by SwitchToBackup (no probing)
+	peerPinned   bool          // q.mu: the peer's SwitchToBackup moved us: no probing until its recovery notification
 	tracked      bool          // q.mu: the default QP's WRs are classified by position (defTracked)
 	slow         bool          // q.mu: off the fast path, counted in the CQs' slow (gate.go)
 	defGen       atomic.Uint64 // default QP incarnation (resets, ctlMsg.gen)

@@ -105,7 +105,7 @@ func (q *QP) probeStep() int {
 	}
 	switch q.mach.sendState() {
 	case SendFallback:
-		if q.pinned || q.awaitReply {
+		if q.pinned || q.peerPinned || q.awaitReply {
 			// Pinned to the backup, or a reset round waits for the peer's reply (until it
 			// comes the peer's responder may still hold PSNs a new probe would reuse).
 			q.mu.Unlock()
@@ -504,6 +504,14 @@ func (q *QP) recoverRecv(gen uint64) {
 		return
 	}
 	q.c.recvRecoveries.Add(1)
+	if q.peerPinned {
+		// The peer came back from its switch: our sends may follow, once a probe says the
+		// default path works.
+		q.peerPinned = false
+		if q.mach.sendState() == SendFallback {
+			q.startProbeLocked()
+		}
+	}
 	q.reopenLocked() // if the send side is back too
 	q.rcq.raise()
 }

@@ -291,3 +291,45 @@ func TestActiveSwitch(t *testing.T) {
 		t.Fatalf("after the switch back: %s", e.describe(a[0], b[0]))
 	}
 }
+
+// TestPeerFollowsSwitch: after A's SwitchToBackup the peer B moves its own sends to the backup
+// too and keeps them there, with the default path healthy and B's probe interval short,
+// until A switches back; then both return to the default NIC.
+func TestPeerFollowsSwitch(t *testing.T) {
+	e := newEnvWith(t, 256, recoverOpts)
+	a, b := e.pairs(t, 1, smallCap)
+	if err := a[0].SwitchToBackup(); err != nil {
+		t.Fatal(err)
+	}
+	desc := func() string { return e.describe(a[0], b[0]) }
+	waitFor(t, "both QPs on the backup", func() bool { return allFallback(a[0], b[0]) }, desc)
+	// B's sends run on the backup through several of its probe intervals (10 ms): WRITEs from
+	// B and a stream from A, then B's state is still Fallback and B probed nothing.
+	bWrites(t, e, b[0], 50)
+	runStream(t, e, a[0], b[0], stream{mode: modeWrite, msgs: 200, size: 1024, failAt: -1, seed: 32})
+	bWrites(t, e, b[0], 50)
+	if !allFallback(a[0], b[0]) || e.hosts[1].ctx.Stats().Probes != 0 || e.hosts[1].ctx.Stats().Recoveries != 0 {
+		t.Fatalf("B left the backup while A was switched: %s, B stats %+v", desc(), e.hosts[1].ctx.Stats())
+	}
+	a[0].SwitchToDefault()
+	waitFor(t, "both QPs back on the default NIC", func() bool { return allDefault(a[0], b[0]) }, desc)
+	bWrites(t, e, b[0], 10)
+}
+
+// bWrites posts n signaled WRITEs from host 1's QP qb into host 0's buffer, one at a time,
+// each completing successfully.
+func bWrites(t *testing.T, e *testEnv, qb *QP, n int) {
+	t.Helper()
+	ha, hb := e.hosts[0], e.hosts[1]
+	p := &poller{t: t, cq: hb.cq}
+	for i := range n {
+		if err := qb.PostSend([]verbs.SendWR{{WRID: uint64(7000 + i), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{hb.mr.SGE(bufSize-4096, 256)}, RemoteAddr: ha.mr.Addr() + bufSize - 4096, RKey: ha.mr.RKey()}}); err != nil {
+			t.Fatal(err)
+		}
+		ws := p.next(time.Now().Add(20 * time.Second))
+		if len(ws) != 1 || ws[0].Status != verbs.WCSuccess || ws[0].WRID != uint64(7000+i) {
+			t.Fatalf("B's WRITE %d: %+v", i, ws)
+		}
+	}
+}

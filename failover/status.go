@@ -47,19 +47,28 @@ type ProcessStatus struct {
 
 // Counters are the context-wide counters of a status file (Stats, for the JSON form).
 type Counters struct {
-	Fallbacks      uint64  `json:"fallbacks"`
-	Refused        uint64  `json:"refused"`
-	Reposted       uint64  `json:"reposted"`
-	Skipped        uint64  `json:"skipped"`
-	Transitions    uint64  `json:"transitions"`
-	Probes         uint64  `json:"probes"`
-	ProbeFailures  uint64  `json:"probe_failures"`
-	Recoveries     uint64  `json:"recoveries"`
-	RecvRecoveries uint64  `json:"recv_recoveries"`
-	LinkEvents     uint64  `json:"link_events"`
-	LinkFallbacks  uint64  `json:"link_fallbacks"`
-	SwitchBack     float64 `json:"switch_back_seconds"` // sum over the recoveries
-	Stall          float64 `json:"stall_seconds"`       // sum over the recoveries
+	Fallbacks      uint64 `json:"fallbacks"`
+	Refused        uint64 `json:"refused"`
+	Reposted       uint64 `json:"reposted"`
+	Skipped        uint64 `json:"skipped"`
+	Transitions    uint64 `json:"transitions"`
+	Probes         uint64 `json:"probes"`
+	ProbeFailures  uint64 `json:"probe_failures"`
+	Recoveries     uint64 `json:"recoveries"`
+	RecvRecoveries uint64 `json:"recv_recoveries"`
+	LinkEvents     uint64 `json:"link_events"`
+	LinkFallbacks  uint64 `json:"link_fallbacks"`
+	// AppErrors: QPs failed by the application's own error (reported, never failed over);
+	// Chains: moves from a failed backup to the next; AsyncEvents, EventFallbacks,
+	// WatchdogFallbacks: the default device's async events read, the fallbacks they started,
+	// and those the completion watchdog started.
+	AppErrors         uint64  `json:"app_errors"`
+	Chains            uint64  `json:"chains"`
+	AsyncEvents       uint64  `json:"async_events"`
+	EventFallbacks    uint64  `json:"event_fallbacks"`
+	WatchdogFallbacks uint64  `json:"watchdog_fallbacks"`
+	SwitchBack        float64 `json:"switch_back_seconds"` // sum over the recoveries
+	Stall             float64 `json:"stall_seconds"`       // sum over the recoveries
 }
 
 // QPStatus is one QP of a status file.
@@ -201,6 +210,8 @@ func (c *Context) Status() ProcessStatus {
 			Transitions: st.Transitions, Probes: st.Probes, ProbeFailures: st.ProbeFailures,
 			Recoveries: st.Recoveries, RecvRecoveries: st.RecvRecoveries,
 			LinkEvents: st.LinkEvents, LinkFallbacks: st.LinkFallbacks,
+			AppErrors: st.AppErrors, Chains: st.Chains, AsyncEvents: st.AsyncEvents,
+			EventFallbacks: st.EventFallbacks, WatchdogFallbacks: st.WatchdogFallbacks,
 			SwitchBack: st.SwitchBack.Seconds(), Stall: st.Stall.Seconds()}}
 	if c.pub != nil {
 		s.IntervalSeconds = c.pub.interval.Seconds()

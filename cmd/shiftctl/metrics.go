@@ -89,6 +89,8 @@ type metricDescs struct {
 	procInfo, procUpdated, procInterval                                 *prometheus.Desc
 	ctxFallbacks, ctxRefused, ctxReposted, ctxRecoveries, ctxProbes     *prometheus.Desc
 	ctxProbeFailures, ctxLinkEvents, ctxTransitions                     *prometheus.Desc
+	ctxAppErrors, ctxChains, ctxAsyncEvents, ctxEventFallbacks          *prometheus.Desc
+	ctxWatchdogFallbacks                                                *prometheus.Desc
 	qpInfo, qpOnBackup, qpBackupReady, qpFallbacks, qpRecoveries        *prometheus.Desc
 	qpReposted, qpRefused, qpProbes, qpOnBackupSecs, qpLastEvent        *prometheus.Desc
 	portState, portMTU, netdevUp, netdevCarrier, netdevDowns, netdevMTU *prometheus.Desc
@@ -104,34 +106,39 @@ func newShiftCollector(root string, getenv func(string) string) *shiftCollector 
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &shiftCollector{root: root, getenv: getenv, d: metricDescs{
-		procInfo:         d("shift_context_info", "A failover context of a SHIFT process (value 1).", append(proc, "command", "backups", "job", "kv", "link_watch")...),
-		procUpdated:      d("shift_context_status_updated_timestamp_seconds", "When the context last wrote its status file (Unix time).", proc...),
-		procInterval:     d("shift_context_status_interval_seconds", "The context's status publishing interval.", proc...),
-		ctxFallbacks:     d("shift_context_fallbacks_total", "Fallbacks completed by the context's QPs, destroyed QPs included.", proc...),
-		ctxRefused:       d("shift_context_refused_fallbacks_total", "Fallbacks refused (unsafe WR, KV, backup not ready).", proc...),
-		ctxReposted:      d("shift_context_reposted_wrs_total", "Send WRs reposted on backup QPs.", proc...),
-		ctxRecoveries:    d("shift_context_recoveries_total", "Send sides back on the default NIC.", proc...),
-		ctxProbes:        d("shift_context_probes_total", "Probes posted on fallen-back default paths.", proc...),
-		ctxProbeFailures: d("shift_context_probe_failures_total", "Probes that did not complete successfully.", proc...),
-		ctxLinkEvents:    d("shift_context_link_events_total", "Link events read from the link watch source.", proc...),
-		ctxTransitions:   d("shift_context_state_transitions_total", "State transitions of the context's QPs.", proc...),
-		qpInfo:           d("shift_qp_info", "A QP with its states and the NIC it uses (value 1).", append(qp, "send_state", "recv_state", "nic", "backup_chain")...),
-		qpOnBackup:       d("shift_qp_on_backup", "1 while the QP's send side runs on the backup NIC.", qp...),
-		qpBackupReady:    d("shift_qp_backup_ready", "1 when the backup QP is connected to the peer's.", qp...),
-		qpFallbacks:      d("shift_qp_fallbacks_total", "Fallbacks of the QP to its backup completed.", qp...),
-		qpRecoveries:     d("shift_qp_recoveries_total", "Returns of the QP's send side to the default NIC.", qp...),
-		qpReposted:       d("shift_qp_reposted_wrs_total", "Send WRs of the QP reposted on its backup.", qp...),
-		qpRefused:        d("shift_qp_refused_fallbacks_total", "Fallbacks of the QP refused (the QP failed).", qp...),
-		qpProbes:         d("shift_qp_probes_total", "Probes of the QP's default path posted.", qp...),
-		qpOnBackupSecs:   d("shift_qp_time_on_backup_seconds_total", "Time the QP's send side spent on the backup NIC.", qp...),
-		qpLastEvent:      d("shift_qp_last_event_timestamp_seconds", "When the QP's state machine last moved (Unix time), by event.", append(qp, "event")...),
-		portState:        d("shift_port_state", "The port's state as enum ibv_port_state (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER).", "device", "port"),
-		portMTU:          d("shift_port_active_mtu_bytes", "The port's active MTU (queried devices only).", "device", "port"),
-		netdevUp:         d("shift_netdev_up", "1 when the netdev's operstate is up.", "netdev"),
-		netdevCarrier:    d("shift_netdev_carrier", "The netdev's carrier (1 present, 0 lost).", "netdev"),
-		netdevDowns:      d("shift_netdev_carrier_down_total", "Times the netdev lost its carrier (carrier_down_count).", "netdev"),
-		netdevMTU:        d("shift_netdev_mtu_bytes", "The netdev's MTU.", "netdev"),
-		statusErrors:     d("shift_status_read_errors", "Status files or directories that could not be read at this scrape."),
+		procInfo:             d("shift_context_info", "A failover context of a SHIFT process (value 1).", append(proc, "command", "backups", "job", "kv", "link_watch")...),
+		procUpdated:          d("shift_context_status_updated_timestamp_seconds", "When the context last wrote its status file (Unix time).", proc...),
+		procInterval:         d("shift_context_status_interval_seconds", "The context's status publishing interval.", proc...),
+		ctxFallbacks:         d("shift_context_fallbacks_total", "Fallbacks completed by the context's QPs, destroyed QPs included.", proc...),
+		ctxRefused:           d("shift_context_refused_fallbacks_total", "Fallbacks refused (unsafe WR, KV, backup not ready).", proc...),
+		ctxReposted:          d("shift_context_reposted_wrs_total", "Send WRs reposted on backup QPs.", proc...),
+		ctxRecoveries:        d("shift_context_recoveries_total", "Send sides back on the default NIC.", proc...),
+		ctxProbes:            d("shift_context_probes_total", "Probes posted on fallen-back default paths.", proc...),
+		ctxProbeFailures:     d("shift_context_probe_failures_total", "Probes that did not complete successfully.", proc...),
+		ctxLinkEvents:        d("shift_context_link_events_total", "Link events read from the link watch source.", proc...),
+		ctxTransitions:       d("shift_context_state_transitions_total", "State transitions of the context's QPs.", proc...),
+		ctxAppErrors:         d("shift_context_application_errors_total", "QPs failed by the application's own error (reported as is, never failed over).", proc...),
+		ctxChains:            d("shift_context_backup_chains_total", "Moves of a QP from a failed backup to the next backup.", proc...),
+		ctxAsyncEvents:       d("shift_context_async_events_total", "Async events of the default device read (and forwarded to the application).", proc...),
+		ctxEventFallbacks:    d("shift_context_event_fallbacks_total", "Fallbacks started by DEVICE_FATAL, PORT_ERR or QP_FATAL.", proc...),
+		ctxWatchdogFallbacks: d("shift_context_watchdog_fallbacks_total", "Fallbacks the completion watchdog started on a silent NIC.", proc...),
+		qpInfo:               d("shift_qp_info", "A QP with its states and the NIC it uses (value 1).", append(qp, "send_state", "recv_state", "nic", "backup_chain")...),
+		qpOnBackup:           d("shift_qp_on_backup", "1 while the QP's send side runs on the backup NIC.", qp...),
+		qpBackupReady:        d("shift_qp_backup_ready", "1 when the backup QP is connected to the peer's.", qp...),
+		qpFallbacks:          d("shift_qp_fallbacks_total", "Fallbacks of the QP to its backup completed.", qp...),
+		qpRecoveries:         d("shift_qp_recoveries_total", "Returns of the QP's send side to the default NIC.", qp...),
+		qpReposted:           d("shift_qp_reposted_wrs_total", "Send WRs of the QP reposted on its backup.", qp...),
+		qpRefused:            d("shift_qp_refused_fallbacks_total", "Fallbacks of the QP refused (the QP failed).", qp...),
+		qpProbes:             d("shift_qp_probes_total", "Probes of the QP's default path posted.", qp...),
+		qpOnBackupSecs:       d("shift_qp_time_on_backup_seconds_total", "Time the QP's send side spent on the backup NIC.", qp...),
+		qpLastEvent:          d("shift_qp_last_event_timestamp_seconds", "When the QP's state machine last moved (Unix time), by event.", append(qp, "event")...),
+		portState:            d("shift_port_state", "The port's state as enum ibv_port_state (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER).", "device", "port"),
+		portMTU:              d("shift_port_active_mtu_bytes", "The port's active MTU (queried devices only).", "device", "port"),
+		netdevUp:             d("shift_netdev_up", "1 when the netdev's operstate is up.", "netdev"),
+		netdevCarrier:        d("shift_netdev_carrier", "The netdev's carrier (1 present, 0 lost).", "netdev"),
+		netdevDowns:          d("shift_netdev_carrier_down_total", "Times the netdev lost its carrier (carrier_down_count).", "netdev"),
+		netdevMTU:            d("shift_netdev_mtu_bytes", "The netdev's MTU.", "netdev"),
+		statusErrors:         d("shift_status_read_errors", "Status files or directories that could not be read at this scrape."),
 	}}
 }
 
@@ -139,7 +146,8 @@ func newShiftCollector(root string, getenv func(string) string) *shiftCollector 
 func (c *shiftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.d.procInfo, c.d.procUpdated, c.d.procInterval, c.d.ctxFallbacks,
 		c.d.ctxRefused, c.d.ctxReposted, c.d.ctxRecoveries, c.d.ctxProbes, c.d.ctxProbeFailures,
-		c.d.ctxLinkEvents, c.d.ctxTransitions, c.d.qpInfo, c.d.qpOnBackup, c.d.qpBackupReady,
+		c.d.ctxLinkEvents, c.d.ctxTransitions, c.d.ctxAppErrors, c.d.ctxChains, c.d.ctxAsyncEvents,
+		c.d.ctxEventFallbacks, c.d.ctxWatchdogFallbacks, c.d.qpInfo, c.d.qpOnBackup, c.d.qpBackupReady,
 		c.d.qpFallbacks, c.d.qpRecoveries, c.d.qpReposted, c.d.qpRefused, c.d.qpProbes, c.d.qpOnBackupSecs,
 		c.d.qpLastEvent, c.d.portState, c.d.portMTU, c.d.netdevUp, c.d.netdevCarrier, c.d.netdevDowns,
 		c.d.netdevMTU, c.d.statusErrors} {
@@ -181,6 +189,11 @@ func (c *shiftCollector) collectProcess(ch chan<- prometheus.Metric, p failover.
 	m(c.d.ctxProbeFailures, prometheus.CounterValue, float64(k.ProbeFailures))
 	m(c.d.ctxLinkEvents, prometheus.CounterValue, float64(k.LinkEvents))
 	m(c.d.ctxTransitions, prometheus.CounterValue, float64(k.Transitions))
+	m(c.d.ctxAppErrors, prometheus.CounterValue, float64(k.AppErrors))
+	m(c.d.ctxChains, prometheus.CounterValue, float64(k.Chains))
+	m(c.d.ctxAsyncEvents, prometheus.CounterValue, float64(k.AsyncEvents))
+	m(c.d.ctxEventFallbacks, prometheus.CounterValue, float64(k.EventFallbacks))
+	m(c.d.ctxWatchdogFallbacks, prometheus.CounterValue, float64(k.WatchdogFallbacks))
 	for _, q := range p.QPs {
 		qpn := fmt.Sprintf("%#x", q.QPN)
 		mq := func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
