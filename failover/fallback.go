@@ -127,6 +127,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		q.tOK.Store(0)
 		q.tBusy.Store(0)
 		q.tDrain.Store(0)
+		q.tPosted.Store(0)
 	}
 	// A probe in flight ends now: its QP goes to ERR below.
 	q.probeRes.CompareAndSwap(0, 2)
@@ -469,6 +470,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		q.stats.reposted.Add(1)
 		all = all[1:]
 	}
+	q.tPosted.Store(time.Now().UnixNano())
 	q.c.fallbacks.Add(1)
 	q.stats.fallbacks.Add(1)
 	q.resetDefaultLocked()

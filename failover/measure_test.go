@@ -15,13 +15,13 @@ import (
 // fresh pair of emulated hosts per iteration; run with -benchtime=Nx.
 //
 // The latency is split into SHIFT's own share and the wait for the emulator (fallbackSplit):
-// own-p50 is the time spent in the fallback code on both sides plus the hand-over of a
-// polled notification to its QP; wait-p50 is the rest (the drains' wait for flushes, the
-// notification and the reply in flight, the reposted WRs executing and being polled).
+// own-p50 is SHIFT's critical path on both sides, busy-p50 all the time both spent in their
+// rounds; wait-p50 is the latency less own (the drains' wait for flushes, the notification
+// and the reply in flight, the reposted WRs executing and being polled).
 func BenchmarkFallbackLatency(b *testing.B) {
 	for _, mode := range []streamMode{modeWrite, modeSend} {
 		b.Run(mode.String(), func(b *testing.B) {
-			var lat, prep, hs, first, own, wait, notify, reply []time.Duration
+			var lat, prep, hs, first, own, busy, wait, notify, reply []time.Duration
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				func() {
@@ -32,8 +32,9 @@ func BenchmarkFallbackLatency(b *testing.B) {
 						lat = append(lat, l)
 						p, h, c := a[0].FallbackPhases()
 						prep, hs, first = append(prep, p), append(hs, h), append(first, c)
-						if o, n, r, ok := fallbackSplit(a[0], bq[0]); ok {
-							own, wait, notify, reply = append(own, o), append(wait, l-o), append(notify, n), append(reply, r)
+						if o, u, n, r, ok := fallbackSplit(a[0], bq[0]); ok {
+							own, busy, wait = append(own, o), append(busy, u), append(wait, l-o)
+							notify, reply = append(notify, n), append(reply, r)
 						}
 					}
 				}()
@@ -47,6 +48,7 @@ func BenchmarkFallbackLatency(b *testing.B) {
 			b.ReportMetric(float64(med(first).Microseconds()), "first-wc-p50-µs")
 			if len(own) > 0 {
 				b.ReportMetric(float64(med(own).Microseconds()), "own-p50-µs")
+				b.ReportMetric(float64(med(busy).Microseconds()), "busy-p50-µs")
 				b.ReportMetric(float64(med(wait).Microseconds()), "wait-p50-µs")
 				b.ReportMetric(float64(med(notify).Microseconds()), "notify-p50-µs")
 				b.ReportMetric(float64(med(reply).Microseconds()), "reply-p50-µs")
@@ -62,21 +64,25 @@ func BenchmarkFallbackLatency(b *testing.B) {
 	}
 }
 
-// fallbackSplit splits a's last fallback (a's error started it, peer replied) into SHIFT's
-// own share and the transit of the notification and of the reply (posted → polled by the
-// other side: the emulator delivering it and the poller waking up). own is the time both
-// QPs spent in their fallback rounds, less the drains' wait for the default NIC's flushes,
-// plus the hand-over from the poll of each message to its QP's round. ok is false when the
-// timestamps do not describe that order (both sides notified at once, a round missing).
-func fallbackSplit(a, peer *QP) (own, notify, reply time.Duration, ok bool) {
-	aPrep, aCtl, aRepost := a.tPrep.Load(), a.tCtl.Load(), a.tRepost.Load()
+// fallbackSplit splits a's last fallback (a's error or link event started it, peer replied)
+// into SHIFT's own share and the wait for the emulator and the peer. own is the critical
+// path inside SHIFT: a's round until its notification is posted, the peer's from the poll of
+// that notification until its reply is posted, a's from the poll of the reply until the last
+// WR is reposted, less the drains' wait for the default NICs' flushes. busy is all the time
+// both QPs spent in their rounds (less the drains' wait), including what follows the posts
+// (the default QPs' reset). notify and reply are the messages in flight: posted → polled by
+// the other side (the emulator delivering it and the poller waking up). ok is false when
+// the timestamps do not describe that order (both sides notified at once, a round missing).
+func fallbackSplit(a, peer *QP) (own, busy, notify, reply time.Duration, ok bool) {
+	aErr, aPrep, aCtl, aRepost, aPosted := a.tErr.Load(), a.tPrep.Load(), a.tCtl.Load(), a.tRepost.Load(), a.tPosted.Load()
 	pCtl, pEnter, pPrep := peer.tCtl.Load(), peer.tErr.Load(), peer.tPrep.Load()
-	if !(aPrep != 0 && aPrep <= pCtl && pCtl <= pEnter && pEnter <= pPrep && pPrep <= aCtl && aCtl <= aRepost) {
-		return 0, 0, 0, false
+	if !(aErr != 0 && aErr <= aPrep && aPrep <= pCtl && pCtl <= pEnter && pEnter <= pPrep && pPrep <= aCtl && aCtl <= aRepost && aRepost <= aPosted) {
+		return 0, 0, 0, 0, false
 	}
-	busy := a.tBusy.Load() - a.tDrain.Load() + peer.tBusy.Load() - peer.tDrain.Load()
-	own = time.Duration(busy + (pEnter - pCtl) + (aRepost - aCtl))
-	return own, time.Duration(pCtl - aPrep), time.Duration(aCtl - pPrep), true
+	drains := a.tDrain.Load() + peer.tDrain.Load()
+	own = time.Duration((aPrep - aErr) + (pPrep - pCtl) + (aPosted - aCtl) - drains)
+	busy = time.Duration(a.tBusy.Load() + peer.tBusy.Load() - drains)
+	return own, busy, time.Duration(pCtl - aPrep), time.Duration(aCtl - pPrep), true
 }
 
 // Shadow setup cost: the time the application's control verbs take (default device only) and

@@ -156,7 +156,7 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 		b.Fatal(err)
 	}
 	const n, size = 8, 256
-	var lat, detect, own, notify, reply []time.Duration
+	var lat, detect, own, busy, notify, reply []time.Duration
 	sp := &poller{t: b, cq: ha.cq}
 	rp := &poller{t: b, cq: hb.cq}
 	b.ResetTimer()
@@ -193,8 +193,8 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 		}
 		lat = append(lat, got.Sub(t1))
 		detect = append(detect, time.Duration(qa.tErr.Load()-t1.UnixNano()))
-		if o, nt, r, ok := fallbackSplit(qa, qb); ok {
-			own, notify, reply = append(own, o), append(notify, nt), append(reply, r)
+		if o, u, nt, r, ok := fallbackSplit(qa, qb); ok {
+			own, busy, notify, reply = append(own, o), append(busy, u), append(notify, nt), append(reply, r)
 		}
 		if ws := sp.next(time.Now().Add(20 * time.Second)); len(ws) != 1 || ws[0].WRID != 100+n-1 || ws[0].Status != verbs.WCSuccess {
 			b.Fatalf("down %d: sender %+v; %s", i, ws, e.describe(qa, qb))
@@ -215,9 +215,10 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 	b.ReportMetric(us(pct(lat, 0.99)), "p99-µs")
 	b.ReportMetric(us(pct(detect, 0.5)), "detect-p50-µs")
 	b.ReportMetric(us(pct(own, 0.5)), "own-p50-µs")
+	b.ReportMetric(us(pct(busy, 0.5)), "busy-p50-µs")
 	b.ReportMetric(us(pct(notify, 0.5)), "notify-p50-µs")
 	b.ReportMetric(us(pct(reply, 0.5)), "reply-p50-µs")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("%d downs: link down → delivered on the backup p50 %v, p99 %v, min %v, max %v; detection p50 %v; %d rounds split: own p50 %v, notification %v, reply %v; A %+v",
-		len(lat), pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0), pct(lat, 1), pct(detect, 0.5), len(own), pct(own, 0.5), pct(notify, 0.5), pct(reply, 0.5), ha.ctx.Stats())
+	b.Logf("%d downs: link down → delivered on the backup p50 %v, p99 %v, min %v, max %v; detection p50 %v; %d rounds split: own p50 %v, busy %v, notification %v, reply %v; A %+v",
+		len(lat), pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0), pct(lat, 1), pct(detect, 0.5), len(own), pct(own, 0.5), pct(busy, 0.5), pct(notify, 0.5), pct(reply, 0.5), ha.ctx.Stats())
 }
