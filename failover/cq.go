@@ -495,6 +495,7 @@ func (cq *CQ) controlWCLocked(q *QP, i int, ctl *provider.QP, w verbs.WC) {
 	if err != nil {
 		return // a corrupt notification is no notification: the peer's handshake times out
 	}
+	q.tPoll.Store(time.Now().UnixNano())
 	cq.ctrl = append(cq.ctrl, ctrlEvt{q, m, i})
 }
 

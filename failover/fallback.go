@@ -57,6 +57,9 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) { q.roundLocked(peer, fr
 // the new set as what ran on the default QP does, and a round already under way starts
 // again on the new set's control QP (its notification may have been lost with the old one).
 func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
+	// The time spent here, SHIFT's own share of the fallback (measure_test.go).
+	t0 := time.Now().UnixNano()
+	defer func() { q.tBusy.Add(time.Now().UnixNano() - t0) }()
 	st, rs := q.mach.sendState(), q.mach.recvState()
 	if st == SendFailed || rs == RecvFailed {
 		if fromPeer && !peer.reply && !peer.refused {
@@ -119,9 +122,15 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		if e := q.tErr.Load(); fromPeer || e == 0 || e < q.tOK.Load() {
 			q.tErr.Store(now)
 		}
+		if fromPeer {
+			q.tCtl.Store(q.tPoll.Load())
+		}
 		q.tPrep.Store(0)
 		q.tRepost.Store(0)
 		q.tOK.Store(0)
+		q.tBusy.Store(0)
+		q.tDrain.Store(0)
+		q.tPosted.Store(0)
 	}
 	// A probe in flight ends now: its QP goes to ERR below.
 	q.probeRes.CompareAndSwap(0, 2)
@@ -307,6 +316,12 @@ func (q *QP) drainLocked() error {
 			q.scq.mu.Unlock()
 		}
 	}
+	var waitFrom int64 // when the drain first found WQEs without completion
+	defer func() {
+		if waitFrom != 0 {
+			q.tDrain.Add(time.Now().UnixNano() - waitFrom)
+		}
+	}()
 	for {
 		for _, cq := range []*CQ{q.scq, q.rcq} {
 			cq.mu.Lock()
@@ -340,6 +355,9 @@ func (q *QP) drainLocked() error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("failover: QP %#x: drain: %d sends and %d receives without completion after %v: %w",
 				q.qpn, len(q.outSends), len(q.outRecvs), q.c.opts.DrainTimeout, verbs.ErrTimeout)
+		}
+		if waitFrom == 0 {
+			waitFrom = time.Now().UnixNano()
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
@@ -397,6 +415,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	q.awaitReply = false
 	peerCount, stale := peer.count&countMask, int(peer.stale)
 	q.tRepost.Store(time.Now().UnixNano())
+	q.tCtl.Store(q.tPoll.Load())
 	cands := q.repostCandidatesLocked()
 	last := -1
 	for c, r := range cands {
@@ -455,6 +474,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		q.stats.reposted.Add(1)
 		all = all[1:]
 	}
+	q.tPosted.Store(time.Now().UnixNano())
 	q.c.fallbacks.Add(1)
 	q.stats.fallbacks.Add(1)
 	q.resetDefaultLocked()

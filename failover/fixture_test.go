@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shift-rdma/shift/internal/netnstest"
+
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
@@ -37,10 +39,11 @@ type testHost struct {
 type testEnv struct {
 	prefix, job string
 	hook        func(h int, o *Options)
-	links       bool        // contexts read their default NIC's link events
-	linkNS      [2]string   // namespaces of the hosts' netdevs (netns tier)
-	down        func(h int) // overrides linkDown (real veth in namespaces)
-	up          func(h int) // overrides linkUp
+	links       bool                  // contexts read their default NIC's link events
+	linkNS      [2]string             // namespaces of the hosts' netdevs (netns tier)
+	down        func(h int)           // overrides linkDown (real veth in namespaces)
+	up          func(h int)           // overrides linkUp
+	rails       [2][2]*netnstest.Veth // [nic][host], netns tier
 	cl          *emu.Cluster
 	kv          *kv.Mem
 	hosts       [2]*testHost

@@ -13,10 +13,15 @@ import (
 // Fallback latency as the paper measures it: from the first error completion polled on the
 // default QP to the first successful completion of an application WR on the backup QP. One
 // fresh pair of emulated hosts per iteration; run with -benchtime=Nx.
+//
+// The latency is split into SHIFT's own share and the wait for the emulator (fallbackSplit):
+// own-p50 is SHIFT's critical path on both sides, busy-p50 all the time both spent in their
+// rounds; wait-p50 is the latency less own (the drains' wait for flushes, the notification
+// and the reply in flight, the reposted WRs executing and being polled).
 func BenchmarkFallbackLatency(b *testing.B) {
 	for _, mode := range []streamMode{modeWrite, modeSend} {
 		b.Run(mode.String(), func(b *testing.B) {
-			var lat, prep, hs, first []time.Duration
+			var lat, prep, hs, first, own, busy, wait, notify, reply []time.Duration
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				func() {
@@ -27,6 +32,10 @@ func BenchmarkFallbackLatency(b *testing.B) {
 						lat = append(lat, l)
 						p, h, c := a[0].FallbackPhases()
 						prep, hs, first = append(prep, p), append(hs, h), append(first, c)
+						if o, u, n, r, ok := fallbackSplit(a[0], bq[0]); ok {
+							own, busy, wait = append(own, o), append(busy, u), append(wait, l-o)
+							notify, reply = append(notify, n), append(reply, r)
+						}
 					}
 				}()
 			}
@@ -37,6 +46,14 @@ func BenchmarkFallbackLatency(b *testing.B) {
 			b.ReportMetric(float64(med(prep).Microseconds()), "prepare-p50-µs")
 			b.ReportMetric(float64(med(hs).Microseconds()), "handshake-p50-µs")
 			b.ReportMetric(float64(med(first).Microseconds()), "first-wc-p50-µs")
+			if len(own) > 0 {
+				b.ReportMetric(float64(med(own).Microseconds()), "own-p50-µs")
+				b.ReportMetric(float64(med(busy).Microseconds()), "busy-p50-µs")
+				b.ReportMetric(float64(med(wait).Microseconds()), "wait-p50-µs")
+				b.ReportMetric(float64(med(notify).Microseconds()), "notify-p50-µs")
+				b.ReportMetric(float64(med(reply).Microseconds()), "reply-p50-µs")
+				b.Logf("%v: %d of %d fallbacks split into SHIFT's own share and the wait", mode, len(own), len(lat))
+			}
 			slices.Sort(lat)
 			p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
 			b.ReportMetric(float64(p(0.5).Microseconds()), "p50-µs")
@@ -45,6 +62,27 @@ func BenchmarkFallbackLatency(b *testing.B) {
 			b.Logf("%v: %d fallbacks, median %v, p99 %v, min %v, max %v", mode, len(lat), p(0.5), p(0.99), lat[0], lat[len(lat)-1])
 		})
 	}
+}
+
+// fallbackSplit splits a's last fallback (a's error or link event started it, peer replied)
+// into SHIFT's own share and the wait for the emulator and the peer. own is the critical
+// path inside SHIFT: a's round until its notification is posted, the peer's from the poll of
+// that notification until its reply is posted, a's from the poll of the reply until the last
+// WR is reposted, less the drains' wait for the default NICs' flushes. busy is all the time
+// both QPs spent in their rounds (less the drains' wait), including what follows the posts
+// (the default QPs' reset). notify and reply are the messages in flight: posted → polled by
+// the other side (the emulator delivering it and the poller waking up). ok is false when
+// the timestamps do not describe that order (both sides notified at once, a round missing).
+func fallbackSplit(a, peer *QP) (own, busy, notify, reply time.Duration, ok bool) {
+	aErr, aPrep, aCtl, aRepost, aPosted := a.tErr.Load(), a.tPrep.Load(), a.tCtl.Load(), a.tRepost.Load(), a.tPosted.Load()
+	pCtl, pEnter, pPrep := peer.tCtl.Load(), peer.tErr.Load(), peer.tPrep.Load()
+	if !(aErr != 0 && aErr <= aPrep && aPrep <= pCtl && pCtl <= pEnter && pEnter <= pPrep && pPrep <= aCtl && aCtl <= aRepost && aRepost <= aPosted) {
+		return 0, 0, 0, 0, false
+	}
+	drains := a.tDrain.Load() + peer.tDrain.Load()
+	own = time.Duration((aPrep - aErr) + (pPrep - pCtl) + (aPosted - aCtl) - drains)
+	busy = time.Duration(a.tBusy.Load() + peer.tBusy.Load() - drains)
+	return own, busy, time.Duration(pCtl - aPrep), time.Duration(aCtl - pPrep), true
 }
 
 // Shadow setup cost: the time the application's control verbs take (default device only) and

@@ -115,6 +115,16 @@ type QP struct {
 	outSends []provider.SendWQE
 	outRecvs []provider.RecvWQE
 
+	// SHIFT's own share of a round, apart from the wait for the emulator or the peer
+	// (fallbackSplit in measure_test.go): the time spent inside roundLocked this round, the
+	// part of it the drain waited for the default NIC's flushes, and when the peer's
+	// notification was polled from the control QP. Stored on the failure path only.
+	tBusy   atomic.Int64 // ns inside roundLocked
+	tDrain  atomic.Int64 // ns of that the drain waited for completions
+	tPoll   atomic.Int64 // the peer's last notification polled (unix ns)
+	tCtl    atomic.Int64 // tPoll of the notification that started or answered this round
+	tPosted atomic.Int64 // the last reposted WR posted on the backup (unix ns)
+
 	// Recovery (issue 6). The default QP's posted receives and signaled sends, by kind, in
 	// posting order since its last reset (fifoMu); the fence (q.mu, its own lock inside).
 	dSendKinds []uint8
