@@ -100,17 +100,6 @@ func newErrRig(t *testing.T, e *testEnv, ctxs [2]verbs.Context, hosts [2]*testHo
 			r.shiftContext[h] = ctxs[h].(*Context)
 		}
 	}
-	// SHIFT's backup QPs exist before the error: a fallback would be possible, so none
-	// happening is the classification's doing.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for _, c := range r.shiftContext {
-		if c != nil {
-			if err := c.WaitShadow(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	for h := range 2 {
 		a := e.attr
 		a.GIDIndex = hosts[h].gidIdx
@@ -121,7 +110,30 @@ func newErrRig(t *testing.T, e *testEnv, ctxs [2]verbs.Context, hosts [2]*testHo
 			t.Fatal(err)
 		}
 	}
+	// SHIFT's backup QPs are connected before the error (the connects above are replayed on the backups in the background): a fallback would be possible, so none
+	// happening is the classification's doing.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, c := range r.shiftContext {
+		if c != nil {
+			if err := c.WaitShadow(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	return r
+}
+
+// describe is the SHIFT QPs' states and the contexts' counters (empty over the provider).
+func (r *errRig) describe() string {
+	if r.shiftQPs[0] == nil {
+		return ""
+	}
+	s := ""
+	for h, q := range r.shiftQPs {
+		s += fmt.Sprintf("; host %d QP %#x %v/%v (%v), stats %+v", h, q.QPN(), q.SendState(), q.RecvState(), q.Err(), r.shiftContext[h].Stats())
+	}
+	return s
 }
 
 // seenWC is what an application sees of a completion.
@@ -149,7 +161,7 @@ func (r *errRig) collect(t *testing.T, h, n int, deadline time.Time) []seenWC {
 		}
 		if k == 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("host %d: %d of %d completions after the deadline: %+v", h, len(out), n, out)
+				t.Fatalf("host %d: %d of %d completions after the deadline: %+v%s", h, len(out), n, out, r.describe())
 			}
 			time.Sleep(20 * time.Microsecond)
 		}
