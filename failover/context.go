@@ -49,12 +49,12 @@ type Options struct {
 	// QP fails and the application gets the errors.
 	HandshakeTimeout time.Duration
 	// ProbeInterval is the first wait between probes of a fallen-back QP's default path
-	// (0: $SHIFT_PROBE_INTERVAL, else 100 ms); it doubles after each failed probe up to
+	// (0: 100 ms; the plugin reads $SHIFT_PROBE_INTERVAL); it doubles after each failed probe up to
 	// ProbeMaxInterval (0: 2 s) and starts over after a recovery.
 	ProbeInterval, ProbeMaxInterval time.Duration
 	// FenceAfter bounds how long, and FenceAfterWRs how many WRs, a QP in WaitSignaled waits
 	// for the application's next signaled WR before SHIFT posts its own signaled zero-length
-	// WRITE as the fence (0: $SHIFT_FENCE_AFTER as "<n>,<duration>", else 64 WRs and 10 ms).
+	// WRITE as the fence (0: 64 WRs and 10 ms; the plugin reads $SHIFT_FENCE_AFTER as "<n>,<duration>").
 	FenceAfter    time.Duration
 	FenceAfterWRs int
 	// LinkEvents, when set, carries the default NIC's link events (a probe.Watcher's

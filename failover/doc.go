@@ -18,14 +18,14 @@
 // Recovery (issue 6, recover.go): while a QP's sends are on the backup, a goroutine per QP
 // reconnects the reset default QP with the PSNs and attributes queried at RTR and RTS and
 // probes it with a signaled zero-length WRITE every Options.ProbeInterval
-// (SHIFT_PROBE_INTERVAL, default 100 ms), doubling after each failed probe up to
+// (default 100 ms; the plugin's SHIFT_PROBE_INTERVAL), doubling after each failed probe up to
 // Options.ProbeMaxInterval (2 s); a failed probe resets the default QP again. After a
 // successful probe (WaitSignaled) the application's next signaled WR is posted on the backup
 // as the fence WR (package fence); the recovery notification (WRITE_WITH_IMM) and every later
 // WR are written on the default QP with the doorbell withheld (WaitDrained) until the fence
 // WR completes; the notification is released alone, the rest once it completed (Default). If
 // no signaled WR comes within Options.FenceAfter or Options.FenceAfterWRs WRs
-// (SHIFT_FENCE_AFTER="<n>,<duration>", default 64 WRs or 10 ms), SHIFT posts its own
+// (default 64 WRs or 10 ms; the plugin's SHIFT_FENCE_AFTER="<n>,<duration>"), SHIFT posts its own
 // signaled zero-length WRITE as the fence. The receiver, on the notification, polls the
 // backup CQ (the fence guarantees everything the peer sent there has landed) and reposts its
 // outstanding receives on the default QP. Each direction recovers on its own; a later

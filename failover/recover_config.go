@@ -2,7 +2,6 @@ package failover
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -16,30 +15,18 @@ const (
 	defaultFenceAfterWRs    = 64
 )
 
-// recoveryDefaults fills the recovery options from the environment (SHIFT_PROBE_INTERVAL,
-// SHIFT_FENCE_AFTER) and the defaults.
+// recoveryDefaults fills the recovery options left zero with the defaults. The edges read
+// the environment (the plugin: SHIFT_PROBE_INTERVAL with ParseProbeInterval,
+// SHIFT_FENCE_AFTER with ParseFenceAfter); the library does not.
 func recoveryDefaults(o *Options) error {
+	if o.ProbeInterval < 0 || o.FenceAfter < 0 || o.FenceAfterWRs < 0 {
+		return fmt.Errorf("failover: probe interval %v, fence after %d WRs or %v: %w: negative", o.ProbeInterval, o.FenceAfterWRs, o.FenceAfter, ErrBadConfig)
+	}
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = defaultProbeInterval
-		if s := os.Getenv("SHIFT_PROBE_INTERVAL"); s != "" {
-			d, err := time.ParseDuration(s)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("failover: SHIFT_PROBE_INTERVAL %q: %w: want a positive duration", s, ErrBadConfig)
-			}
-			o.ProbeInterval = d
-		}
 	}
 	if o.ProbeMaxInterval == 0 {
 		o.ProbeMaxInterval = max(defaultProbeMaxInterval, o.ProbeInterval)
-	}
-	if o.FenceAfter == 0 && o.FenceAfterWRs == 0 {
-		if s := os.Getenv("SHIFT_FENCE_AFTER"); s != "" {
-			n, d, err := ParseFenceAfter(s)
-			if err != nil {
-				return err
-			}
-			o.FenceAfterWRs, o.FenceAfter = n, d
-		}
 	}
 	if o.FenceAfter == 0 {
 		o.FenceAfter = defaultFenceAfter
@@ -61,4 +48,13 @@ func ParseFenceAfter(s string) (int, time.Duration, error) {
 		return 0, 0, fmt.Errorf("failover: SHIFT_FENCE_AFTER %q: %w: want <n>,<duration>", s, ErrBadConfig)
 	}
 	return n, d, nil
+}
+
+// ParseProbeInterval parses SHIFT_PROBE_INTERVAL: a positive Go duration ("100ms").
+func ParseProbeInterval(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("failover: SHIFT_PROBE_INTERVAL %q: %w: want a positive duration", s, ErrBadConfig)
+	}
+	return d, nil
 }

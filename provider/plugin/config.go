@@ -30,6 +30,11 @@ type config struct {
 	// SHIFT_CQ_WATCHDOG: the completion watchdog's bound (0: the library's default;
 	// negative: off).
 	cqWatchdog time.Duration
+	// SHIFT_PROBE_INTERVAL and SHIFT_FENCE_AFTER ("<n>,<duration>"): recovery settings (0:
+	// the library's defaults).
+	probeInterval time.Duration
+	fenceAfterWRs int
+	fenceAfter    time.Duration
 }
 
 var loadConfig = sync.OnceValues(func() (config, error) {
@@ -73,6 +78,16 @@ var loadConfig = sync.OnceValues(func() (config, error) {
 			return c, err
 		}
 		c.cqWatchdog = d
+	}
+	if s := os.Getenv("SHIFT_PROBE_INTERVAL"); s != "" {
+		if c.probeInterval, err = failover.ParseProbeInterval(s); err != nil {
+			return c, err
+		}
+	}
+	if s := os.Getenv("SHIFT_FENCE_AFTER"); s != "" {
+		if c.fenceAfterWRs, c.fenceAfter, err = failover.ParseFenceAfter(s); err != nil {
+			return c, err
+		}
 	}
 	if c.job == "" {
 		c.job = "default"
@@ -134,7 +149,8 @@ func failoverOptions(c config, name string) (failover.Options, error) {
 	if err != nil {
 		return failover.Options{}, err
 	}
-	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx, WatchLink: c.watch, NoLinkWatch: c.noWatch, StatusInterval: c.statusInterval, CQWatchdog: c.cqWatchdog}
+	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx, WatchLink: c.watch, NoLinkWatch: c.noWatch, StatusInterval: c.statusInterval, CQWatchdog: c.cqWatchdog,
+		ProbeInterval: c.probeInterval, FenceAfter: c.fenceAfter, FenceAfterWRs: c.fenceAfterWRs}
 	if c.backups != nil {
 		o.Backups = c.backups[name]
 		if len(o.Backups) == 0 {

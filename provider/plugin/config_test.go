@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/failover"
 )
 
 func TestParseStatusInterval(t *testing.T) {
@@ -41,5 +43,20 @@ func TestParseLinkWatch(t *testing.T) {
 		if _, _, err := parseLinkWatch(s); err == nil {
 			t.Errorf("%q accepted", s)
 		}
+	}
+}
+
+// The recovery settings the plugin reads for the library.
+func TestRecoveryEnv(t *testing.T) {
+	if d, err := failover.ParseProbeInterval("25ms"); err != nil || d != 25*time.Millisecond {
+		t.Errorf("25ms: %v %v", d, err)
+	}
+	for _, s := range []string{"0", "-1s", "soon"} {
+		if _, err := failover.ParseProbeInterval(s); err == nil {
+			t.Errorf("SHIFT_PROBE_INTERVAL %q accepted", s)
+		}
+	}
+	if n, d, err := failover.ParseFenceAfter("8,2ms"); err != nil || n != 8 || d != 2*time.Millisecond {
+		t.Errorf("8,2ms: %d %v %v", n, d, err)
 	}
 }
