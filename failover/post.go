@@ -99,7 +99,10 @@ func (q *QP) postDefaultVia(wrs []verbs.SendWR, viaFence bool) error {
 		return err
 	}
 	q.twoSided = two
-	q.sigPosted.Add(uint64(nsig))
+	if nsig > 0 {
+		// One writer (the post that owns the send side): a load and a store, no locked add.
+		q.sigPosted.Store(q.sigPosted.Load() + uint64(nsig))
+	}
 	q.sPosted.Store(p + uint64(len(wrs)))
 	return nil
 }

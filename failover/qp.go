@@ -596,7 +596,7 @@ func (q *QP) retireSignaled() {
 	for c := q.sCursor; c < posted; c++ {
 		if q.slog[c&q.smask].signaled {
 			q.sCursor = c + 1
-			q.sigDone.Add(1)
+			q.sigDone.Store(q.sigDone.Load() + 1) // one writer, the poller: no locked add
 			return
 		}
 	}
