@@ -106,17 +106,10 @@ func TestStatusProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := emptySysfs(t)
-	var out, errw strings.Builder
-	if code := run([]string{"status", "-json", "-sysfs", root}, &out, &errw); code != 0 {
-		t.Fatalf("exit %d: %s", code, errw.String())
-	}
-	var rep statusReport
-	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
+	rep, text := statusJSON(t, root)
 	p, q, ok := qpOf(rep.Shift, l.prefix+"0", l.a.qp.QPN())
 	if !ok {
-		t.Fatalf("QP %#x of this process not listed: %s", l.a.qp.QPN(), out.String())
+		t.Fatalf("QP %#x of this process not listed: %s", l.a.qp.QPN(), text)
 	}
 	if p.KV != "mem" || p.LinkWatch != "none: emulated device, its link events come from the fabric" || len(p.Backups) != 1 || p.Backups[0] != l.prefix+"1" ||
 		q.SendState != "Default" || q.NIC != l.prefix+"0" || !q.BackupReady || q.Fallbacks != 0 {
@@ -132,7 +125,7 @@ func TestStatusProcesses(t *testing.T) {
 		t.Errorf("the stale status file was left")
 	}
 
-	out.Reset()
+	var out, errw strings.Builder
 	if code := run([]string{"status", "-sysfs", root}, &out, &errw); code != 0 {
 		t.Fatalf("table: exit %d: %s", code, errw.String())
 	}

@@ -63,8 +63,10 @@ func fakeSysfs(t *testing.T) string {
 	return writeTree(t, files)
 }
 
-func TestStatusFakeSysfs(t *testing.T) {
-	root := fakeSysfs(t)
+// statusJSON runs `shiftctl status -json -sysfs root` and decodes its report; it returns the
+// text too, for failure messages.
+func statusJSON(t *testing.T, root string) (statusReport, string) {
+	t.Helper()
 	var out, errw strings.Builder
 	if code := run([]string{"status", "-json", "-sysfs", root}, &out, &errw); code != 0 {
 		t.Fatalf("exit %d: %s", code, errw.String())
@@ -73,6 +75,12 @@ func TestStatusFakeSysfs(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
+	return rep, out.String()
+}
+
+func TestStatusFakeSysfs(t *testing.T) {
+	root := fakeSysfs(t)
+	rep, _ := statusJSON(t, root)
 	var d *deviceStatus
 	for i := range rep.Devices {
 		if rep.Devices[i].Name == "mlx5_0" {
@@ -99,7 +107,7 @@ func TestStatusFakeSysfs(t *testing.T) {
 		t.Errorf("netdev %+v", n)
 	}
 
-	out.Reset()
+	var out, errw strings.Builder
 	if code := run([]string{"status", "-sysfs", root}, &out, &errw); code != 0 {
 		t.Fatalf("table: exit %d: %s", code, errw.String())
 	}
@@ -157,12 +165,8 @@ func TestStatusNoDevices(t *testing.T) {
 		t.Errorf("%q", out.String())
 	}
 	out.Reset()
-	if code := run([]string{"status", "-json", "-sysfs", root}, &out, &errw); code != 0 {
-		t.Fatalf("exit %d: %s", code, errw.String())
-	}
-	var rep statusReport
-	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil || rep.Devices == nil || len(rep.Devices) != 0 {
-		t.Errorf("%v %q", err, out.String())
+	if rep, text := statusJSON(t, root); rep.Devices == nil || len(rep.Devices) != 0 {
+		t.Errorf("%q", text)
 	}
 	if code := run([]string{"status", "extra"}, &out, &errw); code != 2 {
 		t.Errorf("extra argument: exit %d", code)
