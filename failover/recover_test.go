@@ -104,10 +104,13 @@ func TestRecoverAfterFallback(t *testing.T) {
 				t.Fatal("left Default without a failure")
 			}
 			sa, sb := e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats()
-			if sa.Recoveries != 1 || sb.Recoveries != 1 || sa.RecvRecoveries != 1 || sb.RecvRecoveries != 1 || sb.ShiftFences != 1 {
+			// One recovery each, or one more round when a probe raced the peer's reset (as
+			// TestFlapping allows): every fallback ended in a recovery.
+			if sa.Recoveries < 1 || sb.Recoveries < 1 || sa.RecvRecoveries < 1 || sb.RecvRecoveries < 1 || sb.ShiftFences < 1 ||
+				sa.Recoveries != sa.Fallbacks || sb.Recoveries != sb.Fallbacks || sa.Fallbacks > 2 || sb.Fallbacks > 2 {
 				t.Fatalf("recovery counters A %+v B %+v", sa, sb)
 			}
-			if sa.Reposted != bk0.Reposted || a[0].SendTransitions(SendWaitDrained, SendDefault) != 1 {
+			if sa.Reposted != bk0.Reposted || a[0].SendTransitions(SendWaitDrained, SendDefault) != sa.Recoveries {
 				t.Fatalf("second stream did not run on the default path: %+v", sa)
 			}
 			t.Logf("switch-back %v, stall %v; A %+v", a[0].SwitchBackLatency(), a[0].RecoveryStall(), sa)
