@@ -80,8 +80,10 @@ func (q *QP) flushCause() errClass {
 		return classApp // the device said so on the async fd (async.go)
 	}
 	q.outSends = q.def.OutstandingSends(q.outSends[:0])
-	if len(q.outSends) > 0 {
-		return classNetwork
+	for _, w := range q.outSends {
+		if !w.Completed {
+			return classNetwork // a send in flight (those held after an error had theirs)
+		}
 	}
 	a, err := q.c.def.QueryPort(q.attr.Defaults().Port)
 	if err != nil || a.State != verbs.PortActive {

@@ -197,8 +197,6 @@ func (cq *CQ) Poll(wcs []verbs.WC) (int, error) {
 		}
 		if w.Opcode&verbs.WCRecv != 0 {
 			q.recvDone++
-		} else {
-			q.retireSignaled()
 		}
 	}
 	cq.gate.Store(gateOpen)
@@ -292,8 +290,6 @@ func (cq *CQ) classifyLocked(ws []verbs.WC) {
 			if w.Status == verbs.WCSuccess {
 				if w.Opcode&verbs.WCRecv != 0 {
 					q.recvDone++
-				} else {
-					q.retireSignaled()
 				}
 				cq.pushLocked(w)
 				continue
@@ -366,7 +362,6 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w verbs.WC) {
 		cq.fenceWCLocked(q, &w)
 	default:
 		cq.fenceWCLocked(q, &w)
-		q.retireSignaled()
 		cq.pushLocked(w)
 	}
 }

@@ -210,15 +210,22 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 		return errAppError
 	}
 	if !sendPart && q.mach.sendState() != SendHandshake {
-		// Our sends are on the backup: none of the send log's is outstanding on the default
-		// QP. (In Handshake they wait in the log for the reply, which reposts them.)
-		q.sCursor = q.sPosted.Load()
+		// Our sends are on the backup: none of the default QP's WQEs is the application's
+		// to repost. (In Handshake they wait in the default ring for the reply.)
+		q.defFrom = q.def.SendProducer()
+	}
+	if st := q.mach.sendState(); sendPart && (st == SendDefault || st == SendWaitDrained) {
+		// The send side leaves the default QP: the two-sided count goes on from its own.
+		q.twoSided = q.def.TwoSidedPosted() + q.twoOff
 	}
 	// Retransmission-safe check over every WR without a completion.
-	posted := q.sPosted.Load()
+	defs, err := q.defSendsLocked()
+	if err != nil {
+		return err
+	}
 	var scratch []verbs.SGE
-	for c := q.sCursor; c < posted; c++ {
-		r := &q.slog[c&q.smask]
+	for i := range defs {
+		r := &defs[i]
 		scratch = scratch[:0]
 		switch {
 		case r.wr.Opcode == verbs.WRAtomicCmpAndSwp || r.wr.Opcode == verbs.WRAtomicFetchAdd:
@@ -310,7 +317,7 @@ func (q *QP) drainLocked() error {
 	// posted; then the drain waits for completions as before.
 	if q.def.State() == verbs.QPStateErr {
 		q.outSends = q.def.OutstandingSends(q.outSends[:0])
-		if len(q.outSends) > 0 && q.outSends[len(q.outSends)-1].Rung {
+		if n := len(q.outSends); n > 0 && q.outSends[n-1].Rung && !q.outSends[n-1].Completed {
 			q.scq.mu.Lock()
 			_ = q.def.PostDrainMarker(drainWRID)
 			q.scq.mu.Unlock()
@@ -339,8 +346,10 @@ func (q *QP) drainLocked() error {
 		q.outRecvs = q.def.OutstandingRecvs(q.outRecvs[:0])
 		rung := 0
 		for _, w := range q.outSends {
-			if w.Rung {
-				rung++ // WQEs a failed fence withheld never execute and never complete
+			if w.Rung && !w.Completed {
+				// WQEs a failed fence withheld never execute and never complete; those the
+				// provider holds after an error completion have theirs.
+				rung++
 			}
 		}
 		if rung == 0 && len(q.outRecvs) == 0 {
@@ -416,7 +425,11 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	peerCount, stale := peer.count&countMask, int(peer.stale)
 	q.tRepost.Store(time.Now().UnixNano())
 	q.tCtl.Store(q.tPoll.Load())
-	cands := q.repostCandidatesLocked()
+	cands, err := q.repostCandidatesLocked()
+	if err != nil {
+		q.failLocked(verbs.WCGeneralErr, err)
+		return
+	}
 	last := -1
 	for c, r := range cands {
 		if r.twoSided && delivered(peerCount, r.twoSeq&countMask) {
@@ -424,8 +437,9 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		}
 	}
 	var done []verbs.WC
-	var resend []verbs.SendWR
-	for c, r := range cands {
+	var resend []*sendRec
+	for c := range cands {
+		r := &cands[c]
 		if c <= last && r.wr.Opcode != verbs.WRRDMARead {
 			q.c.skipped.Add(1)
 			if r.signaled {
@@ -433,11 +447,9 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 			}
 			continue
 		}
-		w := r.wr
-		w.SGL = append([]verbs.SGE(nil), r.wr.SGL...)
-		resend = append(resend, w)
+		resend = append(resend, r)
 	}
-	q.sCursor = q.sPosted.Load()
+	q.defFrom = q.def.SendProducer()
 	if len(done) > 0 {
 		q.scq.mu.Lock()
 		q.scq.buf = append(q.scq.buf, done...)
@@ -450,8 +462,8 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	}
 	// The reposted WRs were counted when logged; postBackupLocked counts them again.
 	recount := uint32(0)
-	for _, w := range resend {
-		if twoSided(w.Opcode) {
+	for _, r := range resend {
+		if r.twoSided {
 			recount++
 		}
 	}
@@ -459,20 +471,34 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		q.failLocked(verbs.WCGeneralErr, err)
 		return
 	}
-	all := append(resend, q.pending...)
+	for _, w := range q.pending {
+		resend = append(resend, &sendRec{wr: w})
+	}
 	q.pending = nil
 	q.twoSided -= recount
 	// One WR at a time, waiting for room in the backup SQ when it is full (a full SQ refuses
-	// a list part-way).
-	for len(all) > 0 {
-		if err := q.withRoomLocked(func() error { return q.postBackupLocked(all[:1]) }); err != nil {
+	// a list part-way): the default ring's WQEs copied, the backup log's and the handshake's
+	// WRs posted.
+	for len(resend) > 0 {
+		r := resend[0]
+		err := q.withRoomLocked(func() error {
+			if r.fromDef {
+				return q.copyToBackupLocked(r)
+			}
+			return q.postBackupLocked([]verbs.SendWR{r.wr})
+		})
+		if err != nil {
 			q.failLocked(verbs.WCGeneralErr, err)
-			q.synthErrorsLocked(all, verbs.WCWRFlushErr)
+			var ws []verbs.SendWR
+			for _, r := range resend {
+				ws = append(ws, r.wr)
+			}
+			q.synthErrorsLocked(ws, verbs.WCWRFlushErr)
 			return
 		}
 		q.c.reposted.Add(1)
 		q.stats.reposted.Add(1)
-		all = all[1:]
+		resend = resend[1:]
 	}
 	q.tPosted.Store(time.Now().UnixNano())
 	q.c.fallbacks.Add(1)
@@ -482,23 +508,19 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 
 // repostCandidatesLocked lists, in posting order, the send WRs without a known completion:
 // after a backup failed (chainRepost), those still on it first, older than any on the
-// default QP; then the send log's. The backup log is emptied: what is reposted is logged
-// again as it goes to the new backup.
-func (q *QP) repostCandidatesLocked() []*sendRec {
-	var out []*sendRec
+// default QP; then the default ring's (defSendsLocked). The backup log is emptied: what is
+// reposted is logged again as it goes to the new backup.
+func (q *QP) repostCandidatesLocked() ([]sendRec, error) {
+	var out []sendRec
 	if q.chainRepost {
 		q.fifoMu.Lock()
-		for i := range q.bkLog {
-			out = append(out, &q.bkLog[i])
-		}
+		out = append(out, q.bkLog...)
 		q.bkLog = nil
 		q.fifoMu.Unlock()
 		q.chainRepost = false
 	}
-	for c := q.sCursor; c < q.sPosted.Load(); c++ {
-		out = append(out, &q.slog[c&q.smask])
-	}
-	return out
+	defs, err := q.defSendsLocked()
+	return append(out, defs...), err
 }
 
 // withRoomLocked runs post (one WR on the backup QP) again while the backup SQ is full,
@@ -536,7 +558,7 @@ func (q *QP) resetDefaultLocked() {
 		q.outRecvs = q.def.OutstandingRecvs(q.outRecvs[:0])
 		rung := 0
 		for _, w := range q.outSends {
-			if w.Rung {
+			if w.Rung && !w.Completed {
 				rung++
 			}
 		}
@@ -685,10 +707,11 @@ func (q *QP) failLocked(status verbs.WCStatus, err error) {
 	q.giveUpSetLocked()
 	if st == SendHandshake {
 		var ws []verbs.SendWR
-		for _, r := range q.repostCandidatesLocked() {
+		cands, _ := q.repostCandidatesLocked() // what could be read back
+		for _, r := range cands {
 			ws = append(ws, r.wr)
 		}
-		q.sCursor = q.sPosted.Load()
+		q.defFrom = q.def.SendProducer()
 		ws = append(ws, q.pending...)
 		q.pending = nil
 		q.synthErrorsLocked(ws, status)

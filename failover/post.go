@@ -8,10 +8,10 @@ import (
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
-// PostSend is ibv_post_send. In Default it logs the WRs (no allocation: the log and its SGE
-// array are preallocated) and posts them on the default QP; in a fallback state it posts on
-// the backup QP with keys rewritten, or keeps the WRs in order behind the old sends while the
-// handshake runs.
+// PostSend is ibv_post_send. In Default it is the provider's post on the default QP (the
+// provider keeps what fails in its ring for the fallback to copy, so nothing is logged); in
+// a fallback state it posts on the backup QP with keys rewritten, or keeps the WRs in order
+// behind the old sends while the handshake runs.
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	if !q.sendGate.CompareAndSwap(gateOpen, gateBusy) {
 		return q.postSendSlow(wrs)
@@ -53,76 +53,23 @@ func (q *QP) postDefaultLocked(wrs []verbs.SendWR, viaFence bool) error {
 	return err
 }
 
-// postDefault logs wrs and posts them on the default QP; the caller owns the send side.
+// postDefault posts wrs on the default QP; the caller owns the send side.
 func (q *QP) postDefault(wrs []verbs.SendWR) error { return q.postDefaultVia(wrs, false) }
 
 func (q *QP) postDefaultVia(wrs []verbs.SendWR, viaFence bool) error {
-	if len(wrs) > int(q.cap.MaxSendWR) {
-		return &verbs.WRError{Op: "post_send", Index: int(q.cap.MaxSendWR), Limit: int(q.cap.MaxSendWR), Got: len(wrs), Err: verbs.ErrSQFull}
-	}
-	p := q.sPosted.Load()
-	two := q.twoSided
-	nsig := 0
-	for i := range wrs {
-		w := &wrs[i]
-		r := &q.slog[(p+uint64(i))&q.smask]
-		sgl := r.wr.SGL[:0]
-		if len(w.SGL) <= cap(sgl) {
-			sgl = append(sgl, w.SGL...)
-		}
-		r.wr = *w
-		r.wr.SGL = sgl
-		if w.Flags&verbs.SendInline != 0 && q.maxInl > 0 {
-			q.logInline(r, (p+uint64(i))&q.smask)
-		}
-		r.signaled = q.sigAll || w.Flags&verbs.SendSignaled != 0
-		if r.signaled {
-			nsig++
-		}
-		r.twoSeq = two
-		r.twoSided = twoSided(w.Opcode)
-		if r.twoSided {
-			two++
-		}
-	}
 	post := wrs
 	if q.c.injArmed.Load() != 0 {
 		post = q.inject(wrs)
 	}
-	var err error
 	if viaFence {
-		err = q.fn.Post(post)
-	} else {
-		err = q.def.PostSend(post)
+		return q.fn.Post(post)
 	}
-	if err != nil {
-		return err
-	}
-	q.twoSided = two
-	if nsig > 0 {
-		// One writer (the post that owns the send side): a load and a store, no locked add.
-		q.sigPosted.Store(q.sigPosted.Load() + uint64(nsig))
-	}
-	q.sPosted.Store(p + uint64(len(wrs)))
-	return nil
+	return q.def.PostSend(post)
 }
 
-// logInline keeps an inline WR's payload in the log (the application may reuse its buffer as
-// soon as PostSend returns) and points the logged SGL at that copy.
-func (q *QP) logInline(r *sendRec, slotIdx uint64) {
-	buf := q.inline[int(slotIdx)*q.maxInl : int(slotIdx+1)*q.maxInl]
-	n := 0
-	for _, s := range r.wr.SGL {
-		if n+int(s.Length) > len(buf) {
-			return // too large: the provider refuses the post
-		}
-		n += copy(buf[n:], memAt(s.Addr, int(s.Length)))
-	}
-	r.wr.SGL = append(r.wr.SGL[:0], verbs.SGE{Addr: sliceAddr(buf), Length: uint32(n)})
-}
-
-// inject returns wrs with the armed fault applied to the WR it falls on (a copy: the log keeps
-// the correct WR, which is what the backup gets).
+// inject returns wrs with the armed fault applied to the WR it falls on (a copy of the list;
+// the corrupted lkey is remembered in injKeys so that the copy on the backup gets the
+// application's MR).
 func (q *QP) inject(wrs []verbs.SendWR) []verbs.SendWR {
 	if t := q.c.injQPN.Load(); t != 0 && t != q.qpn {
 		return wrs
@@ -142,6 +89,10 @@ func (q *QP) inject(wrs []verbs.SendWR) []verbs.SendWR {
 		out := append(q.injWRs[:0], wrs...)
 		sgl := append(q.injSGE[:0], wrs[i].SGL...)
 		sgl[0].LKey ^= 0x00ff_ff00
+		if q.injKeys == nil {
+			q.injKeys = map[uint32]uint32{}
+		}
+		q.injKeys[sgl[0].LKey] = wrs[i].SGL[0].LKey
 		out[i].SGL = sgl
 		q.injHit.Store(true)
 		return out

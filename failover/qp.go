@@ -35,13 +35,16 @@ type ownedWC struct {
 	wc verbs.WC
 }
 
-// sendRec is one logged send WR; its SGL points into the log's own SGE array.
+// sendRec is a send WR without a known completion: one the backup log keeps (bkLog) or one
+// read back from the default QP's ring at a fallback (fromDef, at position pos there).
 type sendRec struct {
 	wr       verbs.SendWR
-	inline   []byte // bkLog only: the inline payload the SGL points to
+	inline   []byte // the inline payload the SGL points to
 	twoSeq   uint32 // two-sided WRs posted before it
 	twoSided bool
 	signaled bool
+	fromDef  bool
+	pos      uint32
 }
 
 type recvRec struct {
@@ -74,15 +77,17 @@ type QP struct {
 	mach               machine
 	mu                 sync.Mutex
 
-	// Send log (Default state): written by PostSend, read by Poll and the fallback.
-	slog     []sendRec
-	smask    uint64
-	sPosted  atomic.Uint64
-	sCursor  uint64 // first WR without a known completion (poller-owned)
-	twoSided uint32 // two-sided WRs posted (poster-owned)
+	// Sends on the default QP are not logged: the provider keeps a failed WQE and those
+	// flushed behind it in the ring (SetRetainSends) and a fallback copies them to the
+	// backup QP (defSendsLocked, copyToBackupLocked). defFrom (q.mu) is the ring position
+	// from which the default QP's application WQEs are still SHIFT's to repost; twoSided is
+	// the all-time count of two-sided WRs posted while the send side is off the default QP,
+	// twoOff what the default QP's own count (provider TwoSidedPosted) is offset by while
+	// it is on it (both q.mu, or the poster in Default).
+	defFrom  uint32
+	twoSided uint32
+	twoOff   uint32
 	maxSGE   int
-	inline   []byte // per log slot, MaxInlineData bytes: inline payloads kept for a repost
-	maxInl   int
 
 	// Receive log.
 	rlog     []recvRec
@@ -144,10 +149,8 @@ type QP struct {
 	nextGen      uint64        // q.mu: the incarnation this round's reset takes (0: defGen+1)
 	probeRes     atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
 	wsCount      int           // WRs posted in WaitSignaled
-	// The completion watchdog (watchdog.go): signaled application WRs posted on the default
-	// QP and their completions polled; its own view of the QP (watchdog goroutine).
-	sigPosted, sigDone atomic.Uint64
-	wd                 wdState
+	// The completion watchdog's view of the QP (watchdog.go; watchdog goroutine).
+	wd wdState
 	// respRefused: the default QP's responder refused a request of the peer
 	// (QP_ACCESS_ERR or QP_REQ_ERR on the async fd): a first flush is the application's.
 	respRefused atomic.Bool
@@ -167,8 +170,11 @@ type QP struct {
 	defStopped bool
 	injWRs     []verbs.SendWR
 	injSGE     []verbs.SGE
-	bkWRs      []verbs.SendWR // scratch of postBackupLocked (q.mu)
-	bkSGE      []verbs.SGE
+	// injKeys maps the lkeys inject corrupted in the default ring back to the application's
+	// (poster-owned in Default; read by a fallback once the gates are closed).
+	injKeys map[uint32]uint32
+	bkWRs   []verbs.SendWR // scratch of postBackupLocked (q.mu)
+	bkSGE   []verbs.SGE
 
 	stats qpCounters // this QP's share of the context's counters (status.go)
 }
@@ -208,17 +214,7 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	q.mach.transitions = &c.transitions
 	q.mach.track.kick = c.statusKick()
 	q.maxSGE = max(int(q.cap.MaxSendSGE), 1)
-	ns := pow2(4 * int(max(q.cap.MaxSendWR, 1)))
-	q.slog = make([]sendRec, ns)
-	q.smask = uint64(ns - 1)
-	sges := make([]verbs.SGE, ns*q.maxSGE)
-	for i := range q.slog {
-		q.slog[i].wr.SGL = sges[i*q.maxSGE : i*q.maxSGE : (i+1)*q.maxSGE]
-	}
-	q.maxInl = int(q.cap.MaxInlineData)
-	if q.maxInl > 0 {
-		q.inline = make([]byte, ns*q.maxInl)
-	}
+	d.SetRetainSends(true)
 	nr := pow2(2 * int(max(q.cap.MaxRecvWR, 1)))
 	q.rlog = make([]recvRec, nr)
 	q.rmask = uint64(nr - 1)
@@ -587,19 +583,6 @@ func (q *QP) popKind(fifo *[]uint8) uint8 {
 	k := (*fifo)[0]
 	*fifo = (*fifo)[1:]
 	return k
-}
-
-// retireSignaled advances the log cursor past the next signaled WR: its completion retires it
-// and every unsignaled WR before it.
-func (q *QP) retireSignaled() {
-	posted := q.sPosted.Load()
-	for c := q.sCursor; c < posted; c++ {
-		if q.slog[c&q.smask].signaled {
-			q.sCursor = c + 1
-			q.sigDone.Store(q.sigDone.Load() + 1) // one writer, the poller: no locked add
-			return
-		}
-	}
 }
 
 func twoSided(op verbs.WROpcode) bool {

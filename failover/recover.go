@@ -405,7 +405,11 @@ func (q *QP) beginFenceLocked(w verbs.SendWR, shift bool) error {
 		return err
 	}
 	q.tFence = time.Now().UnixNano()
-	q.sCursor = q.sPosted.Load()
+	// From here the application's WRs go to the default QP (withheld behind the fence): its
+	// ring is where a later fallback reads them back from, and its own two-sided count
+	// goes on from ours.
+	q.defFrom = q.def.SendProducer()
+	q.twoOff = q.twoSided - q.def.TwoSidedPosted()
 	return nil
 }
 

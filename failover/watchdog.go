@@ -31,7 +31,7 @@ const DefaultCQWatchdog = 10 * time.Second
 
 // wdState is what the watchdog remembers of one QP (watchdog goroutine only).
 type wdState struct {
-	done  uint64    // signaled completions polled when last seen
+	done  uint32    // WRs the default QP had retired when last seen (provider SignaledDue)
 	since time.Time // since when nothing changed; zero: not watching (idle)
 }
 
@@ -97,8 +97,8 @@ func (q *QP) watchLocked(now time.Time, bound time.Duration) bool {
 		*w = wdState{}
 		return false
 	}
-	done := q.sigDone.Load()
-	if int64(q.sigPosted.Load()-done) <= 0 {
+	done, due := q.def.SignaledDue()
+	if !due {
 		*w = wdState{} // idle: nothing is due
 		return false
 	}

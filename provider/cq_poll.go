@@ -61,6 +61,8 @@ func (c *cqRing) poll(wcs []verbs.WC) (int, error) {
 		var wrid uint64
 		if w.Receive {
 			wrid = qp.rq.retire(w.WQECounter)
+		} else if w.Status != mlx5.WCSuccess && qp.sq.retain {
+			wrid = qp.sq.hold(w.WQECounter)
 		} else {
 			wrid = qp.sq.retire(w.WQECounter)
 		}

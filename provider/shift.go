@@ -12,8 +12,12 @@ import (
 // these calls must not run concurrently with PostSend on that QP. Positions are free-running
 // WQEBB counters of the SQ (the low 16 bits are the wqe_counter CQEs carry).
 
+// SendMark is a send flag the provider records with the WQE and reports in SendWQE.Marked
+// without otherwise interpreting it (SHIFT marks the WRs it must never retransmit).
+const SendMark verbs.SendFlags = 1 << 30
+
 // SendWQE describes one send WQE still in the SQ: posted and not yet retired by a completion
-// (of its own or of a later signaled WQE).
+// (of its own or of a later signaled WQE), or held after an error (SetRetainSends).
 type SendWQE struct {
 	Pos      uint32      // producer position of its first WQEBB
 	WQEBBs   int         // blocks it occupies
@@ -23,6 +27,15 @@ type SendWQE struct {
 	// Rung reports whether the doorbell covering it has been rung (false for WQEs posted
 	// with PostSendNoDoorbell and not yet released by RingSendDoorbell).
 	Rung bool
+	// Completed: a held WQE whose error or flush completion was polled (SetRetainSends).
+	Completed bool
+	// Internal: posted with PostSendInternal, PostSendNoDoorbellInternal or PostDrainMarker.
+	Internal bool
+	// Marked: posted with SendMark.
+	Marked bool
+	// TwoSeq is the number of application SEND, SEND_IMM and WRITE_IMM WQEs posted on the QP
+	// before this one (free running, kept across resets; see SetTwoSidedPosted).
+	TwoSeq uint32
 }
 
 // OutstandingSends appends to dst the send WQEs from the last retired one to the producer
@@ -32,16 +45,59 @@ func (q *QP) OutstandingSends(dst []SendWQE) []SendWQE {
 	if sq.wqeCnt == 0 {
 		return dst
 	}
+	seen := sq.done()
+	if sq.holding {
+		seen = sq.seen.Load()
+	}
+	prevInt := sq.intRetired.Load()
 	for p, end := sq.done(), sq.cur(); p != end; {
 		idx := p & sq.mask
 		off := int(idx) * mlx5.SendWQEBB
 		c, _ := mlx5.DecodeCtrlSeg(sq.buf[off : off+16])
 		n := int(sq.nbb[idx])
 		dst = append(dst, SendWQE{Pos: p, WQEBBs: n, WRID: sq.wrid[idx], Opcode: c.Opcode,
-			Signaled: c.Signaled(), Rung: int32(sq.rung-p) > 0})
+			Signaled: c.Signaled(), Rung: int32(sq.rung-p) > 0, Completed: int32(seen-p) > 0,
+			Internal: sq.intAt[idx] != prevInt, Marked: sq.mark[idx], TwoSeq: sq.twoAt[idx]})
+		prevInt = sq.intAt[idx]
 		p += uint32(n)
 	}
 	return dst
+}
+
+// SetRetainSends makes an error completion leave its WQE and the WQEs flushed behind it
+// outstanding (OutstandingSends reports them Completed) instead of retiring them, so that
+// they can be copied to another QP (CopySendWQE); they hold their slots until ReleaseSends
+// or a reset. SHIFT sets it on its default QPs. It must not run concurrently with Poll.
+func (q *QP) SetRetainSends(on bool) {
+	if q.sq != nil {
+		q.sq.retain = on
+	}
+}
+
+// ReleaseSends retires the WQEs an error completion left outstanding (SetRetainSends), as
+// the completions would have without retention. It must not run concurrently with Poll or
+// PostSend on the QP.
+func (q *QP) ReleaseSends() {
+	if q.sq != nil && q.sq.wqeCnt > 0 {
+		q.sq.release()
+	}
+}
+
+// TwoSidedPosted is the number of application WQEs consuming a receive at the responder
+// (SEND, SEND_IMM, WRITE_IMM) posted on the QP (free running); SetTwoSidedPosted moves the
+// count. Neither may run concurrently with PostSend.
+func (q *QP) TwoSidedPosted() uint32 {
+	if q.sq == nil {
+		return 0
+	}
+	return q.sq.two
+}
+
+// SetTwoSidedPosted sets the count TwoSidedPosted returns and the next WQE's TwoSeq starts from.
+func (q *QP) SetTwoSidedPosted(n uint32) {
+	if q.sq != nil {
+		q.sq.two = n
+	}
 }
 
 // RecvWQE is one posted receive not yet consumed by a completion.
@@ -184,6 +240,7 @@ func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 		return dcur, fmt.Errorf("provider: copy WQE: %w", err)
 	}
 	dsq.record(dcur, nbb, ssq.wrid[sidx], false) // a copy of an application WR
+	dsq.recordApp(dcur, false, twoSidedOp(mlx5.Opcode(wqe[3])), ssq.mark[sidx])
 	return dcur + nbb, nil
 }
 
@@ -235,6 +292,8 @@ func (q *QP) resetIndices() {
 		sq.rung, sq.head, sq.fmCache, sq.internal = 0, 0, 0, 0
 		sq.intRetired.Store(0)
 		sq.setRetired(0, 0)
+		sq.holding = false
+		sq.seen.Store(0)
 		clear(sq.buf)
 	}
 	if rq := q.rq; rq.wqeCnt > 0 {
@@ -312,6 +371,38 @@ func (q *QP) PostDrainMarker(wrid uint64) error {
 	b.Begin(sq.ring)
 	p := b.Finish(mlx5.OpcodeNOP, sq.qpn, mlx5.CtrlCQUpdate, 0)
 	sq.record(cur, uint32(p.BBs), wrid, true)
+	sq.recordApp(cur, true, false, false)
 	q.ringSQ(1, p, false)
 	return nil
+}
+
+// SignaledDue reports whether a signaled WQE the doorbell has published is still waiting for
+// its completion, and the number of WRs retired so far (which moves whenever completions
+// are polled). It reads only what the poster publishes atomically (the doorbell record) and
+// the ring behind it, so a watchdog may call it while PostSend and Poll run on other
+// goroutines; a WQE posted meanwhile may be missed until the next call.
+func (q *QP) SignaledDue() (retired uint32, due bool) {
+	sq := q.sq
+	if sq == nil || sq.wqeCnt == 0 {
+		return 0, false
+	}
+	r := sq.retired.Load()
+	retired, done := uint32(r), uint32(r>>32)
+	// The doorbell record holds the low 16 bits of the position after the last rung WQE.
+	end := done + uint32(uint16(sq.db.SendCounter())-uint16(done))
+	if int32(end-done) > int32(sq.wqeCnt) {
+		return retired, false // a reset or wrap under way: look again next time
+	}
+	for p := done; p != end; {
+		off := int(p&sq.mask) * mlx5.SendWQEBB
+		c, _ := mlx5.DecodeCtrlSeg(sq.buf[off : off+16])
+		if c.Signaled() {
+			return retired, true
+		}
+		if c.DS == 0 {
+			return retired, false
+		}
+		p += uint32(mlx5.WQEBBs(int(c.DS)))
+	}
+	return retired, false
 }

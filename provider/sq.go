@@ -53,6 +53,21 @@ type sendQueue struct {
 	pos     []uint32 // full producer position of the WQE
 	nbb     []uint8  // WQEBBs the WQE occupies
 	intAt   []uint32 // internal after this WR
+	// twoAt is the number of application WQEs that consume a receive at the responder (SEND,
+	// SEND_IMM, WRITE_IMM) posted before this one, from two (poster-owned, kept across a
+	// reset): the sequence number SHIFT compares with the peer's receive counter. mark is
+	// the WR's SendMark flag.
+	twoAt []uint32
+	two   uint32
+	mark  []bool
+	// retain (SHIFT's default QPs): an error completion does not retire its WQE or the
+	// flushed ones behind it; they stay outstanding, holding their slots, until
+	// ReleaseSends or a reset, so the layer above can copy them to another QP. holding is
+	// set from the first error completion on (poller-owned); seen is the position after the
+	// last WQE an error or flush completion was polled for.
+	retain  bool
+	holding bool
+	seen    atomic.Uint32
 	// startOf maps the index of a WQE's last block to its first position, so a doorbell can
 	// be rung "up to" any WQE boundary with that WQE's control segment.
 	startOf []uint32
@@ -66,6 +81,7 @@ func newSendQueue(ring *mlx5.SQ, bf *mlx5.BFReg, db mlx5.DBRec, slotBytes int, m
 		maxInl: maxInl, slotBB: uint32(slotBytes / mlx5.SendWQEBB), qpn: qpn, signalAll: signalAll,
 		wrid: make([]uint64, n), wqeHead: make([]uint32, n),
 		pos: make([]uint32, n), nbb: make([]uint8, n), startOf: make([]uint32, n), intAt: make([]uint32, n),
+		twoAt: make([]uint32, n), mark: make([]bool, n),
 	}
 }
 
@@ -165,6 +181,8 @@ func (q *sendQueue) write(wrs []verbs.SendWR, internal bool) (last mlx5.Posted, 
 		var p mlx5.Posted
 		p, inl = encodeWR(&b, ring, wr, qpn, fm)
 		q.record(cur, uint32(p.BBs), wr.WRID, internal)
+		q.recordApp(cur, internal, wr.Opcode == verbs.WRSend || wr.Opcode == verbs.WRSendWithImm ||
+			wr.Opcode == verbs.WRRDMAWriteWithImm, wr.Flags&SendMark != 0)
 		last = p
 	}
 	q.fmCache = nextFence
@@ -252,6 +270,54 @@ func (q *sendQueue) record(cur, nbb uint32, wrid uint64, internal bool) {
 	q.pos[idx] = cur
 	q.nbb[idx] = uint8(nbb)
 	q.startOf[(cur+nbb-1)&q.mask] = cur
+}
+
+// recordApp fills the SHIFT tables of the WQE at cur, recorded just before (see twoAt).
+func (q *sendQueue) recordApp(cur uint32, internal, two, mark bool) {
+	idx := cur & q.mask
+	q.twoAt[idx] = q.two
+	q.mark[idx] = mark
+	if two && !internal {
+		q.two++
+	}
+}
+
+// twoSidedOp reports whether a WQE of PRM opcode op consumes a receive at the responder.
+func twoSidedOp(op mlx5.Opcode) bool {
+	return op == mlx5.OpcodeSend || op == mlx5.OpcodeSendImm || op == mlx5.OpcodeRDMAWriteImm
+}
+
+// hold is retire for an error completion on a retaining SQ: the WQEs before the first failed
+// one completed (an RC QP executes in order) and are retired; the failed WQE and those flushed
+// behind it stay outstanding.
+func (q *sendQueue) hold(wqeCounter uint16) uint64 {
+	idx := uint32(wqeCounter) & q.mask
+	p := q.pos[idx]
+	if !q.holding {
+		q.holding = true
+		if p != q.done() {
+			prev := q.startOf[(p-1)&q.mask] & q.mask
+			q.intRetired.Store(q.intAt[prev])
+			q.setRetired(p, q.wqeHead[prev])
+		}
+	}
+	q.seen.Store(p + uint32(q.nbb[idx]))
+	return q.wrid[idx]
+}
+
+// release retires the held WQEs that have a completion (see hold).
+func (q *sendQueue) release() {
+	if !q.holding {
+		return
+	}
+	q.holding = false
+	end := q.seen.Load()
+	if end == q.done() {
+		return
+	}
+	last := q.startOf[(end-1)&q.mask] & q.mask
+	q.intRetired.Store(q.intAt[last])
+	q.setRetired(end, q.wqeHead[last])
 }
 
 // retire is called by the poller for a requester CQE of the WQE at the 16-bit wqe_counter:
