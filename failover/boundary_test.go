@@ -211,6 +211,24 @@ func TestInjection(t *testing.T) {
 	}
 }
 
+// Options.Inject arms the injection when the context opens (the edges set it from
+// SHIFT_INJECT): the 40th WR with a key on any of host 0's QPs fails on the default NIC.
+func TestInjectionOption(t *testing.T) {
+	if _, err := OpenContext(nil, Options{Inject: InjectSpec{QPN: 1 << 24, N: 1}}); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("a QPN above 24 bits: %v, want ErrBadConfig", err)
+	}
+	e := newEnvWith(t, 256, func(h int, o *Options) {
+		if h == 0 {
+			o.Inject = InjectSpec{N: 40}
+		}
+	})
+	a, b := e.pairs(t, 1, smallCap)
+	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 120, size: 2048, failAt: -1, seed: 11})
+	if a[0].SendState() != SendFallback {
+		t.Fatalf("state %v: the injection Options.Inject armed did not fire", a[0].SendState())
+	}
+}
+
 // The shared-memory switch: another process writes the injection file; the next WR with a
 // key on the named QP fails on the default NIC and its correct copy runs on the backup.
 func TestInjectionSharedMemory(t *testing.T) {
@@ -254,14 +272,14 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if s, err := parseInject("all:3"); err != nil || s.qpn != 0 || s.n != 3 {
+	if s, err := ParseInject("all:3"); err != nil || s.QPN != 0 || s.N != 3 {
 		t.Fatalf("%+v %v", s, err)
 	}
-	if s, err := parseInject("0x1a:1"); err != nil || s.qpn != 0x1a || s.n != 1 {
+	if s, err := ParseInject("0x1a:1"); err != nil || s.QPN != 0x1a || s.N != 1 {
 		t.Fatalf("%+v %v", s, err)
 	}
 	for _, bad := range []string{"all", "x:1", "all:0", "5:-1"} {
-		if _, err := parseInject(bad); !errors.Is(err, ErrBadConfig) {
+		if _, err := ParseInject(bad); !errors.Is(err, ErrBadConfig) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
@@ -300,7 +318,7 @@ func TestStateTable(t *testing.T) {
 func TestChooseBackups(t *testing.T) {
 	e := newEnv(t, 16)
 	def := e.prefix + "0"
-	t.Setenv("SHIFT_BACKUP", "")
+	t.Setenv("SHIFT_BACKUP", e.prefix+"2:"+e.prefix+"3") // the library reads no environment
 	auto, err := chooseBackups(def, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -315,12 +333,8 @@ func TestChooseBackups(t *testing.T) {
 	if !found {
 		t.Fatalf("automatic selection %v misses %s1", auto, e.prefix)
 	}
-	t.Setenv("SHIFT_BACKUP", def+":"+e.prefix+"1")
-	if b, err := chooseBackups(def, Options{}); err != nil || len(b) != 1 || b[0] != e.prefix+"1" {
-		t.Fatalf("SHIFT_BACKUP: %v %v", b, err)
-	}
-	if _, err := chooseBackups(e.prefix+"2", Options{}); !errors.Is(err, ErrNoBackup) {
-		t.Fatalf("device without a backup in SHIFT_BACKUP: %v", err)
+	if b, err := chooseBackups(def, Options{Backups: []string{e.prefix + "1"}}); err != nil || len(b) != 1 || b[0] != e.prefix+"1" {
+		t.Fatalf("Options.Backups: %v %v", b, err)
 	}
 }
 

@@ -2,7 +2,6 @@ package failover
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -33,23 +32,13 @@ func ParseBackupMap(s string) (map[string][]string, error) {
 	return m, nil
 }
 
-// chooseBackups returns the backup devices of def: Options.Backups, else SHIFT_BACKUP, else
-// every other device with an active port that has a RoCEv2 GID (automatic selection).
-// Automatic selection cannot tell which devices share this host when several emulated hosts
-// live in one process: tests and the demo name the backup explicitly.
+// chooseBackups returns the backup devices of def: Options.Backups, else every other device
+// with an active port that has a RoCEv2 GID (automatic selection; the edges turn SHIFT_BACKUP
+// into Options.Backups). Automatic selection cannot tell which devices share this host when
+// several emulated hosts live in one process: tests and the demo name the backup explicitly.
 func chooseBackups(def string, opts Options) ([]string, error) {
 	if len(opts.Backups) > 0 {
 		return opts.Backups, nil
-	}
-	if env := os.Getenv("SHIFT_BACKUP"); env != "" {
-		m, err := ParseBackupMap(env)
-		if err != nil {
-			return nil, err
-		}
-		if b := m[def]; len(b) > 0 {
-			return b, nil
-		}
-		return nil, fmt.Errorf("failover: open %s: %w: SHIFT_BACKUP names no backup for it", def, ErrNoBackup)
 	}
 	devs, err := provider.Devices()
 	if err != nil {
@@ -73,32 +62,42 @@ func chooseBackups(def string, opts Options) ([]string, error) {
 	return out, nil
 }
 
-// injectSpec is a parsed SHIFT_INJECT value.
-type injectSpec struct {
-	qpn uint32 // 0: every QP
-	n   int64  // the n-th next WR (1: the next one)
+// InjectSpec is a failure injection armed when a context opens (Options.Inject): the N-th
+// next WR carrying a local key on QP QPN (0: on any QP) gets an invalid key, its QP fails,
+// and SHIFT resubmits the WRs correctly on the backup. N == 0 arms nothing.
+type InjectSpec struct {
+	QPN uint32
+	N   int64
 }
 
-// parseInject parses "<qpn|all>:<n>" (qpn decimal or 0x hex).
-func parseInject(s string) (injectSpec, error) {
+// ParseInject parses the SHIFT_INJECT syntax "<qpn|all>:<n>" (qpn decimal or 0x hex, n ≥ 1).
+func ParseInject(s string) (InjectSpec, error) {
 	q, n, ok := strings.Cut(s, ":")
 	if !ok {
-		return injectSpec{}, fmt.Errorf("failover: SHIFT_INJECT %q: %w: want <qpn|all>:<n>", s, ErrBadConfig)
+		return InjectSpec{}, fmt.Errorf("failover: injection %q: %w: want <qpn|all>:<n>", s, ErrBadConfig)
 	}
-	var spec injectSpec
+	var spec InjectSpec
 	if q != "all" {
 		v, err := strconv.ParseUint(q, 0, 24)
 		if err != nil || v == 0 {
-			return injectSpec{}, fmt.Errorf("failover: SHIFT_INJECT %q: %w: bad QPN", s, ErrBadConfig)
+			return InjectSpec{}, fmt.Errorf("failover: injection %q: %w: bad QPN", s, ErrBadConfig)
 		}
-		spec.qpn = uint32(v)
+		spec.QPN = uint32(v)
 	}
 	v, err := strconv.ParseInt(n, 10, 64)
 	if err != nil || v < 1 {
-		return injectSpec{}, fmt.Errorf("failover: SHIFT_INJECT %q: %w: n must be ≥ 1", s, ErrBadConfig)
+		return InjectSpec{}, fmt.Errorf("failover: injection %q: %w: n must be ≥ 1", s, ErrBadConfig)
 	}
-	spec.n = v
+	spec.N = v
 	return spec, nil
+}
+
+// check refuses what ParseInject never returns: a negative count, a QPN above 24 bits.
+func (s InjectSpec) check() error {
+	if s.N < 0 || s.QPN >= 1<<24 {
+		return fmt.Errorf("failover: Options.Inject %+v: %w: want N ≥ 0 and a 24-bit QPN", s, ErrBadConfig)
+	}
+	return nil
 }
 
 func hasRoCEv2(p uverbs.PortInfo) bool {

@@ -1,11 +1,11 @@
 package failover
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,19 +17,28 @@ import (
 	"github.com/shift-rdma/shift/provider"
 )
 
-// Options configure a failover Context.
+// Options configure a failover Context. The library reads no environment variable: SHIFT's
+// edges (the libibverbs plugin, shiftctl, the demo) read SHIFT_BACKUP, SHIFT_KV, SHIFT_JOB,
+// SHIFT_INJECT, SHIFT_INJECT_SHM, XDG_RUNTIME_DIR and the rest once, into these fields
+// (package internal/shiftenv; README "Environment variables").
 type Options struct {
 	// Backups names the backup devices explicitly, in the order they are used; empty means
-	// SHIFT_BACKUP, then automatic selection. Every backup carries shadows of every object
+	// automatic selection (every other device with an active port and a RoCEv2 GID; the
+	// edges set it from SHIFT_BACKUP). Every backup carries shadows of every object
 	// (replayed in the background); a QP falls back to the first, and moves to the next one
 	// when the backup in use fails too (docs/FAILOVER.md "N backups"). The peer must have
 	// as many backups: backup i of one host connects to backup i of the other.
 	Backups []string
-	// KV is the attribute store shared by every host of the job; nil means the store
-	// $SHIFT_KV names (kv.OpenDefault: redis://..., dir:PATH), or without it the embedded
-	// default for processes on one host, opened by OpenContext and closed with the Context.
+	// KV is the attribute store shared by every host of the job; nil means the store KVAddr
+	// names, opened by OpenContext and closed with the Context.
 	KV kv.Store
-	// Job namespaces the KV keys (shift/<Job>/...); empty means $SHIFT_JOB, then "default".
+	// KVAddr names the store to open when KV is nil, as kv.OpenURL takes it
+	// (redis://[user:pass@]host:port/db, rediss://..., dir:PATH); empty means the embedded
+	// default for processes on one host, a directory store in RunDir/kv (kv.OpenDefault).
+	// The edges set it from SHIFT_KV.
+	KVAddr string
+	// Job namespaces the KV keys (shift/<Job>/...); empty means "default" (the edges set it
+	// from SHIFT_JOB).
 	Job string
 	// Port and GIDIndex select the GID that names this host's default and backup devices in
 	// the KV keys and that the backup QPs use (0: port 1, index 0). A negative GIDIndex picks
@@ -42,9 +51,26 @@ type Options struct {
 	// DrainTimeout bounds the wait for a failed default QP's last completions (0: 10 s).
 	DrainTimeout time.Duration
 	// InjectFile is the shared-memory injection file to map; empty means the process's
-	// control file in the user's runtime directory when SHIFT_INJECT_SHM=1, else none (see
-	// inject.go). A file that cannot be opened safely is not used (Context.ControlErr).
+	// control file in RunDir when ControlFile is set, else none (see inject.go). A file that
+	// cannot be opened safely is not used (Context.ControlErr).
 	InjectFile string
+	// ControlFile maps the process's control file (ctl-<pid>-<start time> in RunDir, shared
+	// by the process's contexts) so that shiftctl inject and shiftctl switch reach the
+	// context from another process of the same user. The edges set it from
+	// SHIFT_INJECT_SHM=1.
+	ControlFile bool
+	// Inject arms a failure injection when the context opens (InjectSpec; zero: none), as
+	// Context.Inject does. The edges set it from SHIFT_INJECT (ParseInject).
+	Inject InjectSpec
+	// RunDir is the user's runtime directory (package rundir): the embedded default KV store
+	// (kv/), the control file and, without StatusDir, the status file live there. It must be
+	// private to the user (0700, checked on every use). Empty means /dev/shm/shift-<uid>
+	// (rundir.Default); the edges set $XDG_RUNTIME_DIR/shift where XDG_RUNTIME_DIR is set.
+	RunDir string
+	// Provider configures the provider contexts the failover context opens: the default
+	// device's in Open (OpenContext takes one already open) and every backup's. The edges
+	// set it from MLX5_TOTAL_UUARS and MLX5_NUM_LOW_LAT_UUARS.
+	Provider provider.Options
 	// HandshakeTimeout bounds the wait for the peer's receive counter (0: 10 s); past it the
 	// QP fails and the application gets the errors.
 	HandshakeTimeout time.Duration
@@ -76,9 +102,8 @@ type Options struct {
 	// StatusInterval is how often the context rewrites its status file (status.go, read by
 	// shiftctl status and metrics; it is also rewritten shortly after each state transition):
 	// 0 means DefaultStatusInterval (1 s), a negative value no status file. StatusDir is the
-	// directory of the file ("": the user's runtime directory, rundir.Path); it must be
-	// private to the user. A file that cannot be written leaves the context without one
-	// (Context.StatusErr).
+	// directory of the file ("": RunDir); it must be private to the user. A file that cannot
+	// be written leaves the context without one (Context.StatusErr).
 	StatusInterval time.Duration
 	StatusDir      string
 	// CQWatchdog bounds how long a QP on the default NIC may have signaled WRs outstanding
@@ -182,11 +207,12 @@ type rkeyKey struct {
 	rkey uint32
 }
 
-// Open opens the default device name and its backup; with zero Options, everything comes
-// from the environment (SHIFT_BACKUP, SHIFT_KV, SHIFT_JOB, ...), as in the plugin; the link
-// watcher follows Options alone (WatchLink, NoLinkWatch: on by default for hardware).
+// Open opens the default device name and its backups. With zero Options the backups are
+// chosen automatically, the KV store is the embedded default in /dev/shm/shift-<uid>/kv,
+// the job is "default", and the link watcher is on for hardware; no environment variable
+// is read (the edges fill Options from them: package internal/shiftenv).
 func Open(name string, opts Options) (*Context, error) {
-	def, err := provider.Open(name)
+	def, err := provider.OpenWith(name, opts.Provider)
 	if err != nil {
 		return nil, fmt.Errorf("failover: default device: %w", err) // the provider names it
 	}
@@ -202,20 +228,20 @@ func Open(name string, opts Options) (*Context, error) {
 // command file libibverbs opened). On success the failover Context owns def and closes it
 // with itself; on error the caller closes def (a provider Context closes once).
 func OpenContext(def *provider.Context, opts Options) (*Context, error) {
+	if err := opts.Inject.check(); err != nil {
+		return nil, err
+	}
 	name := def.Name()
 	if opts.Job == "" {
-		opts.Job = os.Getenv("SHIFT_JOB")
-		if opts.Job == "" {
-			opts.Job = "default"
-		}
+		opts.Job = "default"
 	}
 	var ownKV kv.Store
 	if opts.KV == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s, err := kv.OpenDefault(ctx, os.Getenv("SHIFT_KV"), opts.Job, os.Getenv)
+		s, err := kv.OpenDefault(ctx, opts.KVAddr, opts.Job, opts.RunDir)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("failover: open %s: KV store (SHIFT_KV=%q): %w", name, os.Getenv("SHIFT_KV"), err)
+			return nil, fmt.Errorf("failover: open %s: KV store (KVAddr %q): %w", name, opts.KVAddr, err)
 		}
 		opts.KV, ownKV = s, s
 	}
@@ -247,24 +273,17 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 	if err := recoveryDefaults(&opts); err != nil {
 		return nil, err
 	}
-	var inj injectSpec
-	if s := os.Getenv("SHIFT_INJECT"); s != "" {
-		var err error
-		if inj, err = parseInject(s); err != nil {
-			return nil, err
-		}
-	}
 	backups, err := chooseBackups(name, opts)
 	if err != nil {
 		return nil, err
 	}
 	c := &Context{opts: opts, quit: make(chan struct{})}
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
-	if opts.InjectFile != "" || os.Getenv("SHIFT_INJECT_SHM") == "1" {
+	if opts.InjectFile != "" || opts.ControlFile {
 		// A control file that cannot be had safely (another user's, a link, the runtime
 		// directory not private) leaves the context without one: its traffic runs, and
 		// ControlErr says why shiftctl cannot reach it.
-		if c.injFile, c.ctlErr = mapInjectFile(opts.InjectFile, os.Getenv); c.ctlErr == nil {
+		if c.injFile, c.ctlErr = mapInjectFile(opts.InjectFile, opts.RunDir); c.ctlErr == nil {
 			c.injArmed, c.injQPN = c.injFile.words()
 		}
 	}
@@ -293,8 +312,8 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		c.releaseInject()
 		return nil, err
 	}
-	if inj.n > 0 {
-		c.Inject(inj.qpn, inj.n)
+	if inj := opts.Inject; inj.N > 0 {
+		c.Inject(inj.QPN, inj.N)
 	}
 	c.joinControl() // fully open: switch requests may reach its QPs
 	switch {
@@ -324,7 +343,7 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 	}
 	c.backups = backups
 	c.startWatchdog()
-	c.startStatus(opts.StatusDir, opts.StatusInterval)
+	c.startStatus(cmp.Or(opts.StatusDir, opts.RunDir), opts.StatusInterval)
 	return c, nil
 }
 
@@ -506,7 +525,7 @@ func (b *backupDev) backupLKey(lkey uint32) (uint32, bool) {
 }
 
 // ControlErr is why the context runs without the control file it was asked to map
-// (Options.InjectFile or SHIFT_INJECT_SHM=1): the runtime directory or the file is not
+// (Options.InjectFile or Options.ControlFile): the runtime directory or the file is not
 // private to this user, for instance. nil when it has one or none was asked for.
 func (c *Context) ControlErr() error { return c.ctlErr }
 

@@ -11,9 +11,10 @@ import (
 )
 
 // TestControlFileAttacks: another local user prepares the victim's runtime directory before
-// the victim starts with SHIFT_INJECT_SHM=1, as a link to the victim's checkpoint or as its
-// own open directory. The victim's contexts open without a control file, say why
-// (ControlErr), carry their traffic, and nothing outside the runtime directory is written.
+// the victim starts with a control file (Options.ControlFile, SHIFT_INJECT_SHM=1 at the
+// edges), as a link to the victim's checkpoint or as its own open directory. The victim's
+// contexts open without a control file, say why (ControlErr), carry their traffic, and
+// nothing outside the runtime directory is written.
 func TestControlFileAttacks(t *testing.T) {
 	rundirtest.NeedRoot(t)
 	for _, c := range []struct {
@@ -30,9 +31,7 @@ func TestControlFileAttacks(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.plant(t, filepath.Join(xdg, "shift"), precious)
-			t.Setenv("XDG_RUNTIME_DIR", xdg)
-			t.Setenv("SHIFT_INJECT_SHM", "1")
-			e := newEnv(t, 256)
+			e := newEnvWith(t, 256, func(h int, o *Options) { o.RunDir, o.ControlFile = filepath.Join(xdg, "shift"), true })
 			for h, host := range e.hosts {
 				if err := host.ctx.ControlErr(); !errors.Is(err, rundir.ErrUnsafe) || host.ctx.ControlFile() != "" {
 					t.Errorf("host %d: ControlErr %v, ControlFile %q; want the refusal and no file", h, err, host.ctx.ControlFile())

@@ -100,7 +100,7 @@ func TestSwitchFileProtocol(t *testing.T) {
 	if err := RequestSwitch(old, 0x10, true, time.Second); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("request into a 16-byte file: %v", err)
 	}
-	so, err := mapInjectFile(old, nil)
+	so, err := mapInjectFile(old, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestSwitchFileProtocol(t *testing.T) {
 		t.Fatalf("pending request overwritten: qpn %#x op %d req %d done %d", w.qpn.Load(), w.op.Load(), w.req.Load(), w.done.Load())
 	}
 	// A process mapping the file drops that stale request.
-	s, err := mapInjectFile(path, nil)
+	s, err := mapInjectFile(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,10 @@ import (
 )
 
 // Failure injection and active switching through shared memory (paper §5.1(3), §4.4): with
-// SHIFT_INJECT_SHM=1 (or Options.InjectFile) the library maps a 64-byte file, by default
-// the process's control file in the user's runtime directory (package rundir:
-// $XDG_RUNTIME_DIR/shift/ctl-<pid>-<start> or /dev/shm/shift-<uid>/ctl-<pid>-<start>), that
+// Options.ControlFile (the edges set it from SHIFT_INJECT_SHM=1) or Options.InjectFile the
+// library maps a 64-byte file, by default the process's control file in the user's runtime
+// directory (Options.RunDir, package rundir: the edges pass $XDG_RUNTIME_DIR/shift, else
+// /dev/shm/shift-<uid>; the file is ctl-<pid>-<start> there), that
 // another process of the same user (or root) writes: shiftctl inject to arm a fault, shiftctl
 // switch to move a QP to the backup NIC and back. Every word is in native byte order, 8-byte
 // aligned in the page-aligned mapping, and read and written with atomic loads and stores:
@@ -56,12 +57,13 @@ var (
 	injectFiles = map[string]*injectShared{}
 )
 
-// defaultInjectFile creates the process's control file in the user's runtime directory
-// (rundir: $XDG_RUNTIME_DIR/shift, else /dev/shm/shift-<uid>, 0700 and verified), named by
-// pid and start time, after removing the files of processes that are gone. getenv reads the
-// environment.
-func defaultInjectFile(getenv func(string) string) (string, *os.File, error) {
-	dir := rundir.Path(getenv)
+// defaultInjectFile creates the process's control file in the user's runtime directory dir
+// ("": rundir.Default, /dev/shm/shift-<uid>; 0700 and verified), named by pid and start
+// time, after removing the files of processes that are gone.
+func defaultInjectFile(dir string) (string, *os.File, error) {
+	if dir == "" {
+		dir = rundir.Default()
+	}
 	if err := rundir.Ensure(dir); err != nil {
 		return "", nil, err
 	}
@@ -105,8 +107,8 @@ func openInjectFile(path string) (f *os.File, own bool, err error) {
 }
 
 // mapInjectFile maps path (creating it, zeroed, if needed; "" is the process's own file in
-// the runtime directory, getenv reading the environment) or takes another reference.
-func mapInjectFile(path string, getenv func(string) string) (*injectShared, error) {
+// the runtime directory runDir, "" for rundir.Default) or takes another reference.
+func mapInjectFile(path, runDir string) (*injectShared, error) {
 	injectMu.Lock()
 	defer injectMu.Unlock()
 	if s := injectFiles[path]; s != nil {
@@ -118,7 +120,7 @@ func mapInjectFile(path string, getenv func(string) string) (*injectShared, erro
 	own := true
 	var err error
 	if path == "" {
-		path, f, err = defaultInjectFile(getenv)
+		path, f, err = defaultInjectFile(runDir)
 	} else {
 		f, own, err = openInjectFile(path)
 	}

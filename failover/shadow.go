@@ -56,7 +56,7 @@ func openBackup(c *Context, idx int, name string) (*backupDev, error) {
 	b := &backupDev{c: c, idx: idx, wake: make(chan struct{}, 1), cqs: map[*provider.CQ]*CQ{}}
 	b.idle = sync.NewCond(&b.mu)
 	var err error
-	if b.ctx, err = provider.Open(name); err != nil {
+	if b.ctx, err = provider.OpenWith(name, c.opts.Provider); err != nil {
 		return nil, fmt.Errorf("failover: open backup %s: %w", name, err)
 	}
 	g, err := b.ctx.SourceGID(c.opts.Port, c.opts.GIDIndex)

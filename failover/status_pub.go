@@ -44,8 +44,8 @@ type statusPublisher struct {
 	stopOnce sync.Once
 }
 
-// startStatus publishes c's status file in dir ("" the user's runtime directory) every
-// interval (0: DefaultStatusInterval; negative: no status file). A directory or first
+// startStatus publishes c's status file in dir ("": rundir.Default, /dev/shm/shift-<uid>)
+// every interval (0: DefaultStatusInterval; negative: no status file). A directory or first
 // write that fails leaves the context without one, and StatusErr says why.
 func (c *Context) startStatus(dir string, interval time.Duration) {
 	if interval < 0 {
@@ -78,7 +78,7 @@ func (c *Context) startStatus(dir string, interval time.Duration) {
 
 func newStatusPublisher(c *Context, dir string, interval time.Duration) (*statusPublisher, error) {
 	if dir == "" {
-		dir = rundir.Path(os.Getenv)
+		dir = rundir.Default()
 	}
 	if err := rundir.Ensure(dir); err != nil {
 		return nil, err

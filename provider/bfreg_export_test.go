@@ -6,5 +6,5 @@ func QPBfreg(q *QP) (index uint32, needLock bool) {
 	return q.sq.bf.Index(), q.sq.bf.NeedLock
 }
 
-// BfregRequest exposes bfregRequest for the environment tests.
+// BfregRequest exposes bfregRequest for the external tests.
 var BfregRequest = bfregRequest

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -47,28 +45,46 @@ func Devices() ([]uverbs.DeviceInfo, error) {
 	return d, opError("list devices", err)
 }
 
-// Open opens the device called name and creates its context as mlx5_init_context does:
-// alloc_ucontext with the libmlx5 request, then the UAR system pages mapped one by one.
+// Options configure a provider Context. The zero value asks for libmlx5's defaults; the
+// library reads no environment variable: the libibverbs plugin (and SHIFT's other edges,
+// package internal/shiftenv) fill them from MLX5_TOTAL_UUARS and MLX5_NUM_LOW_LAT_UUARS as
+// libmlx5 reads those.
 //
-// The request sizes the context's blue-flame registers (bfregs) as libmlx5 does, from two
-// environment variables read at every Open:
+// They size the context's blue-flame registers (bfregs) in the alloc_ucontext request:
 //
-//   - MLX5_TOTAL_UUARS: total bfregs (default 16), at least one system page's worth, rounded
-//     up to an even number; below 1 or unparsable fails with EINVAL, above 512
-//     (MLX5_MAX_BFREGS) with ENOMEM.
-//   - MLX5_NUM_LOW_LAT_UUARS: low-latency bfregs (default 4), raised to total-12 so at most
-//     12 are shared (MLX5_MED_BFREGS_TSHOLD); negative fails with EINVAL, more than total-1
-//     with ENOMEM.
+//   - TotalBfregs: total bfregs (0: 16), at least one system page's worth, rounded up to an
+//     even number; negative fails with EINVAL, above 512 (MLX5_MAX_BFREGS) with ENOMEM.
+//   - LowLatencyBfregs: low-latency bfregs (nil: 4), raised to total-12 so at most 12 are
+//     shared (MLX5_MED_BFREGS_TSHOLD); negative fails with EINVAL, more than total-1 with
+//     ENOMEM.
 //
 // The kernel gives each of the first QPs a low-latency bfreg of its own and then shares the
 // medium-latency ones between QPs (rung under the register's lock), so the number of QPs per
 // context is not limited by these values; they only decide how many QPs ring without a lock.
-func Open(name string) (*Context, error) {
+type Options struct {
+	TotalBfregs      int
+	LowLatencyBfregs *int
+}
+
+// Check is the error OpenWith would return for o's bfreg counts on this system (nil: none),
+// without opening anything: the edges check what they read before a device is opened.
+func (o Options) Check() error {
+	_, _, err := bfregRequest(o, unix.Getpagesize())
+	return err
+}
+
+// Open opens the device called name with zero Options (OpenWith).
+func Open(name string) (*Context, error) { return OpenWith(name, Options{}) }
+
+// OpenWith opens the device called name and creates its context as mlx5_init_context does:
+// alloc_ucontext with the libmlx5 request that opts size, then the UAR system pages mapped
+// one by one.
+func OpenWith(name string, opts Options) (*Context, error) {
 	f, info, err := uverbs.Open(name)
 	if err != nil {
 		return nil, opError("open "+name, err)
 	}
-	c, err := newContext(name, info, f)
+	c, err := newContext(name, info, f, opts)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -80,10 +96,15 @@ func Open(name string) (*Context, error) {
 // (the command fd libibverbs opened, wrapped by uverbs.NewCdev, or an emulated file). On
 // success the context owns f; on error the caller still does.
 func OpenFile(info uverbs.DeviceInfo, f uverbs.File) (*Context, error) {
-	return newContext(info.Name, info, f)
+	return OpenFileWith(info, f, Options{})
 }
 
-func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, error) {
+// OpenFileWith is OpenFile with Options.
+func OpenFileWith(info uverbs.DeviceInfo, f uverbs.File, opts Options) (*Context, error) {
+	return newContext(info.Name, info, f, opts)
+}
+
+func newContext(name string, info uverbs.DeviceInfo, f uverbs.File, opts Options) (*Context, error) {
 	if !info.Emulated {
 		if err := info.CheckDriverABI(mlx5.ABIVersion, mlx5.ABIVersion); err != nil {
 			return nil, opError("open "+name, err)
@@ -95,7 +116,7 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 	// and the device writes it into the QP's CQEs. A kernel or device without it answers 0,
 	// and QPs are then created with the "no user index" value. Completions are matched to
 	// their QP by the QPN, which an RC QP's CQEs carry in either version.
-	tot, lowLat, err := bfregRequest(os.Getenv, unix.Getpagesize())
+	tot, lowLat, err := bfregRequest(opts, unix.Getpagesize())
 	if err != nil {
 		return nil, opError("get context", err)
 	}
@@ -158,55 +179,33 @@ func newContext(name string, info uverbs.DeviceInfo, f uverbs.File) (*Context, e
 
 // bfregRequest is libmlx5's get_total_uuars and get_num_low_lat_uuars with the check
 // mlx5_init_context makes between them: the total_num_bfregs and num_low_latency_bfregs of
-// the alloc_ucontext request. getenv reads the environment; pageSize is the system page size.
-func bfregRequest(getenv func(string) string, pageSize int) (tot, lowLat uint32, err error) {
+// the alloc_ucontext request, from opts (Options); pageSize is the system page size.
+func bfregRequest(opts Options, pageSize int) (tot, lowLat uint32, err error) {
 	total := mlx5.DefTotalBfregs
-	if v := getenv("MLX5_TOTAL_UUARS"); v != "" {
-		total = atoi(v)
+	if opts.TotalBfregs != 0 {
+		total = opts.TotalBfregs
 	}
 	if total < 1 {
-		return 0, 0, fmt.Errorf("MLX5_TOTAL_UUARS=%q: %w (%w)", getenv("MLX5_TOTAL_UUARS"), verbs.ErrInvalidArgument, unix.EINVAL)
+		return 0, 0, fmt.Errorf("%d total bfregs: %w (%w)", total, verbs.ErrInvalidArgument, unix.EINVAL)
 	}
 	perPage := pageSize / mlx5.AdapterPageSize * mlx5.NonFPBfregsPerUAR
 	total = max(total, perPage)
 	total = (total + mlx5.NonFPBfregsPerUAR - 1) / mlx5.NonFPBfregsPerUAR * mlx5.NonFPBfregsPerUAR
 	if total > mlx5.MaxBfregs {
-		return 0, 0, fmt.Errorf("MLX5_TOTAL_UUARS: %d bfregs above %d: %w (%w)", total, mlx5.MaxBfregs, verbs.ErrInvalidArgument, unix.ENOMEM)
+		return 0, 0, fmt.Errorf("%d bfregs above %d: %w (%w)", total, mlx5.MaxBfregs, verbs.ErrInvalidArgument, unix.ENOMEM)
 	}
 	low := mlx5.DefLowLatencyBfregs
-	if v := getenv("MLX5_NUM_LOW_LAT_UUARS"); v != "" {
-		low = atoi(v)
+	if opts.LowLatencyBfregs != nil {
+		low = *opts.LowLatencyBfregs
 	}
 	if low < 0 {
-		return 0, 0, fmt.Errorf("MLX5_NUM_LOW_LAT_UUARS=%q: %w (%w)", getenv("MLX5_NUM_LOW_LAT_UUARS"), verbs.ErrInvalidArgument, unix.EINVAL)
+		return 0, 0, fmt.Errorf("%d low-latency bfregs: %w (%w)", low, verbs.ErrInvalidArgument, unix.EINVAL)
 	}
 	low = max(low, total-mlx5.MedBfregsThreshold)
 	if low > total-1 {
 		return 0, 0, fmt.Errorf("%d low-latency of %d bfregs: %w (%w)", low, total, verbs.ErrInvalidArgument, unix.ENOMEM)
 	}
 	return uint32(total), uint32(low), nil
-}
-
-// atoi is C's atoi, as libmlx5 reads its variables: optional blanks and sign, then the
-// leading digits; anything else ends the number, and no digits read as 0.
-func atoi(s string) int {
-	s = strings.TrimLeft(s, " \t\n\v\f\r")
-	neg := false
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	n := 0
-	for i := 0; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-		n = n*10 + int(s[i]-'0')
-		if n > 1<<31 {
-			n = 1 << 31 // atoi overflow is undefined; saturating keeps the checks meaningful
-		}
-	}
-	if neg {
-		return -n
-	}
-	return n
 }
 
 func (c *Context) release() {

@@ -16,6 +16,7 @@ import (
 	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/internal/rundir"
+	"github.com/shift-rdma/shift/internal/shiftenv"
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -37,13 +38,22 @@ type foHost struct {
 const foBufSize = 1 << 20
 
 // openFOHost opens host h of cl; cleanup destroys everything in the order the failover layer
-// expects (QP, then MR and CQ, then PD and context, memory last).
+// expects (QP, then MR and CQ, then PD and context, memory last). The test process is a SHIFT
+// process as the plugin makes one: what its environment asks (SHIFT_INJECT_SHM,
+// XDG_RUNTIME_DIR: internal/shiftenv) completes the Options.
 func openFOHost(t *testing.T, prefix string, h int, store kv.Store, job string, opts func(*failover.Options)) *foHost {
 	t.Helper()
 	o := failover.Options{Backups: []string{fmt.Sprintf("%s%d", prefix, 2*h+1)}, KV: store, Job: job,
 		DrainTimeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second}
 	if opts != nil {
 		opts(&o)
+	}
+	env, err := shiftenv.Read(os.Getenv)
+	if err == nil {
+		err = env.Fill(&o, fmt.Sprintf("%s%d", prefix, 2*h))
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	c, err := failover.Open(fmt.Sprintf("%s%d", prefix, 2*h), o)
 	if err != nil {

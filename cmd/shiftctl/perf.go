@@ -9,12 +9,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/shift-rdma/shift/internal/shiftenv"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 	"golang.org/x/sys/unix"
@@ -212,8 +214,11 @@ type perfSide struct {
 
 func newPerfSide(c perfConfig) (*perfSide, error) {
 	s := &perfSide{c: c, slot: (c.size + 63) &^ 63}
-	var err error
-	if s.ctx, err = provider.Open(c.dev); err != nil {
+	po, err := shiftenv.ProviderOptions(os.Getenv) // libmlx5's variables, as perftest's
+	if err != nil {
+		return nil, err
+	}
+	if s.ctx, err = provider.OpenWith(c.dev, po); err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*perfSide, error) { s.close(); return nil, err }

@@ -9,11 +9,14 @@ import (
 )
 
 // DefaultDirPath is where the embedded default store of processes on one host lives when no
-// SHIFT_KV is set: $XDG_RUNTIME_DIR/shift/kv where XDG_RUNTIME_DIR is set, else
-// /dev/shm/shift-<uid>/kv (the runtime directory of package rundir). getenv reads the
-// environment.
-func DefaultDirPath(getenv func(string) string) string {
-	return filepath.Join(rundir.Path(getenv), "kv")
+// store is named (SHIFT_KV unset): kv/ in runDir, the user's runtime directory of package
+// rundir ("": rundir.Default, /dev/shm/shift-<uid>; the edges pass $XDG_RUNTIME_DIR/shift
+// where XDG_RUNTIME_DIR is set, rundir.Path).
+func DefaultDirPath(runDir string) string {
+	if runDir == "" {
+		runDir = rundir.Default()
+	}
+	return filepath.Join(runDir, "kv")
 }
 
 // PrivateDir creates dir and its parent as 0700 directories where missing and checks that
@@ -31,12 +34,12 @@ func PrivateDir(dir string) (string, error) {
 
 // OpenDefault opens the store an edge configures with one setting (SHIFT_KV): spec as
 // OpenURL takes it (redis://, rediss://, dir:PATH), or, when spec is empty, the embedded
-// default for processes on one host: a directory store in PrivateDir(DefaultDirPath(getenv)).
-func OpenDefault(ctx context.Context, spec, job string, getenv func(string) string) (Store, error) {
+// default for processes on one host: a directory store in PrivateDir(DefaultDirPath(runDir)).
+func OpenDefault(ctx context.Context, spec, job, runDir string) (Store, error) {
 	if spec != "" {
 		return OpenURL(ctx, spec, job, 0)
 	}
-	dir, err := PrivateDir(DefaultDirPath(getenv))
+	dir, err := PrivateDir(DefaultDirPath(runDir))
 	if err != nil {
 		return nil, err
 	}

@@ -3,33 +3,46 @@ package demo
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/internal/shiftenv"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // NewProviderStack is the baseline: the plain provider on each host's default NIC
-// (devs[host][0]).
+// (devs[host][0]), sized by libmlx5's variables as the plugin's are (the demo is an edge
+// that reads the environment: internal/shiftenv).
 func NewProviderStack(devs [][]string, cfg SideConfig) (Stack, error) {
 	if len(devs) < 2 {
 		return nil, fmt.Errorf("demo: provider stack: %d hosts, want 2", len(devs))
 	}
+	po, err := shiftenv.ProviderOptions(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("demo: provider stack: %w", err)
+	}
 	return &verbsStack{name: string(ModeProvider), cfg: cfg, hosts: make([]*stackHost, len(devs)),
-		openHost: func(h int) (verbs.Context, error) { return provider.Open(devs[h][0]) }}, nil
+		openHost: func(h int) (verbs.Context, error) { return provider.OpenWith(devs[h][0], po) }}, nil
 }
 
 var jobSeq atomic.Uint64
 
 // NewShiftStack runs the workload through package failover: one failover Context per host
 // with NIC 0 as the default device and NIC 1 as its backup, one in-process KV store shared by
-// both hosts (they live in one process), and a job name of its own.
+// both hosts (they live in one process), and a job name of its own. The rest of the Options
+// come from the environment as the plugin reads it (internal/shiftenv: SHIFT_INJECT,
+// SHIFT_INJECT_SHM, XDG_RUNTIME_DIR, MLX5_*).
 func NewShiftStack(devs [][]string, cfg SideConfig) (Stack, error) {
 	if len(devs) < 2 {
 		return nil, fmt.Errorf("demo: shift stack: %d hosts, want 2", len(devs))
+	}
+	env, err := shiftenv.Read(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("demo: shift stack: %w", err)
 	}
 	for h, d := range devs {
 		if len(d) < 2 {
@@ -43,6 +56,9 @@ func NewShiftStack(devs [][]string, cfg SideConfig) (Stack, error) {
 			o := failover.Options{Backups: devs[h][1:2], KV: store, Job: job, Port: a.Port, GIDIndex: int(a.GIDIndex)}
 			if cfg.LinkEvents != nil {
 				o.LinkEvents = cfg.LinkEvents(h)
+			}
+			if err := env.Fill(&o, devs[h][0]); err != nil {
+				return nil, fmt.Errorf("demo: host %d: %w", h, err)
 			}
 			return failover.Open(devs[h][0], o)
 		},

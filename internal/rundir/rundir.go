@@ -22,13 +22,18 @@ import (
 var ErrUnsafe = errors.New("rundir: not private to its user")
 
 // Path is the runtime directory of the calling user: $XDG_RUNTIME_DIR/shift where
-// XDG_RUNTIME_DIR is set, else /dev/shm/shift-<uid>. getenv reads the environment.
+// XDG_RUNTIME_DIR is set, else Default. getenv reads the environment; only SHIFT's edges
+// (the plugin, shiftctl, the demo) call it, the libraries take the directory as an option.
 func Path(getenv func(string) string) string {
 	if x := getenv("XDG_RUNTIME_DIR"); x != "" {
 		return filepath.Join(x, "shift")
 	}
-	return ShmPath(os.Geteuid())
+	return Default()
 }
+
+// Default is the runtime directory of the calling user without XDG_RUNTIME_DIR:
+// /dev/shm/shift-<uid>. The libraries use it where their options name no directory.
+func Default() string { return ShmPath(os.Geteuid()) }
 
 // ShmPath is the runtime directory of uid under /dev/shm, used where XDG_RUNTIME_DIR is unset.
 func ShmPath(uid int) string { return filepath.Join("/dev/shm", fmt.Sprintf("shift-%d", uid)) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -10,17 +11,19 @@ import (
 
 	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/internal/shiftenv"
 )
 
 // config is what the environment asks of the plugin, read once (the plugin is the edge where
 // the environment is read; the packages below take Options).
 type config struct {
-	shift   bool                // SHIFT mode: SHIFT_BACKUP set, or SHIFT=1
-	backups map[string][]string // SHIFT_BACKUP
-	kvSpec  string              // SHIFT_KV ("" : the embedded default)
-	job     string              // SHIFT_JOB
-	gidIdx  int                 // SHIFT_GID_INDEX, -1: each device's preferred GID
-	debug   bool                // SHIFT_DEBUG=1: control-path errors on stderr
+	// env is what the libraries are asked (internal/shiftenv): SHIFT_BACKUP, SHIFT_KV,
+	// SHIFT_JOB, SHIFT_INJECT, SHIFT_INJECT_SHM, XDG_RUNTIME_DIR, MLX5_TOTAL_UUARS and
+	// MLX5_NUM_LOW_LAT_UUARS.
+	env    shiftenv.Env
+	shift  bool // SHIFT mode: SHIFT_BACKUP set, or SHIFT=1
+	gidIdx int  // SHIFT_GID_INDEX, -1: each device's preferred GID
+	debug  bool // SHIFT_DEBUG=1: control-path errors on stderr
 	// SHIFT_LINK_WATCH: the link watcher of each default device: "1" required, "0" (or
 	// "off") none, unset the library's default (on for hardware devices with a netdev).
 	watch, noWatch bool
@@ -38,18 +41,14 @@ type config struct {
 }
 
 var loadConfig = sync.OnceValues(func() (config, error) {
-	c := config{kvSpec: os.Getenv("SHIFT_KV"), job: os.Getenv("SHIFT_JOB"), gidIdx: -1,
-		debug: os.Getenv("SHIFT_DEBUG") == "1"}
+	c := config{gidIdx: -1, debug: os.Getenv("SHIFT_DEBUG") == "1"}
 	var err error
-	if c.watch, c.noWatch, err = parseLinkWatch(os.Getenv("SHIFT_LINK_WATCH")); err != nil {
+	if c.env, err = shiftenv.Read(os.Getenv); err != nil {
 		return c, err
 	}
-	if b := os.Getenv("SHIFT_BACKUP"); b != "" {
-		m, err := failover.ParseBackupMap(b)
-		if err != nil {
-			return c, err
-		}
-		c.backups, c.shift = m, true
+	c.shift = c.env.Backups != nil
+	if c.watch, c.noWatch, err = parseLinkWatch(os.Getenv("SHIFT_LINK_WATCH")); err != nil {
+		return c, err
 	}
 	switch s := os.Getenv("SHIFT"); s {
 	case "", "0":
@@ -88,9 +87,6 @@ var loadConfig = sync.OnceValues(func() (config, error) {
 		if c.fenceAfterWRs, c.fenceAfter, err = failover.ParseFenceAfter(s); err != nil {
 			return c, err
 		}
-	}
-	if c.job == "" {
-		c.job = "default"
 	}
 	return c, nil
 })
@@ -135,7 +131,7 @@ func openStore(c config) (kv.Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := kv.OpenDefault(ctx, c.kvSpec, c.job, os.Getenv)
+	s, err := kv.OpenDefault(ctx, c.env.KV, cmp.Or(c.env.Job, "default"), c.env.RunDir)
 	if err != nil {
 		return nil, fmt.Errorf("SHIFT_KV: %w", err)
 	}
@@ -144,19 +140,19 @@ func openStore(c config) (kv.Store, error) {
 }
 
 // failoverOptions are the Options of a SHIFT context on device name.
+// The store is the process's one (openStore); the rest of what the environment sets comes
+// from shiftenv (Env.Fill).
 func failoverOptions(c config, name string) (failover.Options, error) {
+	o := failover.Options{GIDIndex: c.gidIdx, WatchLink: c.watch, NoLinkWatch: c.noWatch, StatusInterval: c.statusInterval, CQWatchdog: c.cqWatchdog,
+		ProbeInterval: c.probeInterval, FenceAfter: c.fenceAfter, FenceAfterWRs: c.fenceAfterWRs}
+	if err := c.env.Fill(&o, name); err != nil {
+		return o, err
+	}
 	s, err := openStore(c)
 	if err != nil {
-		return failover.Options{}, err
+		return o, err
 	}
-	o := failover.Options{KV: s, Job: c.job, GIDIndex: c.gidIdx, WatchLink: c.watch, NoLinkWatch: c.noWatch, StatusInterval: c.statusInterval, CQWatchdog: c.cqWatchdog,
-		ProbeInterval: c.probeInterval, FenceAfter: c.fenceAfter, FenceAfterWRs: c.fenceAfterWRs}
-	if c.backups != nil {
-		o.Backups = c.backups[name]
-		if len(o.Backups) == 0 {
-			return o, fmt.Errorf("SHIFT_BACKUP names no backup for %s", name)
-		}
-	}
+	o.KV = s
 	return o, nil
 }
 

@@ -58,11 +58,11 @@ func shiftGoOpenContext(sctx *C.struct_shift_context, ibdev, uv *C.char, cmdFD C
 		if err := registerEmulated(); err != nil {
 			return failLoud(op, err)
 		}
-		if c.prov, err = provider.Open(name); err != nil {
+		if c.prov, err = provider.OpenWith(name, cfg.env.Provider); err != nil {
 			return failLoud(op, err)
 		}
 	} else {
-		if c.prov, err = openHardware(name, C.GoString(uv), int(cmdFD)); err != nil {
+		if c.prov, err = openHardware(name, C.GoString(uv), int(cmdFD), cfg.env.Provider); err != nil {
 			return failLoud(op, err)
 		}
 	}
@@ -104,7 +104,7 @@ func shiftGoOpenContext(sctx *C.struct_shift_context, ibdev, uv *C.char, cmdFD C
 
 // openHardware opens a real device's context on a duplicate of the command fd libibverbs
 // opened (libibverbs closes its own at ibv_close_device; the context closes the duplicate).
-func openHardware(name, uv string, cmdFD int) (*provider.Context, error) {
+func openHardware(name, uv string, cmdFD int, opts provider.Options) (*provider.Context, error) {
 	devs, err := uverbs.DefaultSysfs().Devices()
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func openHardware(name, uv string, cmdFD int) (*provider.Context, error) {
 			return nil, fmt.Errorf("dup command fd: %w", err)
 		}
 		f := uverbs.NewCdev(fd, d.Path)
-		p, err := provider.OpenFile(d, f)
+		p, err := provider.OpenFileWith(d, f, opts)
 		if err != nil {
 			f.Close()
 			return nil, err
