@@ -10,21 +10,18 @@ import (
 )
 
 // bkSet is one QP's backup QP set on one backup device: the backup data QP, connected to the
-// peer's set of the same index, and the control QP pair on which SHIFT's notifications
+// peer's set of the same index, and the device's control endpoint towards the peer's context
+// (ctlep.go, shared by every QP between the two contexts), on which SHIFT's notifications
 // travel while this set is in use.
 type bkSet struct {
 	dev   *backupDev
 	qp    atomic.Pointer[provider.QP]
-	ctl   atomic.Pointer[provider.QP]
-	ready atomic.Bool // connected to the peer's set
+	ep    atomic.Pointer[ctlEndpoint] // set with peerQPN before ready
+	ready atomic.Bool                 // connected to the peer's set
 	psn   uint32
-	// ctlPSN is the control QP's first PSN; ctlBuf holds its receive buffers (ctlDepth
-	// notification slots), registered on the backup device as ctlMR; ctlSend is the
-	// notification we send (inline).
-	ctlPSN  uint32
-	ctlBuf  *provider.Buffer
-	ctlMR   *provider.MR
-	ctlSend [ctlMsgSize]byte
+	// peerQPN is the peer's default QPN (the QP entry this set connected to): the messages
+	// we send name it, and those we act on come from it.
+	peerQPN atomic.Uint32
 
 	// The kinds of the set's posted receives and signaled sends, in posting order (q.fifoMu).
 	recvKinds []uint8
@@ -45,6 +42,12 @@ type bkSet struct {
 // cs is the backup set in use (or the one the next fallback uses).
 func (q *QP) cs() *bkSet { return q.sets[q.cur.Load()] }
 
+// ctlDown reports whether the set's control endpoint failed.
+func (bs *bkSet) ctlDown() bool {
+	ep := bs.ep.Load()
+	return ep != nil && ep.failed.Load()
+}
+
 // nextSetLocked returns the index of the next backup set after the one in use that is
 // connected and has not failed, or -1.
 func (q *QP) nextSetLocked() int {
@@ -53,7 +56,7 @@ func (q *QP) nextSetLocked() int {
 		q.fifoMu.Lock()
 		dead := bs.dead
 		q.fifoMu.Unlock()
-		if !dead && bs.ready.Load() && bs.qp.Load() != nil {
+		if !dead && bs.ready.Load() && bs.qp.Load() != nil && !bs.ctlDown() {
 			return i
 		}
 	}
@@ -61,7 +64,7 @@ func (q *QP) nextSetLocked() int {
 }
 
 // chainLocked moves q from the backup set in use, which failed (or which the peer left: its
-// notification came on set j), to set j, in a fallback round on j's control QP
+// notification came on set j), to set j, in a fallback round on j's control endpoint
 // (roundLocked with chain): the old set is stopped and drained (what completed there is the
 // application's; what did not is reposted on j from the logs), the receives move, and
 // both sides exchange their receive counters and reset their default QPs once, as in any
@@ -83,10 +86,9 @@ func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
 		q.rcq.mu.Unlock()
 	}
 	q.scq.mu.Unlock()
-	for _, p := range []*provider.QP{old.qp.Load(), old.ctl.Load()} {
-		if p != nil {
-			_ = p.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-		}
+	// The control endpoint is shared with the other QPs towards the peer: it stays.
+	if p := old.qp.Load(); p != nil {
+		_ = p.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	}
 	if q.fn != nil {
 		// The fence is bound to the old backup QP: a recovery starts over from the new one.
@@ -121,10 +123,7 @@ func (q *QP) drainSetLocked(bs *bkSet) {
 			cq.mu.Unlock()
 		}
 		n := 0
-		for _, p := range []*provider.QP{bs.qp.Load(), bs.ctl.Load()} {
-			if p == nil {
-				continue
-			}
+		if p := bs.qp.Load(); p != nil {
 			outS = p.OutstandingSends(outS[:0])
 			outR = p.OutstandingRecvs(outR[:0])
 			for _, w := range outS {

@@ -155,6 +155,9 @@ type Context struct {
 	opts  Options
 	ownKV kv.Store // the store OpenContext opened (Options.KV nil), closed with the Context
 	gid   [16]byte // default GID (KV key of this host's default objects)
+	// ctlID names this context to its peers' shared control QPs (ctlep.go): random, so that
+	// two processes on one host are two peers.
+	ctlID uint64
 
 	// The injection words: the context's own, or those of the shared-memory file.
 	injArmed *atomic.Int64 // WRs until the injected fault (0: off)
@@ -277,7 +280,11 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Context{opts: opts, quit: make(chan struct{})}
+	ctlID, err := newCtlID()
+	if err != nil {
+		return nil, err
+	}
+	c := &Context{opts: opts, quit: make(chan struct{}), ctlID: ctlID}
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
 	if opts.InjectFile != "" || opts.ControlFile {
 		// A control file that cannot be had safely (another user's, a link, the runtime
@@ -430,9 +437,12 @@ func (c *Context) Close() error {
 		<-c.wdDone // quit is closed
 	}
 	c.async.close() // before the QPs and devices it acts on are torn down
+	for _, b := range c.bks {
+		b.stopLoops() // all of them first: one device's goroutine may use another's endpoint
+	}
 	var errs []error
 	for _, b := range c.bks {
-		errs = append(errs, b.close())
+		errs = append(errs, b.closeStopped())
 	}
 	err := errors.Join(errs...)
 	var kerr error

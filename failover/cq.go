@@ -42,7 +42,6 @@ type CQ struct {
 	scratch  []verbs.WC
 	toFail   []*QP      // default QPs that reported an error: fall back
 	toFailBk []bkFail   // backup QPs that reported an error: fail
-	ctrl     []ctrlEvt  // peers' notifications received
 	recov    []recovEvt // peers' recovery notifications received on default QPs
 	drained  []*QP      // fences done: their QPs go back to Default
 	// slow counts the QPs using this CQ that are off the fast path (q.slow): while it is not
@@ -57,12 +56,6 @@ type CQ struct {
 	tableMu sync.Mutex // serialises map updates
 }
 
-type ctrlEvt struct {
-	q   *QP
-	msg ctlMsg
-	set int // the backup set whose control QP it arrived on
-}
-
 // recovEvt is a peer's recovery notification and the default QP incarnation it arrived on.
 type recovEvt struct {
 	q   *QP
@@ -71,7 +64,7 @@ type recovEvt struct {
 
 type bkFail struct {
 	q   *QP
-	wc  verbs.WC // the backup's error completion (on the backup data QP or the control QP)
+	wc  verbs.WC // the backup's error completion (on the backup data QP or its control endpoint)
 	set int
 }
 
@@ -217,7 +210,7 @@ func (cq *CQ) pollSlow(wcs []verbs.WC) (int, error) {
 	if err2 := cq.pollBackupLocked(); err2 != nil {
 		err = errors.Join(err, err2)
 	}
-	work := len(cq.toFail)+len(cq.toFailBk)+len(cq.ctrl)+len(cq.recov)+len(cq.drained) > 0
+	work := len(cq.toFail)+len(cq.toFailBk)+len(cq.recov)+len(cq.drained) > 0
 	n := cq.takeLocked(wcs)
 	if !work && err == nil {
 		cq.reopenCQLocked()
@@ -245,7 +238,7 @@ func (cq *CQ) reopenCQLocked() {
 	if cq.slow != 0 || cq.running != 0 || cq.head != len(cq.buf) || cq.gate.Load() != gateClosed {
 		return
 	}
-	if len(cq.toFail)+len(cq.toFailBk)+len(cq.ctrl)+len(cq.recov)+len(cq.drained) > 0 {
+	if len(cq.toFail)+len(cq.toFailBk)+len(cq.recov)+len(cq.drained) > 0 {
 		return
 	}
 	if reopenGate(&cq.gate) {
@@ -404,10 +397,6 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 				continue
 			}
 			bs := q.sets[i]
-			if ctl := bs.ctl.Load(); ctl != nil && w.QPNum == ctl.QPN() {
-				cq.controlWCLocked(q, i, ctl, w)
-				continue
-			}
 			if w.Opcode&verbs.WCRecv == 0 {
 				cq.fenceWCLocked(q, &w) // with the backup QP's number
 			}
@@ -467,47 +456,13 @@ func (q *QP) retireBkLog() {
 	}
 }
 
-// controlWCLocked handles a completion of q's control QP on backup set i: the peer's
-// notification (its control RECV is reposted), our notification's completion (dropped), or
-// an error (the backup path failed).
-func (cq *CQ) controlWCLocked(q *QP, i int, ctl *provider.QP, w verbs.WC) {
-	bs := q.sets[i]
-	if w.Status != verbs.WCSuccess {
-		q.fifoMu.Lock()
-		first := !bs.failQueued && !bs.dead && !bs.gaveUp
-		if first {
-			bs.failQueued = true
-		}
-		q.fifoMu.Unlock()
-		if first {
-			cq.toFailBk = append(cq.toFailBk, bkFail{q, w, i})
-		}
-		return
-	}
-	if w.Opcode&verbs.WCRecv == 0 {
-		return
-	}
-	slot := int(w.WRID - ctlRecvBase)
-	if slot < 0 || slot >= ctlDepth || w.ByteLen != ctlMsgSize {
-		return // not a notification slot: nothing of SHIFT's is waiting for it
-	}
-	b := bs.ctlBuf.Bytes()[slot*ctlMsgSize : (slot+1)*ctlMsgSize]
-	m, err := parseCtlMsg(b)
-	_ = ctl.PostRecv([]verbs.RecvWR{{WRID: w.WRID, SGL: []verbs.SGE{bs.ctlMR.SGE(slot*ctlMsgSize, ctlMsgSize)}}})
-	if err != nil {
-		return // a corrupt notification is no notification: the peer's handshake times out
-	}
-	q.tPoll.Store(time.Now().UnixNano())
-	cq.ctrl = append(cq.ctrl, ctrlEvt{q, m, i})
-}
-
 // runPending runs the fallbacks, failures and notifications the pollers found; it takes QP
 // mutexes, so it runs with no CQ mutex held.
 func (cq *CQ) runPending() {
 	cq.mu.Lock()
-	toFail, toFailBk, ctrl := cq.toFail, cq.toFailBk, cq.ctrl
+	toFail, toFailBk := cq.toFail, cq.toFailBk
 	recov, drained := cq.recov, cq.drained
-	cq.toFail, cq.toFailBk, cq.ctrl, cq.recov, cq.drained = nil, nil, nil, nil, nil
+	cq.toFail, cq.toFailBk, cq.recov, cq.drained = nil, nil, nil, nil
 	cq.running++
 	cq.mu.Unlock()
 	defer func() {
@@ -523,9 +478,6 @@ func (cq *CQ) runPending() {
 	}
 	for _, q := range toFail {
 		q.fallback(ctlMsg{}, false)
-	}
-	for _, e := range ctrl {
-		e.q.onControl(e.msg, e.set)
 	}
 	for _, f := range toFailBk {
 		f.q.failBackup(f)

@@ -5,16 +5,25 @@ import (
 	"fmt"
 )
 
-// The fallback notification travels on the control QP as a SEND of ctlMsgSize bytes, inline,
-// into one of the peer's control receive buffers (ctlDepth slots of a buffer registered on
-// the backup device): our receive counter, the number of stale receives on our backup QP
-// that the peer's fillers must consume, and a magic word. It used to be the 32-bit immediate
-// of a WRITE_WITH_IMM, which left 8 bits for the stale count: an application that keeps more
-// than 255 receives posted (perftest's ib_send_bw posts 512) had its second fallback
-// refused.
+// The fallback notification travels on the shared control QP pair of a backup device
+// (ctlep.go) as a SEND of ctlMsgSize bytes, inline, into one of the peer's control receive
+// buffers: our receive counter, the number of stale receives on our backup QP that the
+// peer's fillers must consume, flags and incarnation, a magic word, and (since version 2,
+// when one control QP pair started to serve every QP between two contexts) the QP it is for
+// and the QP it comes from. It used to be the 32-bit immediate of a WRITE_WITH_IMM, which
+// left 8 bits for the stale count: an application that keeps more than 255 receives posted
+// (perftest's ib_send_bw posts 512) had its second fallback refused.
+//
+//	 0 count | 4 stale | 8 flags (bits 0-2) and incarnation (bits 8-31) | 12 magic "SHFT" |
+//	16 version (8 bits) and the receiver's default QPN (24 bits) | 20 the sender's default QPN
+//
+// Version 1 was the first 16 bytes alone (one control QP pair per QP named the QP); a
+// message of any other length, magic or version, with reserved bits set or a QPN out of
+// range, is no message and is dropped.
 const (
-	ctlMsgSize = 16
+	ctlMsgSize = 24
 	ctlMagic   = 0x53484654 // "SHFT"
+	ctlVersion = 2
 	// ctlRecvBase + slot is the wr_id of the control receive in that slot.
 	ctlRecvBase = 0x5348_4946_545f_5200 // "SHIFT_R" and the slot
 )
@@ -40,15 +49,20 @@ type ctlMsg struct {
 	// two counts equal when a notification or its reply was lost with a failed backup
 	// (adoptGen).
 	gen uint32
+	// dst is the receiver's default QPN (the QP the message is for), src the sender's: the
+	// control QP pair is shared by every QP between two contexts (ctlep.go), and the
+	// receiver acts only on its QP dst whose peer is src on the same pair.
+	dst, src uint32
 }
 
-// Flags of the message's third word (zero in older messages): bit 0 refused, bit 1 reply,
-// bit 2 pinned, bits 8-31 the incarnation.
+// Flags of the message's third word: bit 0 refused, bit 1 reply, bit 2 pinned, bits 3-7
+// reserved (zero), bits 8-31 the incarnation.
 const (
-	ctlFlagRefused = 1
-	ctlFlagReply   = 2
-	ctlFlagPinned  = 4
-	ctlGenShift    = 8
+	ctlFlagRefused  = 1
+	ctlFlagReply    = 2
+	ctlFlagPinned   = 4
+	ctlFlagReserved = 0xf8
+	ctlGenShift     = 8
 )
 
 func (m ctlMsg) put(b []byte) {
@@ -67,16 +81,27 @@ func (m ctlMsg) put(b []byte) {
 	flags |= m.gen << ctlGenShift
 	binary.BigEndian.PutUint32(b[8:], flags)
 	binary.BigEndian.PutUint32(b[12:], ctlMagic)
+	binary.BigEndian.PutUint32(b[16:], ctlVersion<<24|m.dst&psnMask)
+	binary.BigEndian.PutUint32(b[20:], m.src&psnMask)
 }
 
 func parseCtlMsg(b []byte) (ctlMsg, error) {
-	if len(b) < ctlMsgSize || binary.BigEndian.Uint32(b[12:]) != ctlMagic {
+	if len(b) != ctlMsgSize || binary.BigEndian.Uint32(b[12:]) != ctlMagic {
 		return ctlMsg{}, fmt.Errorf("failover: control message of %d bytes without its magic word", len(b))
 	}
-	flags := binary.BigEndian.Uint32(b[8:])
+	flags, to, src := binary.BigEndian.Uint32(b[8:]), binary.BigEndian.Uint32(b[16:]), binary.BigEndian.Uint32(b[20:])
+	switch dst := to & psnMask; {
+	case to>>24 != ctlVersion:
+		return ctlMsg{}, fmt.Errorf("failover: control message of version %d, want %d", to>>24, ctlVersion)
+	case flags&ctlFlagReserved != 0:
+		return ctlMsg{}, fmt.Errorf("failover: control message with reserved flags %#x", flags&ctlFlagReserved)
+	case !validQPN(dst) || !validQPN(src):
+		return ctlMsg{}, fmt.Errorf("failover: control message from QP %#x to QP %#x", src, dst)
+	}
 	return ctlMsg{count: binary.BigEndian.Uint32(b[0:]), stale: binary.BigEndian.Uint32(b[4:]),
 		refused: flags&ctlFlagRefused != 0, reply: flags&ctlFlagReply != 0,
-		pinned: flags&ctlFlagPinned != 0, gen: flags >> ctlGenShift}, nil
+		pinned: flags&ctlFlagPinned != 0, gen: flags >> ctlGenShift,
+		dst: to & psnMask, src: src}, nil
 }
 
 // genAfter is the incarnation own advanced to the message's gen when that is ahead of it

@@ -38,7 +38,11 @@
 // SHIFT's fallback notifications travel on a control QP pair of their own on the backup
 // NICs, so they never consume an application RECV, whatever the peer's receive state: a
 // failure while the recovery notification is in doubt (rung, its completion not seen) falls
-// back safely, the peer's reply telling which receives it holds where.
+// back safely, the peer's reply telling which receives it holds where. One control QP pair
+// serves every QP between two contexts on one backup device (ctlep.go): created with the
+// first QP towards the peer context (named by a random control id in the QP's KV entry),
+// destroyed with the context; its messages name the receiving and the sending QP, and the
+// receiver acts on a message only for its QP connected to the sender's on that very pair.
 package failover
 
 // Implementation notes (where this package departs from, or fixes, the letter of
@@ -56,9 +60,11 @@ package failover
 //     the kinds (application or control) of its posted receives and of its signaled sends in
 //     posting order, which is completion order on an RC QP. Only after a backup error, when a
 //     CQE may stand for an unsignaled WQE, is the control wr_id used to drop SHIFT's flushes.
-//   - Each side sends exactly one control WRITE_WITH_IMM per fallback, on the control QP
-//     (published with the backup QP in the KV entry: GID, QPN, PSN, control QPN, control
-//     PSN); the control QP reposts each control RECV as it completes.
+//   - Each side sends exactly one control message per fallback (a 24-byte inline SEND, once
+//     a WRITE_WITH_IMM), on the control QP pair its context shares with the peer's context
+//     on that backup device (the QP's KV entry names the owner's context, whose control
+//     entry gives the pair's QPN and PSN); the receiver reposts each control RECV as it
+//     completes, before handling the message.
 //   - A failure is found when the application polls the error completion (as SHIFT intercepts
 //     poll_cq), when a post fails, or when the peer's notification arrives on the backup CQ's
 //     event goroutine; an application that never polls its send CQ does not fail over until

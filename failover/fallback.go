@@ -113,6 +113,14 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 			return
 		}
 	}
+	if !chain && q.cs().ctlDown() {
+		// The set's control endpoint failed while we did not use it (ctlFailed): this
+		// round runs on the next set, as a chained one.
+		if j := q.nextSetLocked(); j >= 0 {
+			q.chainLocked(j, peer, fromPeer)
+			return
+		}
+	}
 	if sendPart {
 		// A new round for the send side: its phase timestamps start again (reset rounds,
 		// which move nothing of ours, must not overwrite them). A fallback the peer's
@@ -376,7 +384,7 @@ func (q *QP) drainLocked() error {
 // fails now and not at HandshakeTimeout. Best effort: without a control QP the peer's
 // timeout still ends it.
 func (q *QP) notifyRefusalLocked() {
-	if bs := q.cs(); bs.ctl.Load() == nil || !bs.ready.Load() {
+	if bs := q.cs(); bs.ep.Load() == nil || !bs.ready.Load() {
 		return
 	}
 	_ = q.sendCtlLocked(ctlMsg{refused: true, reply: true})
@@ -396,16 +404,21 @@ func (q *QP) notifyLocked(stale int, reply bool) error {
 	return q.sendCtlLocked(m)
 }
 
-// sendCtlLocked posts m on the control QP.
+// sendCtlLocked sends m on the control endpoint of the backup set in use, to the peer's QP.
+// On an endpoint that failed, nothing is sent and the QP learns of the failure as if the
+// post had been flushed (ctlFailed, once this round released the QP's mutex).
 func (q *QP) sendCtlLocked(m ctlMsg) error {
-	// Inline: the bytes are copied into the WQE by the post, from a buffer of the QP's (heap
-	// memory, which does not move).
-	bs := q.cs()
-	m.put(bs.ctlSend[:])
-	q.scq.mu.Lock()
-	err := bs.ctl.Load().PostSend([]verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRSend,
-		Flags: verbs.SendSignaled | verbs.SendInline, SGL: []verbs.SGE{{Addr: sliceAddr(bs.ctlSend[:]), Length: ctlMsgSize}}}})
-	q.scq.mu.Unlock()
+	bs, i := q.cs(), int(q.cur.Load())
+	ep := bs.ep.Load()
+	if ep == nil {
+		return fmt.Errorf("failover: QP %#x: post notification: %w", q.qpn, ErrBackupNotReady)
+	}
+	m.dst, m.src = bs.peerQPN.Load(), q.qpn
+	err := ep.sendMsg(m)
+	if errors.Is(err, errCtlFailed) {
+		go q.ctlFailed(i, verbs.WC{Status: verbs.WCWRFlushErr, WRID: ctrlWRID, QPNum: ep.qp.QPN()})
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("failover: QP %#x: post notification: %w", q.qpn, err)
 	}
@@ -653,6 +666,11 @@ func (q *QP) refuseLocked(err error) {
 func (q *QP) failBackup(f bkFail) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.failBackupLocked(f)
+}
+
+// failBackupLocked is failBackup with q.mu held.
+func (q *QP) failBackupLocked(f bkFail) {
 	if int(q.cur.Load()) != f.set {
 		return // a set already left behind
 	}
@@ -664,7 +682,7 @@ func (q *QP) failBackup(f bkFail) {
 	}
 	wc := f.wc
 	which := "backup QP"
-	if ctl := q.sets[f.set].ctl.Load(); ctl != nil && wc.QPNum == ctl.QPN() {
+	if ep := q.sets[f.set].ep.Load(); ep != nil && wc.QPNum == ep.qp.QPN() {
 		which = "control QP"
 	}
 	q.failLocked(wc.Status, fmt.Errorf("failover: QP %#x: %s %#x (backup %d) failed: %v (wr_id %#x, in send state %v)",

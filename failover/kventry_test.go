@@ -15,8 +15,16 @@ var (
 
 func goodQPEntry() qpEntry {
 	return qpEntry{defGID: entryGID, defQPN: 0x123,
-		backup: verbs.Endpoint{GID: backupGID, QPN: 0x456, PSN: 0xabcdef},
-		ctrl:   verbs.Endpoint{GID: backupGID, QPN: 0x457, PSN: 0x12}}
+		backup: verbs.Endpoint{GID: backupGID, QPN: 0x456, PSN: 0xabcdef}, ctlID: 0x1122334455667788}
+}
+
+const (
+	ctlFrom = 0x1122334455667788
+	ctlTo   = 0x99aabbccddeeff00
+)
+
+func goodCtlEntry() ctlEntry {
+	return ctlEntry{from: ctlFrom, to: ctlTo, ep: verbs.Endpoint{GID: backupGID, QPN: 0x457, PSN: 0x12}}
 }
 
 func TestQPEntry(t *testing.T) {
@@ -30,17 +38,19 @@ func TestQPEntry(t *testing.T) {
 		gid      [16]byte
 		qpn      uint32
 		truncate int
+		version  byte
 	}{
 		"another QP's entry":   {qpn: 0x124},
 		"another GID's entry":  {gid: backupGID},
 		"backup QPN 0":         {mut: func(e *qpEntry) { e.backup.QPN = 0 }},
-		"control QPN 25 bits":  {mut: func(e *qpEntry) { e.ctrl.QPN = 1 << 24 }},
-		"same backup and ctrl": {mut: func(e *qpEntry) { e.ctrl.QPN = e.backup.QPN }},
+		"backup QPN 25 bits":   {mut: func(e *qpEntry) { e.backup.QPN = 1 << 24 }},
+		"no control id":        {mut: func(e *qpEntry) { e.ctlID = 0 }},
 		"PSN 25 bits":          {mut: func(e *qpEntry) { e.backup.PSN = 1 << 24 }},
 		"zero backup GID":      {mut: func(e *qpEntry) { e.backup.GID = [16]byte{} }},
 		"backup GID = default": {mut: func(e *qpEntry) { e.backup.GID = entryGID }},
 		"short":                {truncate: 1},
 		"old 32-byte entry":    {truncate: qpEntrySize - 32},
+		"version 1":            {version: 1},
 	} {
 		e := goodQPEntry()
 		if c.mut != nil {
@@ -55,7 +65,53 @@ func TestQPEntry(t *testing.T) {
 		}
 		b := e.marshal()
 		b = b[:len(b)-c.truncate]
+		if c.version != 0 {
+			b[0] = c.version
+		}
 		if _, err := parseQPEntry(b, gid, qpn); !errors.Is(err, ErrBadEntry) {
+			t.Errorf("%s: %v, want ErrBadEntry", name, err)
+		}
+	}
+}
+
+// TestCtlEntry: a control entry is accepted only under the key of the two contexts it names,
+// with a control QP on the backup GID of the owner's QP entries.
+func TestCtlEntry(t *testing.T) {
+	e := goodCtlEntry()
+	got, err := parseCtlEntry(e.marshal(), ctlFrom, ctlTo, backupGID)
+	if err != nil || got != e {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for name, c := range map[string]struct {
+		mut      func(*ctlEntry)
+		from, to uint64
+		gid      [16]byte
+		truncate int
+	}{
+		"the reverse entry":    {from: ctlTo, to: ctlFrom},
+		"another peer's entry": {to: ctlTo + 1},
+		"another GID":          {gid: entryGID},
+		"QPN 0":                {mut: func(e *ctlEntry) { e.ep.QPN = 0 }},
+		"QPN 25 bits":          {mut: func(e *ctlEntry) { e.ep.QPN = 1 << 24 }},
+		"PSN 25 bits":          {mut: func(e *ctlEntry) { e.ep.PSN = 1 << 24 }},
+		"short":                {truncate: 1},
+	} {
+		e := goodCtlEntry()
+		if c.mut != nil {
+			c.mut(&e)
+		}
+		from, to, gid := uint64(ctlFrom), uint64(ctlTo), backupGID
+		if c.from != 0 {
+			from = c.from
+		}
+		if c.to != 0 {
+			to = c.to
+		}
+		if c.gid != ([16]byte{}) {
+			gid = c.gid
+		}
+		b := e.marshal()
+		if _, err := parseCtlEntry(b[:len(b)-c.truncate], from, to, gid); !errors.Is(err, ErrBadEntry) {
 			t.Errorf("%s: %v, want ErrBadEntry", name, err)
 		}
 	}
@@ -103,10 +159,20 @@ func FuzzKVEntries(f *testing.F) {
 	m := mrEntry{defGID: entryGID, defRKey: 0x123, backupRKey: 1, iova: 0, length: 1}
 	f.Add(m.marshal(), uint32(0x123))
 	f.Add([]byte{}, uint32(0))
+	ce := goodCtlEntry()
+	f.Add(ce.marshal(), uint32(0))
 	f.Fuzz(func(t *testing.T, b []byte, key uint32) {
+		if e, err := parseCtlEntry(b, ctlFrom, ctlTo, backupGID); err == nil {
+			if e.from != ctlFrom || e.to != ctlTo || e.ep.GID != backupGID || !validQPN(e.ep.QPN) ||
+				e.ep.PSN > psnMask || !bytes.Equal(e.marshal(), b) {
+				t.Fatalf("accepted control entry %+v from %x", e, b)
+			}
+		} else if !errors.Is(err, ErrBadEntry) {
+			t.Fatalf("control entry refused without ErrBadEntry: %v", err)
+		}
 		if e, err := parseQPEntry(b, entryGID, key); err == nil {
-			if e.defQPN != key || e.defGID != entryGID || !validQPN(e.backup.QPN) || !validQPN(e.ctrl.QPN) ||
-				e.backup.PSN > psnMask || e.ctrl.PSN > psnMask || !bytes.Equal(e.marshal(), b) {
+			if e.defQPN != key || e.defGID != entryGID || !validQPN(e.backup.QPN) || e.ctlID == 0 ||
+				e.backup.PSN > psnMask || !bytes.Equal(e.marshal(), b) {
 				t.Fatalf("accepted QP entry %+v from %x for %#x", e, b, key)
 			}
 		} else if !errors.Is(err, ErrBadEntry) {

@@ -228,7 +228,7 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	q.sets = make([]*bkSet, len(c.bks))
 	for i, bd := range c.bks {
 		psn := (q.qpn*2654435761 + uint32(i)*psnStride) & 0xffffff
-		q.sets[i] = &bkSet{dev: bd, psn: psn, ctlPSN: psn ^ 0x5a5a5a}
+		q.sets[i] = &bkSet{dev: bd, psn: psn}
 	}
 	scq.addQP(&scq.qps, q.qpn, q)
 	if rcq != scq {
@@ -263,35 +263,15 @@ func (q *QP) createBackup(bs *bkSet) error {
 			b.Destroy()
 			return err
 		}
-		ctl, err := as[*provider.QP](bpd.CreateQP(verbs.QPInitAttr{SendCQ: scq, RecvCQ: rcq,
-			Cap: verbs.QPCap{MaxSendWR: ctlDepth, MaxRecvWR: ctlDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: ctlMsgSize}}))
-		if err != nil {
-			b.Destroy()
-			return err
+		q.scq.addQP(&q.scq.bqps[i], b.QPN(), q)
+		if q.rcq != q.scq {
+			q.rcq.addQP(&q.rcq.bqps[i], b.QPN(), q)
 		}
-		if err := verbs.ToInit(ctl, ca); err != nil {
-			ctl.Destroy()
-			b.Destroy()
-			return err
-		}
-		if err := bs.postControlRecvs(bpd, ctl); err != nil {
-			ctl.Destroy()
-			b.Destroy()
-			return err
-		}
-		for _, n := range []uint32{b.QPN(), ctl.QPN()} {
-			q.scq.addQP(&q.scq.bqps[i], n, q)
-			if q.rcq != q.scq {
-				q.rcq.addQP(&q.rcq.bqps[i], n, q)
-			}
-		}
-		bs.ctl.Store(ctl)
 		bs.qp.Store(b)
 	}
-	b, ctl := bs.qp.Load(), bs.ctl.Load()
+	b := bs.qp.Load()
 	e := qpEntry{defGID: c.gid, defQPN: q.qpn,
-		backup: verbs.Endpoint{GID: bs.dev.gid, QPN: b.QPN(), PSN: bs.psn},
-		ctrl:   verbs.Endpoint{GID: bs.dev.gid, QPN: ctl.QPN(), PSN: bs.ctlPSN}}
+		backup: verbs.Endpoint{GID: bs.dev.gid, QPN: b.QPN(), PSN: bs.psn}, ctlID: c.ctlID}
 	v := e.marshal()
 	ctx, cancel := c.kvCtx()
 	defer cancel()
@@ -308,44 +288,6 @@ const (
 	sendReserve = 3
 	recvReserve = 2
 )
-
-// postControlRecvs registers the control receive buffers on the backup PD (once) and posts a
-// receive into each slot of the control QP.
-func (bs *bkSet) postControlRecvs(bpd *provider.PD, ctl *provider.QP) error {
-	if bs.ctlBuf == nil {
-		buf, err := provider.NewBuffer(ctlDepth * ctlMsgSize)
-		if err != nil {
-			return err
-		}
-		mr, err := as[*provider.MR](bpd.RegMR(buf.Bytes(), verbs.AccessLocalWrite))
-		if err != nil {
-			buf.Free()
-			return err
-		}
-		bs.ctlBuf, bs.ctlMR = buf, mr
-	}
-	recvs := make([]verbs.RecvWR, ctlDepth)
-	for i := range recvs {
-		recvs[i] = verbs.RecvWR{WRID: ctlRecvBase + uint64(i), SGL: []verbs.SGE{bs.ctlMR.SGE(i*ctlMsgSize, ctlMsgSize)}}
-	}
-	return ctl.PostRecv(recvs)
-}
-
-// releaseControlRecvs deregisters and frees the control receive buffers, once the control QP
-// is gone.
-func (bs *bkSet) releaseControlRecvs() error {
-	if bs.ctlBuf == nil {
-		return nil
-	}
-	err := bs.ctlMR.Dereg()
-	bs.ctlBuf.Free()
-	bs.ctlBuf, bs.ctlMR = nil, nil
-	return err
-}
-
-// ctlDepth is the control QP's send and receive depth: each side sends one notification per
-// fallback; the receive side reposts each control RECV as it completes.
-const ctlDepth = 8
 
 // QPN is the default QP's number, the one the application exchanges with its peer.
 func (q *QP) QPN() uint32 { return q.qpn }
@@ -500,28 +442,29 @@ func (q *QP) connectBackup(bs *bkSet, remote verbs.Endpoint) error {
 	if err != nil {
 		return err
 	}
-	peer, peerCtl := e.backup, e.ctrl
 	q.mu.Lock()
 	ba := q.attr
 	q.mu.Unlock()
+	// The control endpoint towards the peer's context first (created, published and
+	// connected with the first QP towards it): until the peer's is in the store, this verb
+	// is retried with the data QP still in INIT.
+	ep, err := bs.dev.connectEndpoint(e.ctlID, e.backup.GID, ba)
+	if err != nil {
+		return err
+	}
 	ba.Port, ba.GIDIndex = c.opts.Port, bs.dev.gidIndex
-	if err := verbs.ToRTR(b, ba, peer); err != nil {
-		return err
-	}
-	if err := verbs.ToRTS(b, ba, bs.psn); err != nil {
-		return err
-	}
-	ctl := bs.ctl.Load()
-	if s := ctl.State(); s == verbs.QPStateInit {
-		if err := verbs.ToRTR(ctl, ba, peerCtl); err != nil {
+	if b.State() == verbs.QPStateInit {
+		if err := verbs.ToRTR(b, ba, e.backup); err != nil {
 			return err
 		}
 	}
-	if s := ctl.State(); s == verbs.QPStateRTR {
-		if err := verbs.ToRTS(ctl, ba, bs.ctlPSN); err != nil {
+	if b.State() == verbs.QPStateRTR {
+		if err := verbs.ToRTS(b, ba, bs.psn); err != nil {
 			return err
 		}
 	}
+	bs.peerQPN.Store(remote.QPN)
+	bs.ep.Store(ep)
 	bs.ready.Store(true)
 	return nil
 }
@@ -558,12 +501,9 @@ func (q *QP) Destroy() error {
 		bs.ready.Store(false)
 		q.scq.addQP(&q.scq.bqps[i], b.QPN(), nil)
 		q.rcq.addQP(&q.rcq.bqps[i], b.QPN(), nil)
-		if ctl := bs.ctl.Swap(nil); ctl != nil {
-			q.scq.addQP(&q.scq.bqps[i], ctl.QPN(), nil)
-			q.rcq.addQP(&q.rcq.bqps[i], ctl.QPN(), nil)
-			_ = ctl.Destroy()
-			_ = bs.releaseControlRecvs()
-		}
+		// The control endpoint is the context's: it stays for the other QPs towards
+		// the peer, and for the next ones (ctlep.go).
+		bs.ep.Store(nil)
 		ctx, cancel := c.kvCtx()
 		defer cancel()
 		_ = c.opts.KV.Delete(ctx, c.qpKeyN(i, c.gid, q.qpn))

@@ -44,16 +44,25 @@ type backupDev struct {
 	idle    *sync.Cond
 	running bool
 
-	cqMu sync.Mutex
-	cqs  map[*provider.CQ]*CQ
+	cqMu   sync.Mutex
+	cqs    map[*provider.CQ]*CQ
+	ctlCQs map[*provider.CQ]*ctlEndpoint // the control endpoints' CQs (cqMu)
 
-	stop   context.CancelFunc
-	done   sync.WaitGroup
-	closed bool
+	// The shared control QPs of this device, one per peer context (ctlep.go), and the PD
+	// they live in; created by the shadow goroutine, destroyed with the context.
+	epMu  sync.Mutex
+	eps   map[uint64]*ctlEndpoint // peer context's control id → endpoint
+	ctlPD *provider.PD
+
+	stop     context.CancelFunc
+	done     sync.WaitGroup
+	closed   bool // mu: the goroutines were stopped
+	released bool // mu: the device was closed
 }
 
 func openBackup(c *Context, idx int, name string) (*backupDev, error) {
-	b := &backupDev{c: c, idx: idx, wake: make(chan struct{}, 1), cqs: map[*provider.CQ]*CQ{}}
+	b := &backupDev{c: c, idx: idx, wake: make(chan struct{}, 1), cqs: map[*provider.CQ]*CQ{},
+		ctlCQs: map[*provider.CQ]*ctlEndpoint{}, eps: map[uint64]*ctlEndpoint{}}
 	b.idle = sync.NewCond(&b.mu)
 	var err error
 	if b.ctx, err = provider.OpenWith(name, c.opts.Provider); err != nil {
@@ -186,8 +195,8 @@ func (b *backupDev) wait(ctx context.Context) error {
 	return errors.Join(b.errs...)
 }
 
-// eventLoop waits on the backup comp channel and lets the CQ handle its completions (the
-// peers' notifications among them).
+// eventLoop waits on the backup comp channel and lets the CQ handle its completions, or the
+// control endpoint those of its control QP (the peers' notifications).
 func (b *backupDev) eventLoop(ctx context.Context) {
 	defer b.done.Done()
 	for {
@@ -202,7 +211,12 @@ func (b *backupDev) eventLoop(ctx context.Context) {
 		pcq.AckEvents(1)
 		b.cqMu.Lock()
 		cq := b.cqs[pcq.(*provider.CQ)]
+		ep := b.ctlCQs[pcq.(*provider.CQ)]
 		b.cqMu.Unlock()
+		if ep != nil {
+			ep.onEvent()
+			continue
+		}
 		if cq == nil {
 			continue
 		}
@@ -210,15 +224,38 @@ func (b *backupDev) eventLoop(ctx context.Context) {
 	}
 }
 
-func (b *backupDev) close() error {
+// stopLoops stops the device's goroutines and waits for them; it reports whether this call
+// stopped them (false: the device was closed before).
+func (b *backupDev) stopLoops() bool {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return nil
+		return false
 	}
 	b.closed = true
 	b.mu.Unlock()
 	b.stop()
 	b.done.Wait()
-	return errors.Join(b.ch.Close(), b.ctx.Close())
+	return true
+}
+
+// close stops the goroutines and closes the device. Context.Close stops every device's
+// goroutines before it closes any: a goroutine of one device may send on another's control
+// endpoint (a chained round).
+func (b *backupDev) close() error {
+	b.stopLoops()
+	return b.closeStopped()
+}
+
+// closeStopped closes a device whose goroutines stopped (once).
+func (b *backupDev) closeStopped() error {
+	b.mu.Lock()
+	if b.released {
+		b.mu.Unlock()
+		return nil
+	}
+	b.released = true
+	b.mu.Unlock()
+	eerr := b.closeEndpoints() // their CQs are bound to the channel
+	return errors.Join(eerr, b.ch.Close(), b.ctx.Close())
 }

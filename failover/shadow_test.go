@@ -13,7 +13,9 @@ import (
 
 // Two hosts that create and connect their QPs in opposite orders, the second one only after
 // the first has recorded every connect, still get every backup QP connected: a shadow verb
-// whose peer entry is missing is skipped and retried, never waited on in line.
+// whose peer entry is missing is skipped and retried, never waited on in line. (Before the
+// control QP pair was shared per context, host 1's sets connected while its own entries
+// were refused; now a set needs the pair, which needs both contexts' entries.)
 func TestShadowOppositeOrders(t *testing.T) {
 	gate := &gatedKV{}
 	e := newEnvWith(t, 64, func(h int, o *Options) {
@@ -55,18 +57,31 @@ func TestShadowOppositeOrders(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	// Host 1's goroutine gets past its blocked publications: its backup QPs connect to host
-	// 0's. Host 0's connects keep being skipped and retried.
+	// Host 1's goroutine gets past its blocked publications: every backup QP is created, and
+	// its connects run behind them, reading host 0's entries far enough to create the
+	// control QP towards host 0's context (whose publication is refused too). No backup set
+	// connects yet: the control QP pair is per peer context, and host 0 learns host 1's
+	// context from host 1's QP entries. Host 0's connects keep being skipped and retried.
 	deadline := time.Now().Add(30 * time.Second)
-	for !qb[0].BackupReady() || !qb[n-1].BackupReady() {
+	for {
+		created := 0
+		for _, q := range qb {
+			if q.sets[0].qp.Load() != nil {
+				created++
+			}
+		}
+		if created == n && len(endpoints(hb, 0)) == 1 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("host 1's connects did not run while its publications were refused")
+			t.Fatalf("host 1's verbs did not run while its publications were refused: %d backup QPs, %d control endpoints",
+				created, len(endpoints(hb, 0)))
 		}
 		time.Sleep(time.Millisecond)
 	}
 	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
-	if err := ha.ctx.WaitShadow(short); err == nil || qa[0].BackupReady() {
-		t.Fatalf("host 0's shadow verbs done without the peer's entries: %v", err)
+	if err := ha.ctx.WaitShadow(short); err == nil || qa[0].BackupReady() || qb[0].BackupReady() {
+		t.Fatalf("shadow verbs done without the peer's entries: %v", err)
 	}
 	cancelShort()
 	gate.closed.Store(false)
