@@ -190,6 +190,9 @@ func (c *CQ) push(e *cqe, solicited bool) bool {
 	}
 	c.mu.Unlock()
 	c.dev.stats.cqesWritten.Add(1)
+	if fire || isErr {
+		idle.hot()
+	}
 	if fire && c.onComp != nil {
 		c.onComp()
 	}

@@ -96,8 +96,8 @@ type counters struct {
 
 // Stats is a snapshot of the device's counters.
 type Stats struct {
-	Passes         uint64 // doorbell polling passes
-	Sleeps         uint64 // times the watcher slept a full back-off period
+	Passes         uint64 // doorbell polling passes (the watcher's, and the idle scanner's empty looks)
+	Sleeps         uint64 // times the watcher went idle (parked with the idle scanner)
 	SQDoorbells    uint64 // send doorbells consumed
 	CQDoorbells    uint64 // CQ arm doorbells consumed
 	StrayDoorbells uint64 // send doorbells naming a QP that does not own the register
@@ -153,6 +153,7 @@ func New(cfg Config) (*Device, error) {
 	for _, p := range d.ports {
 		p.attach()
 	}
+	idle.attach()
 	go d.watch()
 	return d, nil
 }
@@ -222,6 +223,7 @@ func (d *Device) Close() error {
 	}
 	close(d.stop)
 	<-d.watchDone
+	idle.detach()
 	for _, p := range d.ports {
 		p.detach()
 	}

@@ -52,9 +52,14 @@
 //     the consumer index the arm carries; an arm repeating the last one (same sequence number,
 //     command and index) is ignored. A CQ without a free entry overruns: the CQ error callback
 //     runs once and the CQ takes no more CQEs (the QPs using it are not moved to ERR).
-//   - Adaptive polling: the watcher spins (yielding) for 50 µs after activity, then sleeps with
-//     a period doubling from 10 µs to 1 ms, so an idle device costs little CPU and the first
-//     doorbell after idleness waits up to about a millisecond (more on a loaded machine).
+//   - Adaptive polling: the watcher spins (yielding) for 50 µs after activity, then parks, and
+//     the process's one idle scanner (scanner.go) watches the registers of every parked device
+//     with a period doubling from 100 µs (a timerfd) to 1 ms (a Go timer), back to 100 µs
+//     whenever a device parks, a port changes state, a QP fails or a CQE raises an event or
+//     reports an error (software answers those by posting). Idle CPU does not grow with
+//     devices or QPs (about 5 % of a core for the process on the 2-core CI VM); the first
+//     doorbell after a long idle period waits up to about 1.1 ms (more on a loaded machine),
+//     one shortly after activity 0.1–0.2 ms (docs/PERFORMANCE.md, "Emulator wake-up").
 //   - Validation is at least as strict as the hardware's: a WQE whose control segment names
 //     another QPN fails with LOC_QP_OP_ERR (a ConnectX identifies the QP by the doorbell and
 //     may not check WQEs it fetches), so a provider that copies WQEs between QPs must rewrite

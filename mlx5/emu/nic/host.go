@@ -168,6 +168,7 @@ func (h *qpHost) QPError(status rc.Status) {
 	}
 	q.dev.watchErr(q)
 	q.tr.FlushRecv()
+	idle.hot()
 	if !q.dev.alive() {
 		return // a hung or dead device raises nothing of its QPs any more
 	}

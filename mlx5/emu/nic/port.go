@@ -60,6 +60,7 @@ func (p *Port) SetLinkUp(up bool) {
 	if p.up.Swap(up) == up {
 		return
 	}
+	idle.hot()
 	if p.notify != nil && !p.dev.closed.Load() {
 		p.notify(p.num, up)
 	}

@@ -8,21 +8,16 @@ import (
 )
 
 // Adaptive polling of the doorbell registers. A real NIC learns of a doorbell from the MMIO
-// write itself; the emulated one must look at memory. It spins (yielding the processor between
-// passes) for spinWindow after the last doorbell, so back-to-back posts see microsecond
-// latency, then sleeps with an exponentially growing period up to maxSleep, so an idle device
-// costs almost no CPU. Anything that needs the watcher sooner (a QP moved to RTS with rung
-// doorbells pending, a stalled send queue whose earlier WRs completed) wakes it through kick.
-//
-// Measured here (TestIdleCPU, TestDoorbellLatency): back-to-back doorbells reach execution in
-// about 0.5–1 µs; the first doorbell after idleness waits about 1–2 ms at the median when the
-// application busy-polls its CQ (the watcher's Go timer shares the scheduler with that
-// goroutine). Sleeping in the kernel instead (FUTEX_WAIT with a timeout) was tried: it did
-// not lower that median measurably and cost 3.5× the idle CPU with 8 devices, so timers stay.
+// write itself; the emulated one must look at memory. Each device's watcher spins (yielding
+// the processor between passes) for spinWindow after the last doorbell, so back-to-back posts
+// see microsecond latency; then it parks and the process's one idle scanner (scanner.go)
+// watches its registers, with those of every other idle device, and wakes it when one is
+// written. Anything that needs the watcher sooner (a QP moved to RTS with rung doorbells
+// pending, a stalled send queue whose earlier WRs completed) wakes it through kick.
 const (
 	spinWindow = 50 * time.Microsecond
-	minSleep   = 10 * time.Microsecond
-	maxSleep   = time.Millisecond
+	// deadSleep is how often the watcher of a hung or dead device looks whether it closes.
+	deadSleep = time.Millisecond
 )
 
 // doorbell is one consumed register write.
@@ -41,7 +36,6 @@ func (d *Device) watch() {
 	var (
 		dbs        = make([]doorbell, 0, 64)
 		lastActive = time.Now()
-		sleep      = minSleep
 	)
 	for {
 		select {
@@ -52,7 +46,7 @@ func (d *Device) watch() {
 		if !d.alive() {
 			// A hung or dead device executes nothing: doorbells stay where software wrote
 			// them, deferred work stays queued. The watcher only waits to be closed.
-			timer.Reset(maxSleep)
+			timer.Reset(deadSleep)
 			select {
 			case <-d.stop:
 				return
@@ -79,7 +73,6 @@ func (d *Device) watch() {
 		d.stats.passes.Add(1)
 		if active {
 			lastActive = time.Now()
-			sleep = minSleep
 			runtime.Gosched()
 			continue
 		}
@@ -87,26 +80,73 @@ func (d *Device) watch() {
 			runtime.Gosched()
 			continue
 		}
-		timer.Reset(sleep)
+		// Idle: the scanner watches the registers from now on (the recheck list is empty
+		// here, runRechecks keeps the watcher spinning while it is not). A doorbell written
+		// since the last pass is still in its register, so the scanner's first look finds it.
+		d.stats.sleeps.Add(1)
+		idle.park(d)
 		select {
 		case <-d.stop:
+			idle.unpark(d)
 			return
 		case <-d.wake:
-			if !timer.Stop() {
-				<-timer.C
-			}
-			sleep = minSleep
-			lastActive = time.Now()
-		case <-timer.C:
-			d.stats.sleeps.Add(1)
-			if sleep < maxSleep {
-				sleep *= 2
-				if sleep > maxSleep {
-					sleep = maxSleep
-				}
+		}
+		idle.unpark(d) // woken by a kick: leave the scanner's list (no-op when it woke us)
+		lastActive = time.Now()
+	}
+}
+
+// pending reports whether a parked device has work for its watcher: a written doorbell
+// register, a receive posted to a QP in ERR (flushErrRecvs), or a failure (the watcher
+// then waits for its close). The idle scanner calls it, from its own goroutine.
+func (d *Device) pending(scratch []*QP) (bool, []*QP) {
+	if !d.alive() {
+		return true, scratch
+	}
+	if d.peekRegisters() {
+		return true, scratch
+	}
+	if d.errCount.Load() == 0 {
+		return false, scratch
+	}
+	d.errMu.Lock()
+	scratch = append(scratch[:0], d.errQPs...)
+	d.errMu.Unlock()
+	found := false
+	for i, q := range scratch {
+		if !found && q.gate.enter() {
+			found = q.State() == QPSErr && q.pendingRecv()
+			q.gate.exit()
+		}
+		scratch[i] = nil
+	}
+	return found, scratch[:0]
+}
+
+// peekRegisters reports whether any doorbell register of the device holds a write, without
+// consuming it.
+func (d *Device) peekRegisters() bool {
+	d.pollMu.Lock()
+	defer d.pollMu.Unlock()
+	list := d.uarList.Load()
+	if list == nil {
+		return false
+	}
+	for _, u := range *list {
+		if u.closed.Load() {
+			continue
+		}
+		if peekReg(u.mem, mlx5.CQDoorbell) {
+			return true
+		}
+		for bf := 0; bf < BfregsPerUAR; bf++ {
+			a, b := SQDoorbellOffsets(bf)
+			if peekReg(u.mem, a) || peekReg(u.mem, b) {
+				return true
 			}
 		}
 	}
+	return false
 }
 
 // pollRegisters consumes every written doorbell register of every watched UAR page.
