@@ -192,6 +192,7 @@ type Context struct {
 	linkWhy               string // why there is no link watcher (LinkWatch)
 	switchBackNS, stallNS atomic.Int64
 	quit                  chan struct{}
+	eng                   *engine
 	probeWG               sync.WaitGroup
 	probeMu               sync.Mutex
 	closing               bool // probeMu
@@ -349,6 +350,7 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		go c.watchLinks(opts.LinkEvents)
 	}
 	c.backups = backups
+	c.startEngine()
 	c.startWatchdog()
 	c.startStatus(cmp.Or(opts.StatusDir, opts.RunDir), opts.StatusInterval)
 	return c, nil
@@ -433,6 +435,9 @@ func (c *Context) Close() error {
 	}
 	c.stopProbes()
 	c.linkWG.Wait() // stopProbes closed quit
+	if c.eng != nil {
+		<-c.eng.done // quit is closed
+	}
 	if c.wdDone != nil {
 		<-c.wdDone // quit is closed
 	}
