@@ -29,7 +29,10 @@ type CQ struct {
 	size   int
 	handle uint64 // user handle of its completion events
 
-	gate atomic.Uint32
+	// gate is the fast path's gate (gate.go): gateOwn, or a word outside Go's heap that a C
+	// data path reads too (ShareGate).
+	gate    *atomic.Uint32
+	gateOwn atomic.Uint32
 
 	// last caches the QP of the last completion (rdma-core's cur_rsc); poller-owned.
 	last *QP
@@ -87,6 +90,7 @@ func (c *Context) CreateCQ(a verbs.CQInitAttr) (verbs.CQ, error) {
 	}
 	cq := &CQ{c: c, def: d, size: a.CQE, handle: a.Handle, scratch: make([]verbs.WC, 64),
 		bk: make([]atomic.Pointer[provider.CQ], len(c.bks)), bqps: make([]atomic.Pointer[map[uint32]*QP], len(c.bks))}
+	cq.gate = &cq.gateOwn
 	if cq.handle == 0 {
 		cq.handle = c.cqIDs.Add(1)
 	}
@@ -113,6 +117,17 @@ func (c *Context) CreateCQ(a verbs.CQInitAttr) (verbs.CQ, error) {
 		return b.Arm(false)
 	})
 	return cq, nil
+}
+
+// ShareGate moves the CQ's fast-path gate to w, a word outside Go's heap (C memory), so that
+// a C data path can answer an empty poll without entering Go: while *w is zero (open) the
+// WC buffer is empty and the default CQ alone holds the application's completions, so a
+// default CQ whose next entry (at the consumer index in its doorbell record) is still the
+// device's means Poll would return nothing. Call it right after CreateCQ, before a QP uses
+// the CQ; w must stay valid until the CQ is destroyed.
+func (cq *CQ) ShareGate(w *atomic.Uint32) {
+	w.Store(cq.gate.Load())
+	cq.gate = w
 }
 
 // Size is the number of completions the CQ holds for the application.
@@ -238,7 +253,7 @@ func (cq *CQ) reopenCQLocked() {
 	if len(cq.toFail)+len(cq.toFailBk)+len(cq.recov)+len(cq.drained) > 0 {
 		return
 	}
-	if reopenGate(&cq.gate) {
+	if reopenGate(cq.gate) {
 		cq.reopens.Add(1)
 	}
 }
@@ -497,7 +512,7 @@ func (cq *CQ) onBackupEvent(i int) {
 		// the fast path would never return them, so the CQ is polled under the mutex until
 		// the buffer is empty again. Closing with cq.mu held is safe: a fast call inside
 		// never waits for cq.mu before it leaves the gate.
-		closeGate(&cq.gate)
+		closeGate(cq.gate)
 	}
 	cq.mu.Unlock()
 	cq.c.eng.kick(cq)

@@ -707,7 +707,7 @@ func (q *QP) giveUpSetLocked() {
 	for _, o := range stash {
 		o.cq.mu.Lock()
 		o.cq.pushLocked(o.wc)
-		closeGate(&o.cq.gate)
+		closeGate(o.cq.gate)
 		o.cq.mu.Unlock()
 		o.cq.raise()
 	}

@@ -59,8 +59,8 @@ func (q *QP) markSlowLocked() {
 	}
 	closeGate(&q.sendGate)
 	closeGate(&q.recvGate)
-	closeGate(&q.scq.gate)
-	closeGate(&q.rcq.gate)
+	closeGate(q.scq.gate)
+	closeGate(q.rcq.gate)
 }
 
 // unmarkSlowLocked ends q's count in its CQs' slow (q.mu held).

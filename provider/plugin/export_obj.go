@@ -147,6 +147,7 @@ func shiftGoCreateCQ(sctx *C.struct_shift_context, scq *C.struct_shift_cq, cqe C
 		v.Destroy()
 		return fail("create_cq "+c.name, err)
 	}
+	peekCQ(scq, v)
 	*size = C.int(v.Size())
 	scq._go = handleOf(&cq{ctx: c, v: v, wcs: make([]verbs.WC, scq.nwc)})
 	return 0

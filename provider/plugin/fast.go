@@ -7,18 +7,21 @@ import "C"
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/provider"
 )
 
 // The C data path (fast.c): in plain mode the plugin hands each QP's and CQ's rings to C at
 // creation, so post_send, post_recv, poll_cq and the CQ arm never enter Go (a C→Go call
-// alone costs several times a whole post). SHIFT mode keeps every post in Go: the failover
-// layer records each WR for the repost after a failure, which C cannot do until the repost
-// copies WQEs from the ring instead.
+// alone costs several times a whole post). SHIFT mode keeps every post and every non-empty
+// poll in Go: the post takes the failover layer's send gate, and the per-WQE records a
+// fallback reads back (the provider's tables) are Go's. An empty poll in SHIFT's Default
+// state is answered in C (peekCQ).
 
 // byteAt is the address of b's first byte, or nil for an empty slice. The memory is an mmap
 // of the provider's (rings, doorbell records, UAR pages), never Go's heap.
@@ -45,6 +48,22 @@ func fastCQ(sctx *C.struct_shift_context, scq *C.struct_shift_cq, v any) error {
 	p.DetachDataPath()
 	scq.fast = f
 	return nil
+}
+
+// peekCQ shows C a SHIFT-mode CQ's gate and default ring (struct shift_cq_peek), so that an
+// empty poll is answered without entering Go.
+func peekCQ(scq *C.struct_shift_cq, v any) {
+	f, ok := v.(*failover.CQ)
+	if !ok {
+		return
+	}
+	r := f.Default().Rings()
+	// The gate word is C memory (inside the calloc'd struct shift_cq), which Go's atomics may
+	// use; it outlives the failover CQ (freed after destroy_cq).
+	f.ShareGate((*atomic.Uint32)(unsafe.Pointer(&scq.peek.gate)))
+	scq.peek.buf = byteAt(r.Buf)
+	scq.peek.db = (*C.__be32)(unsafe.Pointer(byteAt(r.DBRec)))
+	scq.peek.ncqe = C.uint32_t(r.NCQE) // last: a non-zero ncqe turns the peek on
 }
 
 // fastQP hands a plain provider QP's rings to C when its CQs are C's.

@@ -10,6 +10,7 @@
 #ifndef SHIFT_FAST_H
 #define SHIFT_FAST_H
 
+#include <endian.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <infiniband/mlx5dv.h>
@@ -180,6 +181,33 @@ static inline int shift_cq_empty(const struct shift_cqr *cq)
 	uint8_t op_own = __atomic_load_n(cq->buf + (size_t)(ci & (cq->ncqe - 1)) * 64 + 63, __ATOMIC_RELAXED);
 
 	return op_own >> 4 == MLX5_CQE_INVALID || !!(op_own & MLX5_CQE_OWNER_MASK) != !!(ci & cq->ncqe);
+}
+
+/* What a SHIFT-mode CQ (whose polls go through Go) shows C so that an empty poll needs no
+ * call into Go: the failover CQ's fast-path gate (failover.CQ.ShareGate: zero while open,
+ * and while open the default CQ alone holds the application's completions) and the default
+ * CQ's ring with its doorbell record, whose consumer index Go's poller publishes. */
+struct shift_cq_peek {
+	uint32_t gate;     /* written by Go's atomics; C only loads it */
+	uint32_t ncqe;     /* zero: no peek (the CQ is polled through Go every time) */
+	const uint8_t *buf;
+	const volatile __be32 *db;
+};
+
+/* shift_peek_empty reports whether a SHIFT-mode poll would return nothing: the gate is open
+ * and the default CQ's next entry (at the published consumer index) is still the device's.
+ * Like shift_cq_empty, a racing poll may make the answer stale in either direction; a CQ that
+ * looks non-empty is polled through Go, which decides. */
+static inline int shift_peek_empty(const struct shift_cq_peek *p)
+{
+	uint32_t ci;
+	uint8_t op_own;
+
+	if (!p->ncqe || __atomic_load_n(&p->gate, __ATOMIC_ACQUIRE) != 0)
+		return 0;
+	ci = be32toh(__atomic_load_n(&p->db[0], __ATOMIC_ACQUIRE)) & 0xffffff;
+	op_own = __atomic_load_n(p->buf + (size_t)(ci & (p->ncqe - 1)) * 64 + 63, __ATOMIC_ACQUIRE);
+	return op_own >> 4 == MLX5_CQE_INVALID || !!(op_own & MLX5_CQE_OWNER_MASK) != !!(ci & p->ncqe);
 }
 
 /* The verbs: post_send, post_recv and poll_cq over C-owned rings, each under its queue's lock. */

@@ -130,6 +130,8 @@ int shift_poll_cq(struct ibv_cq *ibcq, int want, struct ibv_wc *wc)
 		return 0;
 	if (cq->fast)
 		return shift_cq_empty(cq->fast) ? 0 : shift_fast_poll(to_sctx(ibcq->context)->fast, cq->fast, want, wc);
+	if (shift_peek_empty(&cq->peek))
+		return 0; /* SHIFT's Default state with nothing waiting: no call into Go */
 	pthread_mutex_lock(&cq->lock);
 	while (got < want) {
 		int ask = want - got < cq->nwc ? want - got : cq->nwc;

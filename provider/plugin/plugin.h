@@ -50,6 +50,7 @@ struct shift_cq {
 	struct shift_wc *wc;  /* poll buffer for Go */
 	int nwc;
 	struct shift_cqr *fast; /* non-NULL: the ring is polled in C (fast.c) */
+	struct shift_cq_peek peek; /* SHIFT mode: an empty poll answered in C (fast.h) */
 };
 
 /* The ibv_qp_ex work-request builder of one QP (wr_start ... wr_complete): the WRs are
