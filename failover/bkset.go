@@ -114,6 +114,7 @@ func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
 // counts; the flushes are dropped (the set is dead), their WRs reposted.
 func (q *QP) drainSetLocked(bs *bkSet) {
 	deadline := time.Now().Add(q.c.opts.DrainTimeout)
+	var pace pacer
 	var outS []provider.SendWQE
 	var outR []provider.RecvWQE
 	for {
@@ -136,6 +137,6 @@ func (q *QP) drainSetLocked(bs *bkSet) {
 		if n == 0 || time.Now().After(deadline) {
 			return
 		}
-		time.Sleep(50 * time.Microsecond)
+		pace.wait()
 	}
 }

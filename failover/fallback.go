@@ -322,6 +322,7 @@ func delivered(count, seq uint32) bool { return int32((count-seq)<<(32-countBits
 // completion; the classifier accounts and buffers what it finds.
 func (q *QP) drainLocked() error {
 	deadline := time.Now().Add(q.c.opts.DrainTimeout)
+	var pace pacer
 	// Unsignaled WQEs that succeeded have no completion of their own and, with nothing
 	// signaled behind them, would stay outstanding for ever: the drain marker (a signaled
 	// NOP, flushed after every WQE before it) retires them. With the SQ full it cannot be
@@ -379,7 +380,7 @@ func (q *QP) drainLocked() error {
 		if waitFrom == 0 {
 			waitFrom = time.Now().UnixNano()
 		}
-		time.Sleep(20 * time.Microsecond)
+		pace.wait()
 	}
 }
 
@@ -543,6 +544,7 @@ func (q *QP) repostCandidatesLocked() ([]sendRec, error) {
 // polling the send CQ so that completed WQEs free their slots, for at most DrainTimeout.
 func (q *QP) withRoomLocked(post func() error) error {
 	deadline := time.Now().Add(q.c.opts.DrainTimeout)
+	var pace pacer
 	for {
 		err := post()
 		if err == nil || !errors.Is(err, verbs.ErrSQFull) || time.Now().After(deadline) {
@@ -551,7 +553,7 @@ func (q *QP) withRoomLocked(post func() error) error {
 		q.scq.mu.Lock()
 		_ = q.scq.pollBackupLocked()
 		q.scq.mu.Unlock()
-		time.Sleep(50 * time.Microsecond)
+		pace.wait()
 	}
 }
 
@@ -564,6 +566,7 @@ func (q *QP) resetDefaultLocked() {
 		_ = q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	}
 	deadline := time.Now().Add(2 * time.Second)
+	var pace pacer
 	for {
 		for _, cq := range []*CQ{q.scq, q.rcq} {
 			cq.mu.Lock()
@@ -581,7 +584,7 @@ func (q *QP) resetDefaultLocked() {
 		if (rung == 0 && len(q.outRecvs) == 0) || q.c.defDead.Load() || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(50 * time.Microsecond)
+		pace.wait()
 	}
 	q.scq.mu.Lock()
 	if q.rcq != q.scq {
