@@ -12,10 +12,10 @@ import (
 // Mem is an in-process Store: a map under a mutex. Every host of an in-process cluster shares
 // one Mem. SetDown simulates an unreachable store, for fail-closed tests.
 type Mem struct {
-	mu   sync.Mutex
-	m    map[string][]byte
-	down atomic.Bool
-	gets atomic.Uint64
+	mu    sync.Mutex
+	m     map[string][]byte
+	down  atomic.Bool
+	gets  atomic.Uint64
 	lists atomic.Uint64
 }
 
