@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shift-rdma/shift/failover/kv"
@@ -184,6 +186,22 @@ func (b *backupDev) listPeer(ctx context.Context, gid [16]byte) (bool, error) {
 // not hold, why the read failed (kv.ErrNotFound, kv.ErrUnavailable). It runs with no lock
 // of the data path held.
 func (b *backupDev) fetchRKeys(ctx context.Context, keys []rkeyKey) {
+	if len(keys) > 1 {
+		// Concurrently: a round missing several keys waits for one round trip, not one each.
+		var wg sync.WaitGroup
+		for part := range slices.Chunk(keys, (len(keys)+fetchParallel-1)/fetchParallel) {
+			wg.Go(func() { b.fetchRKeysSeq(ctx, part) })
+		}
+		wg.Wait()
+		return
+	}
+	b.fetchRKeysSeq(ctx, keys)
+}
+
+// fetchParallel bounds the concurrent reads of fetchRKeys.
+const fetchParallel = 16
+
+func (b *backupDev) fetchRKeysSeq(ctx context.Context, keys []rkeyKey) {
 	c := b.c
 	for _, k := range keys {
 		seq := b.nextSeq()
