@@ -202,6 +202,7 @@ type Context struct {
 	kvWaits   atomic.Uint64
 	kvWaitNS  atomic.Int64
 	quit      chan struct{}
+	eng       *engine
 	probeWG   sync.WaitGroup
 	probeMu   sync.Mutex
 	closing   bool // probeMu
@@ -360,6 +361,7 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		go c.watchLinks(opts.LinkEvents)
 	}
 	c.backups = backups
+	c.startEngine()
 	c.startWatchdog()
 	c.startStatus(cmp.Or(opts.StatusDir, opts.RunDir), opts.StatusInterval)
 	return c, nil
@@ -445,6 +447,9 @@ func (c *Context) Close() error {
 	}
 	c.stopProbes()
 	c.linkWG.Wait() // stopProbes closed quit
+	if c.eng != nil {
+		<-c.eng.done // quit is closed
+	}
 	if c.wdDone != nil {
 		<-c.wdDone // quit is closed
 	}

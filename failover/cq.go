@@ -53,6 +53,8 @@ type CQ struct {
 	// running counts runPending calls under way: the fallbacks they run count their QPs
 	// slow only once they hold the QP's mutex, so the gate stays closed until they did.
 	running int
+	// kicked: the CQ is queued for the engine (engine.mu).
+	kicked  bool
 	tableMu sync.Mutex // serialises map updates
 }
 
@@ -191,7 +193,7 @@ func (cq *CQ) Poll(wcs []verbs.WC) (int, error) {
 			cq.mu.Lock()
 			cq.classifyLocked(wcs[i:n])
 			cq.mu.Unlock()
-			cq.runPending()
+			cq.c.eng.kick(cq)
 			m, err2 := cq.pollSlow(wcs[i:])
 			return i + m, errors.Join(err, err2)
 		}
@@ -217,12 +219,7 @@ func (cq *CQ) pollSlow(wcs []verbs.WC) (int, error) {
 	}
 	cq.mu.Unlock()
 	if work {
-		cq.runPending()
-		if n < len(wcs) {
-			cq.mu.Lock()
-			n += cq.takeLocked(wcs[n:])
-			cq.mu.Unlock()
-		}
+		cq.c.eng.kick(cq) // the transitions run off the application's thread
 	}
 	return n, err
 }
@@ -503,7 +500,7 @@ func (cq *CQ) onBackupEvent(i int) {
 		closeGate(&cq.gate)
 	}
 	cq.mu.Unlock()
-	cq.runPending()
+	cq.c.eng.kick(cq)
 	if more {
 		cq.raise()
 	}

@@ -132,7 +132,12 @@ func (b *backupDev) endpoint(peer uint64) (*ctlEndpoint, error) {
 	b.cqMu.Lock()
 	b.ctlCQs[ep.cq] = ep
 	b.cqMu.Unlock()
-	if err := ep.cq.Arm(false); err != nil {
+	// Under ep.mu: the event goroutine may already poll the CQ (onEvent), and arming reads
+	// the consumer index the poller writes.
+	ep.mu.Lock()
+	err = ep.cq.Arm(false)
+	ep.mu.Unlock()
+	if err != nil {
 		b.cqMu.Lock()
 		delete(b.ctlCQs, ep.cq)
 		b.cqMu.Unlock()

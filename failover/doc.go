@@ -5,7 +5,7 @@
 // and is recorded, with its attributes, for one background goroutine per backup device that
 // replays it on the backup (shadow objects), best-effort in list order and rescanning when a
 // peer's attribute is not yet in the KV store (package failover/kv). The data path in the
-// Default state is the provider's plus a WR log and counters, allocation-free and lock-free.
+// Default state is the provider's behind one gate, allocation-free and lock-free.
 // When a default QP fails (an error completion or a failed post), the QP falls back: the
 // completions already produced are kept for the application, the outstanding WRs are checked
 // to be retransmission-safe (no atomic, no WR posted with SendIneligible), the outstanding
@@ -48,15 +48,14 @@ package failover
 // Implementation notes (where this package departs from, or fixes, the letter of
 // docs/FAILOVER.md; the reasons are in the report of issue 5):
 //
-//   - Outstanding sends are reposted from a per-QP WR log, not copied WQE by WQE from the
-//     default ring. The provider retires the failed WQE when its error CQE is polled, so
-//     provider.QP.CopySendWQE refuses exactly the WQE that must be retried first; and with
-//     failure injection the default ring holds the corrupted WQE while the backup must get
-//     the correct one. The log is a preallocated ring (4× the SQ depth, SGEs included) written
-//     by PostSend before the doorbell; a completion of a signaled WR retires the log up to it.
-//     The backup copy gets the same wr_id, lkeys mapped through the MR table and rkeys through
-//     the peer's MR entries; QPN and WQE index are the backup QP's own because it is posted
-//     there.
+//   - Outstanding sends are copied WQE by WQE from the default ring (wqecopy.go): the
+//     provider holds the failed WQE and those flushed behind it (SetRetainSends) and records
+//     beside each WQE whether it is internal, ineligible (SendMark) and its sequence among
+//     the two-sided WRs. The copy keeps the wr_id; lkeys are mapped through the MR table,
+//     rkeys through the peer's entries, QPN and WQE index are the backup QP's. WRs on a
+//     backup QP are logged as WRs (bkLog) for a chained failure.
+//   - Transitions the data path finds run on the context's engine goroutine (engine.go), not
+//     on the application's thread.
 //   - The peer's MR entries are read before a fallback needs them (rkcache.go): each backup
 //     device's shadow goroutine lists them (kv.Lister) when a QP towards the peer connects and
 //     every second after, and reads a key a lookup missed. backupRKey does no I/O: a key not
@@ -87,5 +86,5 @@ package failover
 //   - After the first fallback, the default QP's completions are classified by position too
 //     (defTracked): probes, notifications and application WRs in posting order; the lock-free
 //     fast paths stay closed and every call takes the QP or CQ mutex.
-//   - The payload of a SendInline WR is copied into the log at PostSend (the verbs API lets
-//     the application reuse the buffer at once), and the repost sends that copy.
+//   - An inline WQE carries its payload in the ring, so the copy sends what was posted even
+//     if the application reused its buffer (the verbs API lets it once PostSend returns).

@@ -57,6 +57,9 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) { q.roundLocked(peer, fr
 // the new set as what ran on the default QP does, and a round already under way starts
 // again on the new set's control QP (its notification may have been lost with the old one).
 func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
+	if h := testHookRound.Load(); h != nil {
+		(*h)()
+	}
 	// The time spent here, SHIFT's own share of the fallback (measure_test.go).
 	t0 := time.Now().UnixNano()
 	defer func() { q.tBusy.Add(time.Now().UnixNano() - t0) }()
@@ -189,7 +192,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	q.hsTimer = time.AfterFunc(q.c.opts.HandshakeTimeout, func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		if q.mach.sendState() == SendHandshake {
+		if q.mach.sendState() == SendHandshake && !q.destroyed {
 			q.failLocked(verbs.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
 		}
 	})

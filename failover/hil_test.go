@@ -132,9 +132,9 @@ func flapUnderStreams(t *testing.T, e *testEnv, mode streamMode, cycles int) {
 		case <-f.done:
 		default:
 			if time.Now().After(guard) {
-				t.Fatalf("flapping did not finish its %d cycles (%d done)", f.cycles, f.count)
+				t.Fatalf("flapping did not finish its %d cycles (%d done)", f.cycles, f.cycle.Load())
 			}
-			runStream(t, e, a[0], b[0], stream{mode: mode, msgs: 200, size: 1024, failAt: -1, seed: seed + uint64(f.count)})
+			runStream(t, e, a[0], b[0], stream{mode: mode, msgs: 200, size: 1024, failAt: -1, seed: seed + uint64(f.cycle.Load())})
 			continue
 		}
 		break

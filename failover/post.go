@@ -20,7 +20,7 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	if err != nil && errors.Is(err, verbs.ErrQPState) && q.def.State() == verbs.QPStateErr {
 		// A failed post: the default QP is in ERR. Fall back, then post where the state says.
 		q.sendGate.Store(gateClosed)
-		q.fallback(ctlMsg{}, false)
+		q.c.eng.fallbackWait(q)
 		return q.postSendSlow(wrs)
 	}
 	q.sendGate.Store(gateOpen)

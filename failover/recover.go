@@ -241,7 +241,7 @@ func (cq *CQ) pollAside() {
 	work := len(cq.toFail)+len(cq.toFailBk)+len(cq.recov)+len(cq.drained) > 0
 	cq.mu.Unlock()
 	if work {
-		cq.runPending()
+		cq.c.eng.kick(cq)
 	}
 	if more {
 		cq.raise()

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +130,8 @@ type flapper struct {
 	done   chan struct{}
 	err    error
 	count  int
+	// cycles done so far, for readers while run goes on (count is run's own)
+	cycle atomic.Int64
 	// switch-back times and stalls of the sender's recoveries, one per cycle
 	switchBack, stall []time.Duration
 }
@@ -177,6 +180,7 @@ func (f *flapper) run(stop <-chan struct{}) {
 		}
 		f.e.linkUp(f.host)
 		f.count++
+		f.cycle.Store(int64(f.count))
 	}
 }
 

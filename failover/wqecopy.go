@@ -18,6 +18,9 @@ import (
 // defFrom on, read back as WRs (keys as the application posted them: those inject
 // corrupted are restored). The gates are closed and the drain ran (q.mu held).
 func (q *QP) defSendsLocked() ([]sendRec, error) {
+	if q.destroyed {
+		return nil, nil // its rings are gone (a handshake timer that fired during Destroy)
+	}
 	q.outSends = q.def.OutstandingSends(q.outSends[:0])
 	var out []sendRec
 	var buf [mlx5.MaxDS * mlx5.SegSize]byte

@@ -42,11 +42,11 @@ type SendWQE struct {
 // index, oldest first, and returns the extended slice. It does not allocate when dst has room.
 func (q *QP) OutstandingSends(dst []SendWQE) []SendWQE {
 	sq := q.sq
-	if sq.wqeCnt == 0 {
+	if sq.wqeCnt == 0 || q.dead.Load() { // a destroyed QP's ring is unmapped
 		return dst
 	}
 	seen := sq.done()
-	if sq.holding {
+	if sq.holding.Load() {
 		seen = sq.seen.Load()
 	}
 	prevInt := sq.intRetired.Load()
@@ -292,7 +292,7 @@ func (q *QP) resetIndices() {
 		sq.rung, sq.head, sq.fmCache, sq.internal = 0, 0, 0, 0
 		sq.intRetired.Store(0)
 		sq.setRetired(0, 0)
-		sq.holding = false
+		sq.holding.Store(false)
 		sq.seen.Store(0)
 		clear(sq.buf)
 	}
@@ -383,7 +383,7 @@ func (q *QP) PostDrainMarker(wrid uint64) error {
 // goroutines; a WQE posted meanwhile may be missed until the next call.
 func (q *QP) SignaledDue() (retired uint32, due bool) {
 	sq := q.sq
-	if sq == nil || sq.wqeCnt == 0 {
+	if sq == nil || sq.wqeCnt == 0 || q.dead.Load() {
 		return 0, false
 	}
 	r := sq.retired.Load()

@@ -66,7 +66,7 @@ type sendQueue struct {
 	// set from the first error completion on (poller-owned); seen is the position after the
 	// last WQE an error or flush completion was polled for.
 	retain  bool
-	holding bool
+	holding atomic.Bool // written by the poller, read by OutstandingSends on other goroutines
 	seen    atomic.Uint32
 	// startOf maps the index of a WQE's last block to its first position, so a doorbell can
 	// be rung "up to" any WQE boundary with that WQE's control segment.
@@ -293,8 +293,8 @@ func twoSidedOp(op mlx5.Opcode) bool {
 func (q *sendQueue) hold(wqeCounter uint16) uint64 {
 	idx := uint32(wqeCounter) & q.mask
 	p := q.pos[idx]
-	if !q.holding {
-		q.holding = true
+	if !q.holding.Load() {
+		q.holding.Store(true)
 		if p != q.done() {
 			prev := q.startOf[(p-1)&q.mask] & q.mask
 			q.intRetired.Store(q.intAt[prev])
@@ -307,10 +307,10 @@ func (q *sendQueue) hold(wqeCounter uint16) uint64 {
 
 // release retires the held WQEs that have a completion (see hold).
 func (q *sendQueue) release() {
-	if !q.holding {
+	if !q.holding.Load() {
 		return
 	}
-	q.holding = false
+	q.holding.Store(false)
 	end := q.seen.Load()
 	if end == q.done() {
 		return
