@@ -181,10 +181,10 @@ func (b *backupDev) listPeer(ctx context.Context, gid [16]byte) (bool, error) {
 	return true, nil
 }
 
-// fetchRKeys reads the entries of keys one by one (Get), bounded by one KV timeout in all,
-// and stores what it found: an entry, a refusal (ErrBadEntry), or, for a key the cache does
-// not hold, why the read failed (kv.ErrNotFound, kv.ErrUnavailable). It runs with no lock
-// of the data path held.
+// fetchRKeys reads the entries of keys (Get, up to fetchParallel at once) within ctx (one KV
+// timeout in all) and stores what it found: an entry, a refusal (ErrBadEntry), or, for a key
+// the cache does not hold, why the read failed (kv.ErrNotFound, kv.ErrUnavailable). It runs
+// with no lock of the data path held.
 func (b *backupDev) fetchRKeys(ctx context.Context, keys []rkeyKey) {
 	if len(keys) > 1 {
 		// Concurrently: a round missing several keys waits for one round trip, not one each.
