@@ -178,13 +178,15 @@ func TestBackupAlsoDown(t *testing.T) {
 	t.Logf("application saw %v (%v)", ws[0].Status, qa.Err())
 }
 
-// KV down at fallback time: fail closed, the application gets the error.
+// KV down at fallback time with the peer's entry not cached (read before the failure:
+// rkcache.go): fail closed, the application gets the error.
 func TestKVDownFailsClosed(t *testing.T) {
 	e := newEnv(t, 256)
 	a, _ := e.pairs(t, 1, smallCap)
 	qa := a[0]
 	ha, hb := e.hosts[0], e.hosts[1]
 	e.kv.SetDown(true)
+	dropMRs(ha.ctx)
 	e.linkDown(0)
 	if err := qa.PostSend([]verbs.SendWR{{WRID: 3, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
 		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}}); err != nil {
@@ -194,7 +196,7 @@ func TestKVDownFailsClosed(t *testing.T) {
 	if w.Status != verbs.WCRetryExcErr || w.WRID != 3 {
 		t.Fatalf("completion %+v", w)
 	}
-	if qa.SendState() != SendFailed || qa.Err() == nil {
+	if qa.SendState() != SendFailed || !errors.Is(qa.Err(), kv.ErrUnavailable) || !errors.Is(qa.Err(), ErrBackupNotReady) {
 		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
 	}
 }
@@ -348,6 +350,7 @@ func TestKVEntryMissingFailsClosed(t *testing.T) {
 	if err := e.kv.Delete(context.Background(), hb.ctx.mrKey(hb.gid, hb.mr.RKey())); err != nil {
 		t.Fatal(err)
 	}
+	refreshMRs(t, ha.ctx, hb.gid) // the cache, filled when the QP connected, sees it gone
 	e.linkDown(0)
 	if err := qa.PostSend([]verbs.SendWR{{WRID: 4, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
 		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}}); err != nil {

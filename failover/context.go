@@ -146,6 +146,11 @@ type Stats struct {
 	// SwitchBack and Stall sum, over Recoveries, the time from probe success to Default and
 	// the time application WRs were withheld (fence WR posted → Default).
 	SwitchBack, Stall time.Duration
+	// KVWaits counts the fallback rounds and backup posts that found a peer's MR entry
+	// missing from the cache and read the store for it (with the QP's mutex released);
+	// KVWait sums the time they spent reading (rkcache.go).
+	KVWaits uint64
+	KVWait  time.Duration
 }
 
 // Context is a default device with its backup (struct ibv_context for the application).
@@ -191,11 +196,16 @@ type Context struct {
 	linkWatcher           probe.Watcher
 	linkWhy               string // why there is no link watcher (LinkWatch)
 	switchBackNS, stallNS atomic.Int64
-	quit                  chan struct{}
-	eng                   *engine
-	probeWG               sync.WaitGroup
-	probeMu               sync.Mutex
-	closing               bool // probeMu
+	// The cache of the peers' MR entries (rkcache.go): how often the shadow goroutines list
+	// them again (ns), and the reads a round or a post had to make itself.
+	mrRefresh atomic.Int64
+	kvWaits   atomic.Uint64
+	kvWaitNS  atomic.Int64
+	quit      chan struct{}
+	eng       *engine
+	probeWG   sync.WaitGroup
+	probeMu   sync.Mutex
+	closing   bool // probeMu
 
 	// Status file (status_pub.go).
 	backups   []string // the backup chain, the one in use first
@@ -286,6 +296,7 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		return nil, err
 	}
 	c := &Context{opts: opts, quit: make(chan struct{}), ctlID: ctlID}
+	c.mrRefresh.Store(int64(mrRefreshDefault))
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
 	if opts.InjectFile != "" || opts.ControlFile {
 		// A control file that cannot be had safely (another user's, a link, the runtime
@@ -407,7 +418,8 @@ func (c *Context) Stats() Stats {
 		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(),
 		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
 		AsyncEvents: c.asyncEvents.Load(), EventFallbacks: c.eventFallbacks.Load(), WatchdogFallbacks: c.watchdogFallbacks.Load(),
-		SwitchBack: time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load())}
+		SwitchBack: time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load()),
+		KVWaits: c.kvWaits.Load(), KVWait: time.Duration(c.kvWaitNS.Load())}
 }
 
 // WaitShadow waits until every recorded control verb has been replayed on every backup
@@ -502,32 +514,11 @@ func (c *Context) kvCtx() (context.Context, context.CancelFunc) {
 }
 
 // backupRKey maps a remote default rkey of the peer whose default GID is gid to the peer's
-// backup rkey, through the cache and then the KV store (fail closed): only for an access of n
-// bytes at addr within the range the peer registered, so an entry cannot stretch a WR beyond
-// the MR it was published for.
+// backup rkey on the first backup, from the cache of the peer's MR entries (rkcache.go; no
+// I/O, fail closed on a miss): only for an access of n bytes at addr within the range the
+// peer registered, so an entry cannot stretch a WR beyond the MR it was published for.
 func (c *Context) backupRKey(gid [16]byte, rkey uint32, addr, n uint64) (uint32, error) {
 	return c.bks[0].backupRKey(gid, rkey, addr, n)
-}
-
-// backupRKey is Context.backupRKey for the peer's backup device of b's index.
-func (b *backupDev) backupRKey(gid [16]byte, rkey uint32, addr, n uint64) (uint32, error) {
-	c := b.c
-	k := rkeyKey{gid, rkey}
-	if v, ok := b.rkeys.Load(k); ok {
-		return v.(*mrEntry).mapAccess(addr, n)
-	}
-	ctx, cancel := c.kvCtx()
-	defer cancel()
-	v, err := c.opts.KV.Get(ctx, c.mrKeyN(b.idx, gid, rkey))
-	if err != nil {
-		return 0, fmt.Errorf("failover: backup rkey of %#x: %w", rkey, err)
-	}
-	e, err := parseMREntry(v, gid, rkey)
-	if err != nil {
-		return 0, err
-	}
-	b.rkeys.Store(k, &e)
-	return e.mapAccess(addr, n)
 }
 
 // backupLKey maps a default lkey to the lkey of its MR on backup device b (a local table).

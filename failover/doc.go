@@ -56,6 +56,14 @@ package failover
 //     backup QP are logged as WRs (bkLog) for a chained failure.
 //   - Transitions the data path finds run on the context's engine goroutine (engine.go), not
 //     on the application's thread.
+//   - The peer's MR entries are read before a fallback needs them (rkcache.go): each backup
+//     device's shadow goroutine lists them (kv.Lister) when a QP towards the peer connects and
+//     every second after, and reads a key a lookup missed. backupRKey does no I/O: a key not
+//     in the cache is ErrBackupNotReady. A fallback round first looks up the remote keys of
+//     the WRs it will rewrite; when some are missing (an MR the peer registered just before
+//     the failure) it releases q.mu, reads them with the KV timeout and starts over once, so
+//     no KV operation ever runs under a mutex of the data path, and a key still missing fails
+//     the round closed. A post on the backup does the same (lockForPost).
 //   - SHIFT's own completions on a backup QP are recognised by position: each backup QP keeps
 //     the kinds (application or control) of its posted receives and of its signaled sends in
 //     posting order, which is completion order on an RC QP. Only after a backup error, when a

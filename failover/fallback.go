@@ -85,6 +85,10 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		q.peerPinned = true // the peer switched on purpose: no probing until it comes back
 	}
 	if fromPeer && q.awaitReply {
+		if st == SendHandshake && q.rkeysFirstLocked(peer, fromPeer, chain) {
+			t0 = time.Now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
+			return
+		}
 		q.awaitReply = false
 		q.nextGen = genAfter(q.defGen.Load(), peer.gen)
 		if !peer.reply {
@@ -123,6 +127,10 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 			q.chainLocked(j, peer, fromPeer)
 			return
 		}
+	}
+	if q.rkeysFirstLocked(peer, fromPeer, chain) {
+		t0 = time.Now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
+		return
 	}
 	if sendPart {
 		// A new round for the send side: its phase timestamps start again (reset rounds,

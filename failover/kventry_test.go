@@ -215,13 +215,17 @@ func TestForgedEntriesRefused(t *testing.T) {
 	if err := e.kv.Put(ctx, cb.mrKey(cb.gid, forged), mrOther); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := ca.backupRKey(cb.gid, forged, 0, 0); !errors.Is(err, ErrBackupNotReady) {
+		t.Errorf("MR entry not read yet: %v, want ErrBackupNotReady (the cache does no I/O)", err)
+	}
+	refreshMRs(t, ca, cb.gid)
 	if _, err := ca.backupRKey(cb.gid, forged, 0, 0); !errors.Is(err, ErrBadEntry) {
 		t.Errorf("MR entry of another rkey: %v, want ErrBadEntry", err)
 	}
 }
 
-// TestForgedMREntryFailsClosed: a forged entry where the victim looks up the peer's rkey at
-// fallback time (the old 4-byte format, another rkey's entry, or a range that does not cover
+// TestForgedMREntryFailsClosed: a forged entry where the victim reads the peer's entries
+// (listed before the fallback: rkcache.go) (the old 4-byte format, another rkey's entry, or a range that does not cover
 // the WRITE) makes the fallback fail closed: the application gets the error completion and
 // Err names the bad entry; nothing goes to the backup.
 func TestForgedMREntryFailsClosed(t *testing.T) {
@@ -245,6 +249,9 @@ func TestForgedMREntryFailsClosed(t *testing.T) {
 			if err := e.kv.Put(ctx, hb.ctx.mrKey(hb.ctx.gid, hb.mr.RKey()), forge(e)); err != nil {
 				t.Fatal(err)
 			}
+			// The entry was cached when the QP connected: the fallback reads no entry, so
+			// the forged one is refused once the cache has listed it again.
+			refreshMRs(t, ha.ctx, hb.ctx.gid)
 			ha.ctx.Inject(qa.QPN(), 1)
 			if err := qa.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 				SGL: []verbs.SGE{ha.mr.SGE(0, 1024)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}}); err != nil {

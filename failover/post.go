@@ -101,7 +101,7 @@ func (q *QP) inject(wrs []verbs.SendWR) []verbs.SendWR {
 }
 
 func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
-	q.mu.Lock()
+	q.lockForPost(wrs)
 	defer q.mu.Unlock()
 	switch q.mach.sendState() {
 	case SendDefault:
@@ -129,7 +129,8 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 }
 
 // rewriteLocked returns a copy of w for the backup QP: local keys through the MR table, the
-// remote key through the KV store (cached), SendIneligible cleared.
+// remote key through the cache of the peer's MR entries (no I/O: rkcache.go), SendIneligible
+// cleared.
 // The mapped SGEs are appended to *sges (scratch reused under q.mu: the provider reads a
 // WR's SGL only during the post).
 func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, error) {

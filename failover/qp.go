@@ -72,6 +72,9 @@ type QP struct {
 	bkLog []sendRec
 	// chainRepost: the round under way moves the sends of a failed backup (q.mu).
 	chainRepost bool
+	// rkRetry: the round under way was started over after reading the peer's MR entries it
+	// missed (fetchMissingRKeysLocked); it does not release q.mu again (q.mu).
+	rkRetry bool
 
 	sendGate, recvGate atomic.Uint32
 	mach               machine
@@ -463,6 +466,8 @@ func (q *QP) connectBackup(bs *bkSet, remote verbs.Endpoint) error {
 			return err
 		}
 	}
+	// The peer's MR entries, before a fallback onto this set can need them (rkcache.go).
+	bs.dev.prefetchPeer(ctx, remote.GID)
 	bs.peerQPN.Store(remote.QPN)
 	bs.ep.Store(ep)
 	bs.ready.Store(true)

@@ -31,7 +31,11 @@ type backupDev struct {
 	ctx *provider.Context
 
 	lkeys sync.Map // default lkey → this device's lkey
-	rkeys sync.Map // rkeyKey → the peer's rkey on its backup device idx (KV cache)
+	// rkeys caches the peers' MR entries of index idx (rkcache.go): rkeyKey → *mrRec, filled
+	// by the shadow goroutine; mrMu (a leaf lock, never held across I/O) guards mr.
+	rkeys sync.Map
+	mrMu  sync.Mutex
+	mr    mrState
 	ch    *provider.CompChannel
 	gid   [16]byte
 	// gidIndex is the backup port's GID index the backup QPs use as their source.
@@ -113,6 +117,8 @@ func (b *backupDev) shadowLoop(ctx context.Context) {
 	defer b.done.Done()
 	backoff := 100 * time.Microsecond
 	for {
+		// The peers' MR entries first: keys a lookup missed, and listings that are due.
+		refresh := b.serviceMRs(ctx)
 		b.mu.Lock()
 		ops := append([]*shadowOp(nil), b.ops...)
 		b.running = len(ops) > 0
@@ -168,10 +174,20 @@ func (b *backupDev) shadowLoop(ctx context.Context) {
 			}
 			continue
 		}
+		var tick *time.Timer
+		var tc <-chan time.Time
+		if refresh > 0 {
+			tick = time.NewTimer(refresh)
+			tc = tick.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.wake:
+		case <-tc:
+		}
+		if tick != nil {
+			tick.Stop()
 		}
 	}
 }

@@ -28,10 +28,6 @@ const kvUsage = `  kv get|put|list|purge -kv URL -job JOB [-hex] [-timeout D] [K
     -hex         values in hex on output and input
     -timeout D   bound on each store operation (default 2s)`
 
-// keyLister enumerates the keys of a store's job namespace. Package kv's Store has no such
-// method; lister.go adapts the Dir and Redis backends.
-type keyLister func(ctx context.Context) ([]string, error)
-
 // purger is what the Dir and Redis backends offer beyond kv.Store.
 type purger interface {
 	Purge(ctx context.Context) error
@@ -148,26 +144,19 @@ func kvRun(ctx context.Context, a kvArgs, st kv.Store, out io.Writer) error {
 		}
 		return nil
 	case "list":
-		list, err := listerFor(st, a)
+		l, ok := st.(kv.Lister)
+		if !ok {
+			return fmt.Errorf("kv list: %T cannot list its keys: %w", st, unix.EOPNOTSUPP)
+		}
+		ents, err := l.List(ctx, "")
 		if err != nil {
 			return fmt.Errorf("kv list: %w", err)
 		}
-		keys, err := list(ctx)
-		if err != nil {
-			return fmt.Errorf("kv list: %w", err)
-		}
-		for _, k := range keys {
-			v, err := st.Get(ctx, k)
-			if errors.Is(err, kv.ErrNotFound) {
-				continue // deleted between the listing and the read
-			}
-			if err != nil {
-				return err
-			}
+		for _, e := range ents {
 			if a.hex {
-				fmt.Fprintf(out, "%s\t%d\t%s\n", k, len(v), hex.EncodeToString(v))
+				fmt.Fprintf(out, "%s\t%d\t%s\n", e.Key, len(e.Value), hex.EncodeToString(e.Value))
 			} else {
-				fmt.Fprintf(out, "%s\t%d\n", k, len(v))
+				fmt.Fprintf(out, "%s\t%d\n", e.Key, len(e.Value))
 			}
 		}
 		return nil

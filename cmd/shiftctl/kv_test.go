@@ -73,8 +73,12 @@ func TestKVDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".tmp-123"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if keys, err := listDir(dir, "shift/j/"); err != nil || len(keys) != 0 {
-		t.Errorf("%v %v", keys, err)
+	st, err := kv.NewDir(dir, kv.DirOptions{Job: "j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := st.List(context.Background(), ""); err != nil || len(ents) != 0 {
+		t.Errorf("%v %v", ents, err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -190,6 +191,43 @@ func (d *Dir) Purge(ctx context.Context) error {
 	return nil
 }
 
+// List returns the entries whose key starts with prefix, sorted (Lister): the directory is
+// read once, then each matching file; a file removed between the two (a Delete) is left
+// out, any other failure (the directory gone, a read error) fails the listing with
+// ErrUnavailable.
+func (d *Dir) List(ctx context.Context, prefix string) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kv: dir %s: list %q: %w: %w", d.root, prefix, ErrUnavailable, err)
+	}
+	ents, err := os.ReadDir(d.root)
+	if err != nil {
+		return nil, fmt.Errorf("kv: dir %s: list %q: %w: %w", d.root, prefix, ErrUnavailable, err)
+	}
+	var out []Entry
+	for _, e := range ents {
+		k, ok := unescapeKey(e.Name())
+		if !ok || !strings.HasPrefix(k, d.prefix+prefix) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("kv: dir %s: list %q: %w: %w", d.root, prefix, ErrUnavailable, err)
+		}
+		v, err := os.ReadFile(filepath.Join(d.root, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kv: dir %s: list %q: %w: %w", d.root, prefix, ErrUnavailable, err)
+		}
+		out = append(out, Entry{Key: strings.TrimPrefix(k, d.prefix), Value: v})
+	}
+	if err := d.rootPresent(); err != nil {
+		return nil, fmt.Errorf("kv: dir %s: list %q: %w: %w", d.root, prefix, ErrUnavailable, err)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
 // Close releases nothing: a Dir holds no descriptor between operations.
 func (d *Dir) Close() error { return nil }
 
@@ -236,4 +274,38 @@ func escapeKey(k string) string {
 		}
 	}
 	return b.String()
+}
+
+// unescapeKey inverts escapeKey; names that escapeKey cannot have produced (Put's ".tmp-"
+// files, anything else in the directory) are not keys.
+func unescapeKey(name string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			b.WriteByte(c)
+		case c == '%' && i+2 < len(name):
+			hi, ok1 := unhex(name[i+1])
+			lo, ok2 := unhex(name[i+2])
+			if !ok1 || !ok2 {
+				return "", false
+			}
+			b.WriteByte(hi<<4 | lo)
+			i += 2
+		default:
+			return "", false
+		}
+	}
+	return b.String(), b.Len() > 0
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }

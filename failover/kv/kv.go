@@ -31,3 +31,22 @@ type Store interface {
 	Delete(ctx context.Context, key string) error
 	Close() error
 }
+
+// Entry is one key and its value, as List returns them.
+type Entry struct {
+	Key   string
+	Value []byte
+}
+
+// Lister is implemented by the stores that can enumerate their keys (Mem, Dir, Redis): List
+// returns every entry whose key starts with prefix (keys as Get takes them, relative to the
+// store's job namespace), sorted by key. An entry deleted while the listing runs may be
+// missing or present; an entry that exists for the whole listing is returned. A store that
+// cannot answer fails the whole listing with an error wrapping ErrUnavailable: a partial
+// listing is never returned as a complete one.
+//
+// The failover layer lists a peer's MR entries to cache them before a fallback needs them;
+// with a Store that is not a Lister it falls back to Get of each key it misses.
+type Lister interface {
+	List(ctx context.Context, prefix string) ([]Entry, error)
+}

@@ -3,6 +3,8 @@ package kv
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -10,10 +12,11 @@ import (
 // Mem is an in-process Store: a map under a mutex. Every host of an in-process cluster shares
 // one Mem. SetDown simulates an unreachable store, for fail-closed tests.
 type Mem struct {
-	mu   sync.Mutex
-	m    map[string][]byte
-	down atomic.Bool
-	gets atomic.Uint64
+	mu    sync.Mutex
+	m     map[string][]byte
+	down  atomic.Bool
+	gets  atomic.Uint64
+	lists atomic.Uint64
 }
 
 // NewMem returns an empty in-process store.
@@ -50,6 +53,27 @@ func (s *Mem) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	return append([]byte(nil), v...), nil
 }
+
+// List returns copies of the entries whose key starts with prefix, sorted (Lister).
+func (s *Mem) List(ctx context.Context, prefix string) ([]Entry, error) {
+	s.lists.Add(1)
+	if err := s.check(ctx, "list", prefix); err != nil {
+		return nil, err
+	}
+	var out []Entry
+	s.mu.Lock()
+	for k, v := range s.m {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, Entry{Key: k, Value: append([]byte(nil), v...)})
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// Lists is the number of List calls served or refused.
+func (s *Mem) Lists() uint64 { return s.lists.Load() }
 
 // Delete removes key (absent keys are not an error).
 func (s *Mem) Delete(ctx context.Context, key string) error {

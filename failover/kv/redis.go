@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -183,6 +184,53 @@ func (r *Redis) Purge(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// listBatch is how many keys one SCAN step asks for and one MGET reads.
+const listBatch = 256
+
+// List returns the entries whose key starts with prefix, sorted (Lister): SCAN MATCH over
+// the job's keys, then MGET by batches. A key deleted between the two (a nil in the MGET
+// reply) is left out; any error fails the listing with ErrUnavailable. The whole listing is
+// bounded by the store's timeout.
+func (r *Redis) List(ctx context.Context, prefix string) ([]Entry, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	full := r.prefix + prefix
+	var keys []string
+	it := r.c.Scan(ctx, 0, globEscape(full)+"*", listBatch).Iterator()
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	if err := it.Err(); err != nil {
+		return nil, r.wrap(ctx, "list", prefix, err)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys) // SCAN may return a key twice
+	out := make([]Entry, 0, len(keys))
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), listBatch)]
+		keys = keys[len(batch):]
+		vals, err := r.c.MGet(ctx, batch...).Result()
+		if err != nil {
+			return nil, r.wrap(ctx, "list", prefix, err)
+		}
+		for i, v := range vals {
+			var b []byte
+			switch v := v.(type) {
+			case nil:
+				continue // deleted since the SCAN
+			case string:
+				b = []byte(v)
+			case []byte:
+				b = v
+			default:
+				return nil, r.wrap(ctx, "list", prefix, fmt.Errorf("MGET %q: reply of type %T", batch[i], v))
+			}
+			out = append(out, Entry{Key: strings.TrimPrefix(batch[i], r.prefix), Value: b})
+		}
+	}
+	return out, nil
 }
 
 // Close closes the connection pool.

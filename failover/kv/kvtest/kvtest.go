@@ -45,6 +45,7 @@ func Run(t *testing.T, b Backend) {
 	if b.Namespaced {
 		t.Run("JobIsolation", func(t *testing.T) { isolation(t, b) })
 	}
+	t.Run("List", func(t *testing.T) { list(t, b) })
 	if b.Break != nil {
 		t.Run("FailClosed", func(t *testing.T) { failClosed(t, b) })
 	}
@@ -283,5 +284,59 @@ func failClosed(t *testing.T, b Backend) {
 	}
 	if err := s.Put(ctx(t), "new", []byte{1}); !errors.Is(err, kv.ErrUnavailable) {
 		t.Fatalf("put to a broken store: %v", err)
+	}
+	if l, ok := s.(kv.Lister); ok {
+		ents, err := l.List(ctx(t), "")
+		if !errors.Is(err, kv.ErrUnavailable) || errors.Is(err, kv.ErrNotFound) || ents != nil {
+			t.Fatalf("list of a broken store = %v, %v; want ErrUnavailable", ents, err)
+		}
+	}
+}
+
+// list: a Lister returns exactly the entries under the prefix, sorted, with their values,
+// relative to its job; another job's keys (one whose name extends this one's included) and
+// deleted keys are not listed.
+func list(t *testing.T, b Backend) {
+	s := b.Open(t, "lj")
+	l, ok := s.(kv.Lister)
+	if !ok {
+		t.Skipf("%T is not a kv.Lister", s)
+	}
+	other := b.Open(t, "lj2")
+	want := []kv.Entry{
+		{Key: "list/mr/ab/1", Value: []byte{1}},
+		{Key: "list/mr/ab/10/b1", Value: []byte{}},
+		{Key: "list/mr/ab/2", Value: bytes.Repeat([]byte{0, 0xff}, 100)},
+	}
+	for _, e := range want {
+		mustPut(t, s, e.Key, e.Value)
+	}
+	mustPut(t, s, "list/mr/ac/1", []byte{9})
+	mustPut(t, s, "list/mr/ab/gone", []byte{9})
+	if err := s.Delete(ctx(t), "list/mr/ab/gone"); err != nil {
+		t.Fatal(err)
+	}
+	if b.Namespaced {
+		mustPut(t, other, "list/mr/ab/3", []byte{7})
+	}
+	got, err := l.List(ctx(t), "list/mr/ab/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("list: %d entries %v, want %v", len(got), got, want)
+	}
+	for i := range want {
+		if got[i].Key != want[i].Key || !bytes.Equal(got[i].Value, want[i].Value) {
+			t.Fatalf("list entry %d = %q %x, want %q %x", i, got[i].Key, got[i].Value, want[i].Key, want[i].Value)
+		}
+	}
+	if got, err := l.List(ctx(t), "list/none/"); err != nil || len(got) != 0 {
+		t.Fatalf("list of an empty prefix: %v %v", got, err)
+	}
+	c, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got, err := l.List(c, "list/"); !errors.Is(err, kv.ErrUnavailable) || got != nil {
+		t.Fatalf("list with a cancelled context: %v %v, want ErrUnavailable", got, err)
 	}
 }
