@@ -81,7 +81,7 @@ func newNetnsEnvCfg(t testing.TB, hook func(h int, o *Options), links bool) *tes
 			})
 		}
 	}
-	e := &testEnv{kv: kv.NewMem(), attr: fastAttr, prefix: prefix, job: fmt.Sprintf("nsjob%d", seq), hook: hook,
+	e := &testEnv{kv: kv.NewMem(), attr: netnsAttr, prefix: prefix, job: fmt.Sprintf("nsjob%d", seq), hook: hook,
 		links: links, linkNS: [2]string{"/var/run/netns/" + nsA.Name, "/var/run/netns/" + nsB.Name}}
 	e.rails = rails
 	e.down = func(h int) { rails[0][h].SetUp(t, false) }
@@ -111,6 +111,12 @@ func TestNetnsRoCEv2Fallback(t *testing.T) {
 // TestNetnsRoCEv2Flapping: the default rail's veth of one host goes down and up (ip link set)
 // repeatedly under a stream over real RoCEv2; every message arrives once, in order, and the
 // QPs come back to the default NICs after each cycle.
+// netnsAttr is fastAttr with the retry reach of perftest's defaults (timeout 14, 7 retries:
+// about 0.5 s): the RoCEv2 packets of the netns tier cross real veths and UDP sockets, and on
+// a loaded 2-core machine a healthy backup path stalled past fastAttr's 67 ms often enough
+// (about one run in 15) to exhaust its retries and fail a flapping stream.
+var netnsAttr = verbs.ConnectAttr{Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 1}
+
 func TestNetnsRoCEv2Flapping(t *testing.T) {
 	for _, mode := range []streamMode{modeWrite, modeSend} {
 		t.Run(mode.String(), func(t *testing.T) {
