@@ -191,7 +191,7 @@ func (cq *CQ) Poll(wcs []verbs.WC) (int, error) {
 	// Empty and open: nothing for the application anywhere (an open gate means an empty WC
 	// buffer and no backup completion for it). A poll that closes the gate right after this
 	// load is ordered after this call, which returns what the CQ held before it.
-	if cq.gate.Load() == gateOpen && !cq.def.CompletionWaiting() {
+	if cq.gate.Load() == gateOpen && cq.def.Empty() {
 		return 0, nil
 	}
 	if !cq.gate.CompareAndSwap(gateOpen, gateBusy) {

@@ -45,6 +45,10 @@ func (d DBRec) Store(i int, v uint32) { atomic.StoreUint32(d.w[i], be32(v)) }
 // Load reads word i as a big-endian value.
 func (d DBRec) Load(i int) uint32 { return be32(atomic.LoadUint32(d.w[i])) }
 
+// Word is word i of the record (big-endian in memory), for readers that load it themselves
+// (an inlined emptiness check of a CQ).
+func (d DBRec) Word(i int) *uint32 { return d.w[i] }
+
 // Valid reports whether d was constructed over memory.
 func (d DBRec) Valid() bool { return d.w[0] != nil }
 

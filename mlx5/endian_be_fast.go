@@ -5,3 +5,6 @@ package mlx5
 // opOwnShift places op_own, the last byte in memory of a CQE's last 32-bit word, in the low
 // byte of that word loaded natively.
 const opOwnShift = 0
+
+// swapBE: a big-endian word loaded natively needs its bytes reversed.
+const swapBE = false

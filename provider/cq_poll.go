@@ -16,6 +16,7 @@ type cqRing struct {
 	ncqe  uint32 // power of two
 	mask  uint32
 	armSN atomic.Uint32 // arm sequence number, bumped per completion event (any goroutine)
+	peek  cqPeek        // Empty's view of the ring (cq_peek_unsafe.go)
 
 	// qps maps QPNs to the QPs whose completions land here; replaced as a whole on QP
 	// create/destroy so the poller reads it without a lock.
@@ -31,7 +32,8 @@ func newCQRing(buf []byte, ncqe int, db mlx5.DBRec) (*cqRing, error) {
 		return nil, err
 	}
 	r.Init()
-	c := &cqRing{ring: r, db: db, buf: buf, ncqe: uint32(ncqe), mask: uint32(ncqe - 1)}
+	c := &cqRing{ring: r, db: db, buf: buf, ncqe: uint32(ncqe), mask: uint32(ncqe - 1),
+		peek: newCQPeek(buf, db.Word(mlx5.CQSetCI), uint32(ncqe))}
 	m := map[uint32]*QP{}
 	c.qps.Store(&m)
 	return c, nil

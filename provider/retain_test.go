@@ -176,3 +176,24 @@ func TestCopiedWQEIdenticalToFreshPost(t *testing.T) {
 		t.Fatalf("two-sided counts: copy %d, fresh %d", copyDst.qp.TwoSidedPosted(), fresh.qp.TwoSidedPosted())
 	}
 }
+
+// TestCQEmpty: Empty follows the ring through a completion, its poll and the wrap of the
+// owner bit, as CompletionWaiting does.
+func TestCQEmpty(t *testing.T) {
+	r := newRingQP(t, verbs.QPCap{MaxSendWR: 16, MaxSendSGE: 1}, false)
+	var wc [1]verbs.WC
+	ncqe := r.cq.ring.ncqe
+	for i := uint32(0); i < 2*ncqe+3; i++ {
+		if !r.cq.Empty() || r.cq.CompletionWaiting() {
+			t.Fatalf("round %d: a fresh entry is not empty", i)
+		}
+		mustPost(t, r.qp.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled}}))
+		r.nicCQE(i, mlx5.CQE64{OpOwn: mlx5.CQEReq << 4, SopDropQPN: uint32(mlx5.OpcodeSend)<<24 | 0x1234, WQECounter: uint16(r.qp.sq.cur() - 1)})
+		if r.cq.Empty() || !r.cq.CompletionWaiting() {
+			t.Fatalf("round %d: a written CQE looks empty", i)
+		}
+		if n, err := r.cq.Poll(wc[:]); n != 1 || err != nil || wc[0].WRID != uint64(i) {
+			t.Fatalf("round %d: poll %d %v %+v", i, n, err, wc[0])
+		}
+	}
+}
