@@ -226,8 +226,9 @@ func TestInjectionOption(t *testing.T) {
 	})
 	a, b := e.pairs(t, 1, smallCap)
 	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 120, size: 2048, failAt: -1, seed: 11})
-	if a[0].SendState() != SendFallback {
-		t.Fatalf("state %v: the injection Options.Inject armed did not fire", a[0].SendState())
+	// Fired: the QP fell back (and may have recovered since, on a slow machine).
+	if st := a[0].SendState(); st != SendFallback && e.hosts[0].ctx.Stats().Fallbacks == 0 {
+		t.Fatalf("state %v, no fallback: the injection Options.Inject armed did not fire", st)
 	}
 }
 
@@ -256,8 +257,8 @@ func TestInjectionSharedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	runStream(t, e, a[0], b[0], stream{mode: modeWrite, msgs: 100, size: 2048, failAt: -1, seed: 12})
-	if a[0].SendState() != SendFallback {
-		t.Fatalf("state %v: the injected fault did not fire", a[0].SendState())
+	if st := a[0].SendState(); st != SendFallback && e.hosts[0].ctx.Stats().Fallbacks == 0 {
+		t.Fatalf("state %v, no fallback: the injected fault did not fire", st)
 	}
 	if _, err := f.ReadAt(w[:], 0); err != nil || binary.NativeEndian.Uint64(w[:]) != 0 {
 		t.Fatalf("countdown after the fault: %d (%v)", binary.NativeEndian.Uint64(w[:]), err)

@@ -79,7 +79,7 @@ func (q *QP) flushCause() errClass {
 	if q.respRefused.Load() {
 		return classApp // the device said so on the async fd (async.go)
 	}
-	q.outSends = q.def.OutstandingSends(q.outSends[:0])
+	q.defOutstandingLocked()
 	for _, w := range q.outSends {
 		if !w.Completed {
 			return classNetwork // a send in flight (those held after an error had theirs)

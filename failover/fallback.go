@@ -336,7 +336,7 @@ func (q *QP) drainLocked() error {
 	// NOP, flushed after every WQE before it) retires them. With the SQ full it cannot be
 	// posted; then the drain waits for completions as before.
 	if q.def.State() == verbs.QPStateErr {
-		q.outSends = q.def.OutstandingSends(q.outSends[:0])
+		q.defOutstandingLocked()
 		if n := len(q.outSends); n > 0 && q.outSends[n-1].Rung && !q.outSends[n-1].Completed {
 			q.scq.mu.Lock()
 			_ = q.def.PostDrainMarker(drainWRID)
@@ -362,7 +362,7 @@ func (q *QP) drainLocked() error {
 				return fmt.Errorf("failover: QP %#x: drain: %w", q.qpn, err)
 			}
 		}
-		q.outSends = q.def.OutstandingSends(q.outSends[:0])
+		q.defOutstandingLocked()
 		q.outRecvs = q.def.OutstandingRecvs(q.outRecvs[:0])
 		rung := 0
 		for _, w := range q.outSends {
@@ -581,7 +581,7 @@ func (q *QP) resetDefaultLocked() {
 			_ = cq.pollDefaultLocked()
 			cq.mu.Unlock()
 		}
-		q.outSends = q.def.OutstandingSends(q.outSends[:0])
+		q.defOutstandingLocked()
 		q.outRecvs = q.def.OutstandingRecvs(q.outRecvs[:0])
 		rung := 0
 		for _, w := range q.outSends {

@@ -21,7 +21,7 @@ func (q *QP) defSendsLocked() ([]sendRec, error) {
 	if q.destroyed {
 		return nil, nil // its rings are gone (a handshake timer that fired during Destroy)
 	}
-	q.outSends = q.def.OutstandingSends(q.outSends[:0])
+	q.defOutstandingLocked()
 	var out []sendRec
 	var buf [mlx5.MaxDS * mlx5.SegSize]byte
 	for _, w := range q.outSends {
@@ -91,4 +91,13 @@ func (q *QP) copyToBackupLocked(r *sendRec) error {
 	}
 	q.logBackupLocked([]verbs.SendWR{r.wr})
 	return nil
+}
+
+// defOutstandingLocked reads the default SQ's outstanding WQEs into q.outSends under the send
+// CQ's mutex: a fence releasing withheld WQEs (rung from the classifier, which holds that
+// mutex) moves the SQ's rung position meanwhile.
+func (q *QP) defOutstandingLocked() {
+	q.scq.mu.Lock()
+	q.outSends = q.def.OutstandingSends(q.outSends[:0])
+	q.scq.mu.Unlock()
 }

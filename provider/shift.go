@@ -241,6 +241,7 @@ func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 	}
 	dsq.record(dcur, nbb, ssq.wrid[sidx], false) // a copy of an application WR
 	dsq.recordApp(dcur, false, twoSidedOp(mlx5.Opcode(wqe[3])), ssq.mark[sidx])
+	raceRelease(&dsq.raceSync)
 	return dcur + nbb, nil
 }
 
@@ -372,6 +373,7 @@ func (q *QP) PostDrainMarker(wrid uint64) error {
 	p := b.Finish(mlx5.OpcodeNOP, sq.qpn, mlx5.CtrlCQUpdate, 0)
 	sq.record(cur, uint32(p.BBs), wrid, true)
 	sq.recordApp(cur, true, false, false)
+	raceRelease(&sq.raceSync)
 	q.ringSQ(1, p, false)
 	return nil
 }

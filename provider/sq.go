@@ -68,6 +68,8 @@ type sendQueue struct {
 	retain  bool
 	holding atomic.Bool // written by the poller, read by OutstandingSends on other goroutines
 	seen    atomic.Uint32
+	// raceSync orders the tables for the race detector (race_on.go).
+	raceSync atomic.Uint32
 	// startOf maps the index of a WQE's last block to its first position, so a doorbell can
 	// be rung "up to" any WQE boundary with that WQE's control segment.
 	startOf []uint32
@@ -186,6 +188,7 @@ func (q *sendQueue) write(wrs []verbs.SendWR, internal bool) (last mlx5.Posted, 
 		last = p
 	}
 	q.fmCache = nextFence
+	raceRelease(&q.raceSync)
 	return last, inl
 }
 
@@ -291,6 +294,7 @@ func twoSidedOp(op mlx5.Opcode) bool {
 // one completed (an RC QP executes in order) and are retired; the failed WQE and those flushed
 // behind it stay outstanding.
 func (q *sendQueue) hold(wqeCounter uint16) uint64 {
+	raceAcquire(&q.raceSync)
 	idx := uint32(wqeCounter) & q.mask
 	p := q.pos[idx]
 	if !q.holding.Load() {
@@ -323,6 +327,7 @@ func (q *sendQueue) release() {
 // retire is called by the poller for a requester CQE of the WQE at the 16-bit wqe_counter:
 // that WQE and every unsignaled one before it are done.
 func (q *sendQueue) retire(wqeCounter uint16) uint64 {
+	raceAcquire(&q.raceSync)
 	idx := uint32(wqeCounter) & q.mask
 	q.intRetired.Store(q.intAt[idx]) // before retired: a poster that sees the new tail sees this
 	q.setRetired(q.pos[idx]+uint32(q.nbb[idx]), q.wqeHead[idx])
