@@ -194,22 +194,24 @@ func (c *Context) onAsyncEvent(ev verbs.AsyncEvent) {
 		// The device will not execute or complete anything again: the fallbacks below
 		// must not wait for its flushes, and no probe may try to come back to it.
 		c.defDead.Store(true)
-		c.fallBackAll(&c.eventFallbacks)
+		c.eng.do(func() { c.fallBackAll(&c.eventFallbacks) })
 	case verbs.EventPortErr:
 		// The device's own word that the link went down: a link event as the link
 		// watcher's, acted on when link events are on (with them off, a link that fails
 		// is found by the RC timeouts, as an application without SHIFT finds it).
 		if ev.Port == int(c.opts.Port) && c.portEvents.Load() {
-			c.fallBackAll(&c.eventFallbacks)
+			c.eng.do(func() { c.fallBackAll(&c.eventFallbacks) })
 		}
 	case verbs.EventQPFatal:
 		if q := c.qpOf(ev.QP); q != nil {
-			q.mu.Lock()
-			if !q.destroyed && q.mach.sendState() != SendFailed {
-				c.eventFallbacks.Add(1)
-				q.fallbackLocked(ctlMsg{}, false)
-			}
-			q.mu.Unlock()
+			c.eng.do(func() {
+				q.mu.Lock()
+				defer q.mu.Unlock()
+				if !q.destroyed && q.mach.sendState() != SendFailed {
+					c.eventFallbacks.Add(1)
+					q.fallbackLocked(ctlMsg{}, false)
+				}
+			})
 		}
 	case verbs.EventQPAccessErr, verbs.EventQPReqErr:
 		// The QP's responder refused a request of the peer (its bad key, address or

@@ -370,14 +370,14 @@ func (ep *ctlEndpoint) deliver(m ctlMsg) {
 		return
 	}
 	q.tPoll.Store(time.Now().UnixNano())
-	q.onControl(m, i)
+	ep.dev.c.eng.do(func() { q.onControl(m, i) })
 }
 
 // failAll tells every QP that uses the failed endpoint (ctlFailed).
 func (ep *ctlEndpoint) failAll(wc verbs.WC) {
 	for _, q := range ep.dev.c.live.all() {
 		if q.sets[ep.dev.idx].ep.Load() == ep {
-			q.ctlFailed(ep.dev.idx, wc)
+			ep.dev.c.eng.do(func() { q.ctlFailed(ep.dev.idx, wc) })
 		}
 	}
 }

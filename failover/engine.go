@@ -9,44 +9,59 @@ import (
 // runs the transitions).
 var testHookRound atomic.Pointer[func()]
 
-// engine runs the transitions the data path finds off the application's threads: an
-// application Poll that meets an error completion, a peer's notification or a finished
-// fence only classifies and queues it on its CQ (toFail, toFailBk, recov, drained) and
-// kicks the engine; one goroutine per context then runs the queued work (CQ.runPending),
-// which takes QP mutexes, drains default QPs and posts on other QPs. A failed post waits for
-// the engine's fallback of its QP, then posts where the new state says. While work is queued
-// or running the CQ's gate stays closed (reopenCQLocked), so the application polls the WC
-// buffer and never sees a completion SHIFT has not classified.
+// engine runs the transitions of a context's QPs in one place, off the application's
+// threads. An application Poll that meets an error completion, a peer's notification or a
+// finished fence only classifies and queues it on its CQ (toFail, toFailBk, recov, drained)
+// and kicks the engine, which runs the queued work (CQ.runPending); link and async events,
+// the completion watchdog, the handshake timers and the peers' messages on the shared
+// control QPs hand their transitions to it too (do). One goroutine per context runs them in
+// the order they came. A post that fails on the default QP waits for the engine's fallback
+// of its QP, then posts where the new state says. While CQ work is queued or running the
+// CQ's gate stays closed (reopenCQLocked), so the application polls the WC buffer and never
+// sees a completion SHIFT has not classified. Still outside it: the probe goroutines'
+// recovery steps and SwitchToBackup/SwitchToDefault, which run on their callers.
 type engine struct {
 	mu      sync.Mutex
-	cqs     []*CQ      // CQs with queued work, each once (CQ.kicked)
-	posts   []*postReq // failed posts waiting for their QP's fallback
+	work    []func() // in arrival order
 	stopped bool
 	wake    chan struct{} // capacity 1
 	done    chan struct{} // closed when the goroutine returned
-}
-
-type postReq struct {
-	q    *QP
-	done chan struct{}
+	// waiting are the done channels of failed posts still queued (released at stop).
+	waiting map[chan struct{}]struct{}
 }
 
 func (c *Context) startEngine() {
-	c.eng = &engine{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c.eng = &engine{wake: make(chan struct{}, 1), done: make(chan struct{}), waiting: map[chan struct{}]struct{}{}}
 	go c.eng.run(c.quit)
 }
 
-// kick queues cq's pending work for the engine.
-func (e *engine) kick(cq *CQ) {
+// do queues fn; it runs on the engine goroutine after what was queued before it. A closing
+// context drops it.
+func (e *engine) do(fn func()) {
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
 		return
 	}
-	if !cq.kicked {
-		cq.kicked = true
-		e.cqs = append(e.cqs, cq)
+	e.work = append(e.work, fn)
+	e.mu.Unlock()
+	e.signal()
+}
+
+// kick queues cq's pending work for the engine, once until it ran.
+func (e *engine) kick(cq *CQ) {
+	e.mu.Lock()
+	if e.stopped || cq.kicked {
+		e.mu.Unlock()
+		return
 	}
+	cq.kicked = true
+	e.work = append(e.work, func() {
+		e.mu.Lock()
+		cq.kicked = false
+		e.mu.Unlock()
+		cq.runPending()
+	})
 	e.mu.Unlock()
 	e.signal()
 }
@@ -54,16 +69,23 @@ func (e *engine) kick(cq *CQ) {
 // fallbackWait has the engine fall q back (a post failed on its default QP) and returns once
 // it did, or once the context is closing.
 func (e *engine) fallbackWait(q *QP) {
-	r := &postReq{q: q, done: make(chan struct{})}
+	done := make(chan struct{})
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
 		return
 	}
-	e.posts = append(e.posts, r)
+	e.waiting[done] = struct{}{}
+	e.work = append(e.work, func() {
+		q.fallback(ctlMsg{}, false)
+		e.mu.Lock()
+		delete(e.waiting, done)
+		e.mu.Unlock()
+		close(done)
+	})
 	e.mu.Unlock()
 	e.signal()
-	<-r.done
+	<-done
 }
 
 func (e *engine) signal() {
@@ -84,35 +106,28 @@ func (e *engine) run(quit <-chan struct{}) {
 		}
 		for {
 			e.mu.Lock()
-			cqs, posts := e.cqs, e.posts
-			e.cqs, e.posts = nil, nil
-			for _, cq := range cqs {
-				cq.kicked = false
-			}
+			work := e.work
+			e.work = nil
 			e.mu.Unlock()
-			if len(cqs) == 0 && len(posts) == 0 {
+			if len(work) == 0 {
 				break
 			}
-			for _, r := range posts {
-				r.q.fallback(ctlMsg{}, false)
-				close(r.done)
-			}
-			for _, cq := range cqs {
-				cq.runPending()
+			for _, fn := range work {
+				fn()
 			}
 		}
 	}
 }
 
-// stop refuses new work and releases the posts still waiting (the context is closing: their
-// QPs are being destroyed).
+// stop refuses new work, drops what is queued and releases the posts still waiting (the
+// context is closing: their QPs are being destroyed).
 func (e *engine) stop() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stopped = true
-	for _, r := range e.posts {
-		close(r.done)
+	e.work = nil
+	for done := range e.waiting {
+		close(done)
 	}
-	e.posts = nil
-	e.cqs = nil
+	clear(e.waiting)
 }

@@ -15,7 +15,7 @@ import (
 // queues what it found and the context's engine (or SHIFT's own event goroutines) runs it.
 func TestTransitionsOffApplicationThreads(t *testing.T) {
 	var mu sync.Mutex
-	var rounds int
+	var rounds, onEngine int
 	var onApp []string
 	hook := func() {
 		buf := make([]byte, 64<<10)
@@ -23,6 +23,9 @@ func TestTransitionsOffApplicationThreads(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		rounds++
+		if strings.Contains(st, "failover.(*engine).run(") {
+			onEngine++
+		}
 		for _, f := range []string{"failover.(*CQ).Poll(", "failover.(*QP).PostSend(", "failover.(*QP).PostRecv("} {
 			if strings.Contains(st, f) {
 				onApp = append(onApp, st)
@@ -49,5 +52,5 @@ func TestTransitionsOffApplicationThreads(t *testing.T) {
 	if len(onApp) > 0 {
 		t.Fatalf("%d of %d fallback rounds ran on an application thread; the first:\n%s", len(onApp), rounds, onApp[0])
 	}
-	t.Logf("%d fallback rounds, none on an application thread", rounds)
+	t.Logf("%d fallback rounds, none on an application thread, %d on the engine goroutine", rounds, onEngine)
 }

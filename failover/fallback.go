@@ -190,11 +190,13 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		q.hsTimer.Stop()
 	}
 	q.hsTimer = time.AfterFunc(q.c.opts.HandshakeTimeout, func() {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		if q.mach.sendState() == SendHandshake && !q.destroyed {
-			q.failLocked(verbs.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
-		}
+		q.c.eng.do(func() {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			if q.mach.sendState() == SendHandshake && !q.destroyed {
+				q.failLocked(verbs.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
+			}
+		})
 	})
 }
 

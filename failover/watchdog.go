@@ -83,7 +83,7 @@ func (c *Context) watchdogScan(now time.Time) bool {
 		return false // a port that is down is the port events' (or the retry timer's) to handle
 	}
 	c.defDead.Store(true)
-	c.fallBackAll(&c.watchdogFallbacks)
+	c.eng.do(func() { c.fallBackAll(&c.watchdogFallbacks) })
 	return true
 }
 
