@@ -295,7 +295,7 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Context{opts: opts, quit: make(chan struct{}), ctlID: ctlID}
+	c := &Context{opts: opts, quit: make(chan struct{}), ctlID: ctlID, eng: newEngine()}
 	c.mrRefresh.Store(int64(mrRefreshDefault))
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
 	if opts.InjectFile != "" || opts.ControlFile {

@@ -30,10 +30,14 @@ type engine struct {
 	waiting map[chan struct{}]struct{}
 }
 
-func (c *Context) startEngine() {
-	c.eng = &engine{wake: make(chan struct{}, 1), done: make(chan struct{}), waiting: map[chan struct{}]struct{}{}}
-	go c.eng.run(c.quit)
+// newEngine makes the engine when the context is made, before the goroutines that queue
+// work on it start (the backup devices' event loops, the link watcher); its own goroutine
+// starts once the context is open (startEngine) and runs what was queued meanwhile.
+func newEngine() *engine {
+	return &engine{wake: make(chan struct{}, 1), done: make(chan struct{}), waiting: map[chan struct{}]struct{}{}}
 }
+
+func (c *Context) startEngine() { go c.eng.run(c.quit) }
 
 // do queues fn; it runs on the engine goroutine after what was queued before it. A closing
 // context drops it.
