@@ -164,10 +164,7 @@ func TestAccessErrEventRecorded(t *testing.T) {
 	a, b := e.pairs(t, 1, smallCap)
 	qa, qb := a[0], b[0]
 	ha, hb := e.hosts[0], e.hosts[1]
-	if err := qa.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
-		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey() ^ 0x5a00}}); err != nil {
-		t.Fatal(err)
-	}
+	postBadRKeyWrite(t, qa, ha, hb)
 	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCRemAccessErr {
 		t.Fatalf("requester completion %+v, want REM_ACCESS_ERR", w)
 	}
@@ -200,10 +197,7 @@ func TestDestroyedQPEventsWithdrawn(t *testing.T) {
 	a, b := e.pairs(t, 1, smallCap)
 	qa, qb := a[0], b[0]
 	ha, hb := e.hosts[0], e.hosts[1]
-	if err := qa.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
-		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey() ^ 0x5a00}}); err != nil {
-		t.Fatal(err)
-	}
+	postBadRKeyWrite(t, qa, ha, hb)
 	deadline := time.Now().Add(20 * time.Second)
 	for !qb.respRefused.Load() { // forwarded, then acted on: it waits in the application's descriptor
 		if time.Now().After(deadline) {
@@ -231,5 +225,15 @@ func TestDestroyedQPEventsWithdrawn(t *testing.T) {
 	defer cancel2()
 	if ev, err := hb.ctx.GetAsyncEvent(short); err == nil {
 		t.Fatalf("event %+v left after the destroy", ev)
+	}
+}
+
+// postBadRKeyWrite posts a signaled WRITE from qa with a wrong rkey for hb's MR: the
+// responder's device refuses it (REM_ACCESS_ERR at the requester, QP_ACCESS_ERR at hb).
+func postBadRKeyWrite(t *testing.T, qa *QP, ha, hb *testHost) {
+	t.Helper()
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
+		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey() ^ 0x5a00}}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -83,11 +83,6 @@ func (q *CQ) ready(n uint32) bool {
 	return opOwn>>4 != CQEInvalid && opOwn&CQEOwnerMask == q.ownerFor(n)
 }
 
-// ReadyAt reports whether entry n holds the CQE for counter n, without consuming it. It reads
-// only the entry's ownership word, atomically, so a goroutine other than the poller may ask
-// (for a counter it learnt elsewhere, such as the doorbell record's consumer index).
-func (q *CQ) ReadyAt(n uint32) bool { return q.ready(n) }
-
 // Poll decodes the next CQE into c and advances the consumer counter; it returns false when
 // the next entry still belongs to hardware. The doorbell record is not updated: call
 // UpdateCI after a batch, as mlx5_poll_cq does.

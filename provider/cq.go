@@ -34,12 +34,7 @@ type CQ struct {
 // Any goroutine may ask: it looks at the entry of the consumer index the poller last
 // published in the doorbell record, so a CQE polled since that update still counts as
 // waiting (the answer errs toward "the device made progress"). A destroyed CQ has none.
-func (c *CQ) CompletionWaiting() bool {
-	if c.dead.Load() {
-		return false
-	}
-	return c.ring.ring.ReadyAt(c.ring.db.ConsumerIndex())
-}
+func (c *CQ) CompletionWaiting() bool { return !c.dead.Load() && !c.ring.peek.empty() }
 
 // CreateCQ is ibv_create_cq: a CQ of at least cqe entries, bound to channel (nil for none),
 // set up as mlx5_create_cq does (ring of a power of two of 64-byte CQEs, all invalid and

@@ -34,7 +34,7 @@ type SendWQE struct {
 	// Marked: posted with SendMark.
 	Marked bool
 	// TwoSeq is the number of application SEND, SEND_IMM and WRITE_IMM WQEs posted on the QP
-	// before this one (free running, kept across resets; see SetTwoSidedPosted).
+	// before this one (free running, kept across resets; see TwoSidedPosted).
 	TwoSeq uint32
 }
 
@@ -66,38 +66,23 @@ func (q *QP) OutstandingSends(dst []SendWQE) []SendWQE {
 
 // SetRetainSends makes an error completion leave its WQE and the WQEs flushed behind it
 // outstanding (OutstandingSends reports them Completed) instead of retiring them, so that
-// they can be copied to another QP (CopySendWQE); they hold their slots until ReleaseSends
-// or a reset. SHIFT sets it on its default QPs. It must not run concurrently with Poll.
+// they can be copied to another QP (CopySendWQE); they hold their slots until the QP is
+// reset. A QP in ERR refuses posts anyway, so the held slots change nothing the application
+// can see. SHIFT sets it on its default QPs. It must not run concurrently with Poll.
 func (q *QP) SetRetainSends(on bool) {
 	if q.sq != nil {
 		q.sq.retain = on
 	}
 }
 
-// ReleaseSends retires the WQEs an error completion left outstanding (SetRetainSends), as
-// the completions would have without retention. It must not run concurrently with Poll or
-// PostSend on the QP.
-func (q *QP) ReleaseSends() {
-	if q.sq != nil && q.sq.wqeCnt > 0 {
-		q.sq.release()
-	}
-}
-
 // TwoSidedPosted is the number of application WQEs consuming a receive at the responder
-// (SEND, SEND_IMM, WRITE_IMM) posted on the QP (free running); SetTwoSidedPosted moves the
-// count. Neither may run concurrently with PostSend.
+// (SEND, SEND_IMM, WRITE_IMM) posted on the QP (free running, kept across resets). It must
+// not run concurrently with PostSend.
 func (q *QP) TwoSidedPosted() uint32 {
 	if q.sq == nil {
 		return 0
 	}
 	return q.sq.two
-}
-
-// SetTwoSidedPosted sets the count TwoSidedPosted returns and the next WQE's TwoSeq starts from.
-func (q *QP) SetTwoSidedPosted(n uint32) {
-	if q.sq != nil {
-		q.sq.two = n
-	}
 }
 
 // RecvWQE is one posted receive not yet consumed by a completion.
@@ -239,9 +224,8 @@ func (q *QP) CopySendWQE(src *QP, pos uint32, rw WQERewrite) (uint32, error) {
 	if _, err := dsq.ring.WriteWQE(wqe[:n], q.qpn); err != nil {
 		return dcur, fmt.Errorf("provider: copy WQE: %w", err)
 	}
-	dsq.record(dcur, nbb, ssq.wrid[sidx], false) // a copy of an application WR
-	dsq.recordApp(dcur, false, twoSidedOp(mlx5.Opcode(wqe[3])), ssq.mark[sidx])
-	raceRelease(&dsq.raceSync)
+	c, _ := mlx5.DecodeCtrlSeg(wqe[:n])
+	dsq.record(dcur, nbb, ssq.wrid[sidx], false, twoSidedOp(c.Opcode), ssq.mark[sidx]) // a copy of an application WR
 	return dcur + nbb, nil
 }
 
@@ -371,9 +355,7 @@ func (q *QP) PostDrainMarker(wrid uint64) error {
 	var b mlx5.FastWQE
 	b.Begin(sq.ring)
 	p := b.Finish(mlx5.OpcodeNOP, sq.qpn, mlx5.CtrlCQUpdate, 0)
-	sq.record(cur, uint32(p.BBs), wrid, true)
-	sq.recordApp(cur, true, false, false)
-	raceRelease(&sq.raceSync)
+	sq.record(cur, uint32(p.BBs), wrid, true, false, false)
 	q.ringSQ(1, p, false)
 	return nil
 }

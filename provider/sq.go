@@ -61,8 +61,8 @@ type sendQueue struct {
 	two   uint32
 	mark  []bool
 	// retain (SHIFT's default QPs): an error completion does not retire its WQE or the
-	// flushed ones behind it; they stay outstanding, holding their slots, until
-	// ReleaseSends or a reset, so the layer above can copy them to another QP. holding is
+	// flushed ones behind it; they stay outstanding, holding their slots, until the QP is
+	// reset, so the layer above can copy them to another QP. holding is
 	// set from the first error completion on (poller-owned); seen is the position after the
 	// last WQE an error or flush completion was polled for.
 	retain  bool
@@ -182,13 +182,10 @@ func (q *sendQueue) write(wrs []verbs.SendWR, internal bool) (last mlx5.Posted, 
 		cur := ring.CurPost()
 		var p mlx5.Posted
 		p, inl = encodeWR(&b, ring, wr, qpn, fm)
-		q.record(cur, uint32(p.BBs), wr.WRID, internal)
-		q.recordApp(cur, internal, wr.Opcode == verbs.WRSend || wr.Opcode == verbs.WRSendWithImm ||
-			wr.Opcode == verbs.WRRDMAWriteWithImm, wr.Flags&SendMark != 0)
+		q.record(cur, uint32(p.BBs), wr.WRID, internal, twoSidedOp(wrToMlx5[wr.Opcode]), wr.Flags&SendMark != 0)
 		last = p
 	}
 	q.fmCache = nextFence
-	raceRelease(&q.raceSync)
 	return last, inl
 }
 
@@ -260,8 +257,9 @@ func ctrlFlags(wr *verbs.SendWR, ce, carry uint8) uint8 {
 	return fm
 }
 
-// record fills the per-WQE tables for a WQE of nbb blocks at position cur.
-func (q *sendQueue) record(cur, nbb uint32, wrid uint64, internal bool) {
+// record fills the per-WQE tables for a WQE of nbb blocks at position cur: two says it
+// consumes a receive at the responder, mark that it was posted with SendMark.
+func (q *sendQueue) record(cur, nbb uint32, wrid uint64, internal, two, mark bool) {
 	idx := cur & q.mask
 	q.head++
 	if internal {
@@ -273,16 +271,12 @@ func (q *sendQueue) record(cur, nbb uint32, wrid uint64, internal bool) {
 	q.pos[idx] = cur
 	q.nbb[idx] = uint8(nbb)
 	q.startOf[(cur+nbb-1)&q.mask] = cur
-}
-
-// recordApp fills the SHIFT tables of the WQE at cur, recorded just before (see twoAt).
-func (q *sendQueue) recordApp(cur uint32, internal, two, mark bool) {
-	idx := cur & q.mask
 	q.twoAt[idx] = q.two
 	q.mark[idx] = mark
 	if two && !internal {
 		q.two++
 	}
+	raceRelease(&q.raceSync)
 }
 
 // twoSidedOp reports whether a WQE of PRM opcode op consumes a receive at the responder.
@@ -307,21 +301,6 @@ func (q *sendQueue) hold(wqeCounter uint16) uint64 {
 	}
 	q.seen.Store(p + uint32(q.nbb[idx]))
 	return q.wrid[idx]
-}
-
-// release retires the held WQEs that have a completion (see hold).
-func (q *sendQueue) release() {
-	if !q.holding.Load() {
-		return
-	}
-	q.holding.Store(false)
-	end := q.seen.Load()
-	if end == q.done() {
-		return
-	}
-	last := q.startOf[(end-1)&q.mask] & q.mask
-	q.intRetired.Store(q.intAt[last])
-	q.setRetired(end, q.wqeHead[last])
 }
 
 // retire is called by the poller for a requester CQE of the WQE at the 16-bit wqe_counter:

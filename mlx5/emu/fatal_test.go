@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shift-rdma/shift/mlx5"
+	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/mlx5/emu/emutest"
 	"github.com/shift-rdma/shift/mlx5/emu/nic"
 	"github.com/shift-rdma/shift/uverbs"
@@ -22,12 +23,7 @@ const quiet = 50 * time.Millisecond
 // executes nothing more and writes no CQE, fails the commands that create or change objects
 // with EIO (as mlx5_cmd_exec in internal error), and still lets everything be destroyed.
 func TestDeviceKill(t *testing.T) {
-	c, p := pair(t, emutest.DefaultConn)
-	ma, mb := p.A.RegMR(4096, emutest.AllAccess), p.B.RegMR(4096, emutest.AllAccess)
-	fill(21, ma.Buf)
-	write := emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:512])}, RemoteAddr: mb.Addr(), RKey: mb.RKey}
-	p.QA.PostRing(t, write)
-	wantWC(t, "WRITE before the kill", p.SCQA.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRDMAWrite, 0)
+	c, p, mb, write := writingPair(t, 21, "WRITE before the kill")
 
 	dev := c.Hosts[0].Devices[0].NIC()
 	dev.Kill()
@@ -71,12 +67,7 @@ func TestDeviceKill(t *testing.T) {
 // A hung device stops silently: no CQE, no packet, no event, its port stays up and commands
 // are answered.
 func TestDeviceHang(t *testing.T) {
-	c, p := pair(t, emutest.DefaultConn)
-	ma, mb := p.A.RegMR(4096, emutest.AllAccess), p.B.RegMR(4096, emutest.AllAccess)
-	fill(22, ma.Buf)
-	write := emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:512])}, RemoteAddr: mb.Addr(), RKey: mb.RKey}
-	p.QA.PostRing(t, write)
-	wantWC(t, "WRITE before the hang", p.SCQA.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRDMAWrite, 0)
+	c, p, mb, write := writingPair(t, 22, "WRITE before the hang")
 
 	dev := c.Hosts[0].Devices[0].NIC()
 	dev.Hang()
@@ -107,4 +98,18 @@ func TestDeviceHang(t *testing.T) {
 	if ev := readAsync(t, p.A.AsyncFD); ev.Type != uverbs.EventDeviceFatal {
 		t.Errorf("event %+v after killing a hung device, want DEVICE_FATAL", ev)
 	}
+}
+
+// writingPair connects a QP pair, registers an MR on each side and runs one WRITE of 512
+// bytes filled from seed from A to B to completion; it returns the cluster, the pair, B's MR
+// and that WRITE.
+func writingPair(t *testing.T, seed uint64, what string) (*emu.Cluster, *emutest.Pair, *emutest.MR, emutest.WR) {
+	t.Helper()
+	c, p := pair(t, emutest.DefaultConn)
+	ma, mb := p.A.RegMR(4096, emutest.AllAccess), p.B.RegMR(4096, emutest.AllAccess)
+	fill(seed, ma.Buf)
+	write := emutest.WR{Op: mlx5.OpcodeRDMAWrite, Local: []mlx5.DataSeg{emutest.SGE(ma, ma.Buf[:512])}, RemoteAddr: mb.Addr(), RKey: mb.RKey}
+	p.QA.PostRing(t, write)
+	wantWC(t, what, p.SCQA.Wait(t, wait), mlx5.WCSuccess, mlx5.WCRDMAWrite, 0)
+	return c, p, mb, write
 }
