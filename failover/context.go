@@ -271,6 +271,7 @@ func OpenContext(def *provider.Context, opts Options) (*Context, error) {
 }
 
 func openContext(def *provider.Context, opts Options) (*Context, error) {
+	initGates()
 	name := def.Name()
 	if opts.Port == 0 {
 		opts.Port = 1

@@ -15,7 +15,7 @@ func (q *QP) debugState() string {
 		"backup %d recvKinds %v sendKinds %v bkLog %d dSendKinds %v dRecvKinds %v pending %d failQueued %v bkFailQueued %v gates s%d r%d cq%d/%d buf %d",
 		q.qpn, q.slow, q.tracked, q.defMode, q.awaitReply, q.resetOnReply, q.defGen.Load(), q.defFrom, q.twoSided, q.twoOff,
 		q.rPosted.Load(), q.recvDone, q.cur.Load(), q.cs().recvKinds, q.cs().sendKinds, len(q.bkLog), q.dSendKinds, q.dRecvKinds, len(q.pending), q.failQueued, q.cs().failQueued,
-		q.sendGate.Load(), q.recvGate.Load(), q.scq.gate.Load(), q.rcq.gate.Load(), len(q.rcq.buf)-q.rcq.head)
+		q.sendGate.state.Load(), q.recvGate.state.Load(), q.scq.gate.Load(), q.rcq.gate.Load(), len(q.rcq.buf)-q.rcq.head)
 	q.fifoMu.Unlock()
 	if q.rcq != q.scq {
 		q.rcq.mu.Unlock()

@@ -15,7 +15,7 @@ import (
 func onFastPath(q *QP) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return !q.slow && q.sendGate.Load() != gateClosed && q.recvGate.Load() != gateClosed
+	return !q.slow && q.sendGate.state.Load() != gateClosed && q.recvGate.state.Load() != gateClosed
 }
 
 // cqOpen polls cq once (the slow Poll that empties the buffer reopens the gate) and reports

@@ -12,7 +12,10 @@ import (
 // (CompareAndSwap open→busy on entry, Store open on exit). A fallback closes the gates
 // (closeGate waits out a call inside) and every call then takes the mutexes; a recovery reopens
 // them once nothing of SHIFT's is left that only the slow path handles (reopenLocked,
-// reopenCQLocked).
+// reopenCQLocked). The QPs' post gates (postgate.go) keep the same states but mark a call
+// inside in a word of its own, so that a post needs no locked instruction; the CQs' gates
+// keep the compare-and-swap, which also keeps two threads polling one CQ off its ring at
+// once.
 //
 // Memory ordering: every write the slow path made under the mutexes before a reopen's Store
 // of gateOpen happens before the next fast call's successful CompareAndSwap (the atomics are
@@ -57,8 +60,7 @@ func (q *QP) markSlowLocked() {
 			cq.mu.Unlock()
 		}
 	}
-	closeGate(&q.sendGate)
-	closeGate(&q.recvGate)
+	closePostGates(&q.sendGate, &q.recvGate)
 	closeGate(q.scq.gate)
 	closeGate(q.rcq.gate)
 }
@@ -139,8 +141,8 @@ func (q *QP) reopenLocked() bool {
 	q.tracked = false
 	q.unmarkSlowLocked()
 	// The gates were closed by markSlowLocked and only this function opens them, under q.mu.
-	reopenGate(&q.sendGate)
-	reopenGate(&q.recvGate)
+	q.sendGate.reopen()
+	q.recvGate.reopen()
 	q.c.fastReopens.Add(1)
 	return true
 }

@@ -13,17 +13,31 @@ import (
 // a fallback state it posts on the backup QP with keys rewritten, or keeps the WRs in order
 // behind the old sends while the handshake runs.
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
-	if !q.sendGate.CompareAndSwap(gateOpen, gateBusy) {
+	if !q.sendGate.enter() {
 		return q.postSendSlow(wrs)
 	}
-	err := q.postDefault(wrs)
-	if err != nil && errors.Is(err, verbs.ErrQPState) && q.def.State() == verbs.QPStateErr {
-		// A failed post: the default QP is in ERR. Fall back, then post where the state says.
-		q.sendGate.Store(gateClosed)
+	var err error
+	if q.c.injArmed.Load() == 0 {
+		err = q.def.PostSend(wrs) // the provider's post, inlined: no call of SHIFT's between
+	} else {
+		err = q.postDefault(wrs)
+	}
+	if err != nil {
+		return q.postSendFailed(wrs, err)
+	}
+	q.sendGate.leave()
+	return nil
+}
+
+// postSendFailed ends a fast PostSend whose post failed (the poster is inside the gate). A
+// default QP in ERR means a failure SHIFT handles: fall back, then post where the state says.
+func (q *QP) postSendFailed(wrs []verbs.SendWR, err error) error {
+	if errors.Is(err, verbs.ErrQPState) && q.def.State() == verbs.QPStateErr {
+		q.sendGate.closeAndLeave()
 		q.c.eng.fallbackWait(q)
 		return q.postSendSlow(wrs)
 	}
-	q.sendGate.Store(gateOpen)
+	q.sendGate.leave()
 	return err
 }
 
@@ -247,11 +261,11 @@ func (q *QP) logBackupLocked(wrs []verbs.SendWR) {
 // PostRecv is ibv_post_recv: logged and posted on the default QP in Default, posted on the
 // backup QP (lkeys rewritten) after a fallback.
 func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
-	if !q.recvGate.CompareAndSwap(gateOpen, gateBusy) {
+	if !q.recvGate.enter() {
 		return q.postRecvSlow(wrs)
 	}
 	err := q.postRecvDefault(wrs)
-	q.recvGate.Store(gateOpen)
+	q.recvGate.leave()
 	return err
 }
 

@@ -76,7 +76,7 @@ type QP struct {
 	// missed (fetchMissingRKeysLocked); it does not release q.mu again (q.mu).
 	rkRetry bool
 
-	sendGate, recvGate atomic.Uint32
+	sendGate, recvGate postGate
 	mach               machine
 	mu                 sync.Mutex
 

@@ -1,0 +1,88 @@
+package failover
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shift-rdma/shift/internal/asymfence"
+)
+
+// postGate is a QP's send or receive gate (gate.go's states, without gateBusy). Its poster,
+// one at a time per QP as for the provider, marks itself inside with busy and then loads
+// state; a fallback stores gateClosed, makes every thread execute a barrier (asymfence),
+// and waits for busy to clear. With the kernel's membarrier the poster's mark is a plain
+// store: no locked instruction on the post, which on amd64 would wait for the WQE and
+// doorbell stores ahead of it to leave the store buffer. Without it (an old kernel, a seccomp
+// filter, race builds) both marks are sequentially consistent atomics, the Dekker pattern.
+type postGate struct {
+	state atomic.Uint32 // gateOpen or gateClosed; changed under q.mu only
+	busy  uint32        // 1 while the poster is inside; written by the poster only
+}
+
+// asymGates is set once, before the first QP exists (openContext, initGates), when the
+// process registered for the expedited membarrier; posters read it without synchronisation
+// after that (the QP's creation is ordered after the context's).
+var (
+	asymGates bool
+	gatesOnce sync.Once
+)
+
+// initGates picks the gates' barrier for the process: the asymmetric one where the kernel
+// gives it, except in race builds, whose detector sees only the atomics.
+func initGates() {
+	gatesOnce.Do(func() { asymGates = !raceBuild && asymfence.Register() == nil })
+}
+
+// enter marks the poster inside and reports whether the gate was open; on false the poster
+// is outside again and takes the slow path.
+func (g *postGate) enter() bool {
+	if asymGates {
+		g.busy = 1 // ordered before the load below by the closer's Fence
+	} else {
+		atomic.StoreUint32(&g.busy, 1)
+	}
+	if g.state.Load() == gateOpen {
+		return true
+	}
+	g.leave()
+	return false
+}
+
+// leave ends the poster's call: every ring and field write of the call is visible to a
+// closer that reads busy == 0.
+func (g *postGate) leave() {
+	if asymGates && plainRelease {
+		g.busy = 0 // a plain store releases on amd64 (TSO), and the compiler keeps store order
+	} else {
+		atomic.StoreUint32(&g.busy, 0)
+	}
+}
+
+// closeAndLeave closes the gate from inside (the poster found the QP failed) and leaves.
+func (g *postGate) closeAndLeave() {
+	g.state.Store(gateClosed)
+	g.leave()
+}
+
+// closePostGates closes gs and waits until no poster is inside any of them. The barrier is
+// paid only when one of them was open: a poster that entered after an earlier close saw it.
+func closePostGates(gs ...*postGate) {
+	wasOpen := false
+	for _, g := range gs {
+		if g.state.Swap(gateClosed) == gateOpen {
+			wasOpen = true
+		}
+	}
+	if wasOpen && asymGates {
+		asymfence.Fence()
+	}
+	for _, g := range gs {
+		for atomic.LoadUint32(&g.busy) != 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// reopen opens a closed gate (no poster can be inside a closed gate).
+func (g *postGate) reopen() bool { return g.state.CompareAndSwap(gateClosed, gateOpen) }

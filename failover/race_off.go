@@ -1,0 +1,5 @@
+//go:build !race
+
+package failover
+
+const raceBuild = false
