@@ -30,6 +30,11 @@ type ClusterConfig struct {
 	Prefix string
 	// Kernel is every device's kernel ABI (KernelCurrent: all commands).
 	Kernel KernelABI
+	// Stepped makes the cluster a deterministic simulation's: no NIC watchers and no
+	// delivery goroutines (a fabric the cluster creates is fabric.WithStepped); the caller
+	// steps each NIC (Device.NIC().Step) and the fabric (Fabric.Step). Use it with a manual
+	// Clock.
+	Stepped bool
 }
 
 // Cluster is a set of emulated hosts on one fabric.
@@ -82,6 +87,9 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		if cfg.Clock != nil {
 			opts = append(opts, fabric.WithClock(cfg.Clock))
 		}
+		if cfg.Stepped {
+			opts = append(opts, fabric.WithStepped())
+		}
 		c.Fabric = fabric.New(opts...)
 		c.ownFabric = true
 	}
@@ -89,7 +97,7 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		host := &Host{Index: h}
 		c.Hosts = append(c.Hosts, host)
 		for n := range cfg.NICs {
-			dc := DeviceConfig{Name: fmt.Sprintf("%s%d", cfg.Prefix, h*cfg.NICs+n), Caps: cfg.Caps, Clock: cfg.Clock, Kernel: cfg.Kernel}
+			dc := DeviceConfig{Name: fmt.Sprintf("%s%d", cfg.Prefix, h*cfg.NICs+n), Caps: cfg.Caps, Clock: cfg.Clock, Kernel: cfg.Kernel, Stepped: cfg.Stepped}
 			for p := 1; p <= cfg.Ports; p++ {
 				ep, err := c.Fabric.Attach(PortAddr(h, n, p))
 				if err != nil {

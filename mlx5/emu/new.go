@@ -31,6 +31,9 @@ type DeviceConfig struct {
 	BeforeCreateQP func() error
 	// Kernel selects the uverbs commands the emulated kernel offers (KernelCurrent: all).
 	Kernel KernelABI
+	// Stepped runs no doorbell watcher: the caller steps the NIC (NIC().Step), as a
+	// deterministic simulation does (nic.Config.Stepped).
+	Stepped bool
 }
 
 // PortConfig describes one port.
@@ -89,7 +92,7 @@ func NewDevice(cfg DeviceConfig) (*Device, error) {
 		nports = append(nports, nic.PortConfig{Link: pc.Link, MTU: active.Bytes()})
 	}
 	ev := d.events()
-	nd, err := nic.New(nic.Config{Name: cfg.Name, Ports: nports, Clock: cfg.Clock,
+	nd, err := nic.New(nic.Config{Name: cfg.Name, Ports: nports, Clock: cfg.Clock, Stepped: cfg.Stepped,
 		OnPortState: func(port int, up bool) { ev.portChange(port, up) },
 		OnFatal:     func() { ev.fatal() }})
 	if err != nil {

@@ -85,6 +85,16 @@ func (m *Manual) AdvanceToNext() (time.Duration, bool) {
 	return d, true
 }
 
+// NextAt is when the earliest pending timer falls due, and false when none is pending.
+func (m *Manual) NextAt() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.timers) == 0 {
+		return time.Time{}, false
+	}
+	return m.timers[0].when, true
+}
+
 // Pending returns how many timers are armed and not yet run or stopped.
 func (m *Manual) Pending() int {
 	m.mu.Lock()

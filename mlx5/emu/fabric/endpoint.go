@@ -50,7 +50,11 @@ func newEndpoint(f *Fabric, addr netip.Addr, h uint64) *Endpoint {
 	e.rx.next = e.q.push
 	e.rx.drop = func(*roce.Packet) { e.ctr.rxDropped.Add(1) }
 	e.up.Store(true)
-	go e.q.run()
+	if f.stepped {
+		close(e.q.done) // no goroutine: Fabric.Step delivers
+	} else {
+		go e.q.run()
+	}
 	return e
 }
 

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shift-rdma/shift/mlx5/emu/clock"
 )
@@ -15,8 +17,9 @@ import (
 // and the receiver's RX fault hooks. Each endpoint delivers on its own goroutine, one packet
 // at a time. The zero value is not usable; call New.
 type Fabric struct {
-	clk  clock.Clock
-	seed uint64
+	clk     clock.Clock
+	seed    uint64
+	stepped bool
 
 	tap atomic.Pointer[TapFunc]
 
@@ -35,6 +38,11 @@ func WithClock(c clock.Clock) Option { return func(f *Fabric) { f.clk = c } }
 // WithSeed seeds every random fault decision (loss, jitter, random reordering). The same seed
 // and the same sends give the same decisions. The default seed is 1.
 func WithSeed(seed uint64) Option { return func(f *Fabric) { f.seed = seed } }
+
+// WithStepped starts no delivery goroutines: packets wait in their endpoints' queues until
+// the caller delivers them with Step, one at a time, as a deterministic simulation's
+// scheduler does (with a manual clock: WithClock).
+func WithStepped() Option { return func(f *Fabric) { f.stepped = true } }
 
 // New returns an empty fabric.
 func New(opts ...Option) *Fabric {
@@ -87,6 +95,49 @@ func (f *Fabric) Endpoints() []*Endpoint {
 		out = append(out, e)
 	}
 	return out
+}
+
+// Step delivers the one packet due soonest (due at or before the clock's now; among equal
+// times the lowest endpoint address first, then arrival order) on the caller's goroutine,
+// and reports whether there was one. Only a stepped fabric (WithStepped) delivers here.
+func (f *Fabric) Step() bool {
+	if !f.stepped {
+		return false
+	}
+	now := f.clk.Now()
+	var (
+		best   *Endpoint
+		bestAt time.Time
+	)
+	for _, e := range f.sortedEndpoints() {
+		if at, ok := e.q.headAt(); ok && !at.After(now) && (best == nil || at.Before(bestAt)) {
+			best, bestAt = e, at
+		}
+	}
+	if best == nil {
+		return false
+	}
+	return best.q.deliverHead()
+}
+
+// NextDue is when the soonest queued packet falls due, and false when none is queued.
+func (f *Fabric) NextDue() (time.Time, bool) {
+	var (
+		next  time.Time
+		found bool
+	)
+	for _, e := range f.sortedEndpoints() {
+		if at, ok := e.q.headAt(); ok && (!found || at.Before(next)) {
+			next, found = at, true
+		}
+	}
+	return next, found
+}
+
+func (f *Fabric) sortedEndpoints() []*Endpoint {
+	eps := f.Endpoints()
+	slices.SortFunc(eps, func(a, b *Endpoint) int { return a.addr.Compare(b.addr) })
+	return eps
 }
 
 func (f *Fabric) lookup(addr netip.Addr) *Endpoint {

@@ -147,6 +147,29 @@ func (q *queue) run() {
 	}
 }
 
+// headAt is when the first queued packet falls due (stepped fabrics).
+func (q *queue) headAt() (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.items.len() == 0 {
+		return time.Time{}, false
+	}
+	return q.items.peek().at, true
+}
+
+// deliverHead delivers the first queued packet on the caller's goroutine (stepped fabrics).
+func (q *queue) deliverHead() bool {
+	q.mu.Lock()
+	if q.closed || q.items.len() == 0 {
+		q.mu.Unlock()
+		return false
+	}
+	it := q.items.pop()
+	q.mu.Unlock()
+	q.deliver(it.p)
+	return true
+}
+
 // close stops the goroutine, waits for it, and drops what was queued.
 func (q *queue) close() {
 	q.mu.Lock()

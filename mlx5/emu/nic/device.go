@@ -27,6 +27,10 @@ type Config struct {
 	OnFatal func()
 	// NewTransport builds the RC engine of a QP; nil means rc.New. Tests may substitute one.
 	NewTransport func(h rc.Host) rc.Transport
+	// Stepped starts no doorbell watcher and leaves the device off the idle scanner: the
+	// caller runs each pass with Step, as a deterministic simulation's scheduler does (with a
+	// manual Clock and a stepped fabric, nothing of the device then runs on its own).
+	Stepped bool
 }
 
 // PortConfig describes one port.
@@ -48,6 +52,7 @@ type Device struct {
 	// health is a Health: whether the device still executes anything (fatal.go).
 	health  atomic.Uint32
 	onFatal func()
+	stepped bool
 
 	mu      sync.Mutex // guards the maps and counters below
 	uars    map[uint32]*UAR
@@ -121,6 +126,7 @@ func New(cfg Config) (*Device, error) {
 		clk:       cfg.Clock,
 		newTr:     cfg.NewTransport,
 		onFatal:   cfg.OnFatal,
+		stepped:   cfg.Stepped,
 		uars:      make(map[uint32]*UAR),
 		cqs:       make(map[uint32]*CQ),
 		cqsByUAR:  make(map[*UAR][]*CQ),
@@ -152,6 +158,10 @@ func New(cfg Config) (*Device, error) {
 	}
 	for _, p := range d.ports {
 		p.attach()
+	}
+	if d.stepped {
+		close(d.watchDone)
+		return d, nil
 	}
 	idle.attach()
 	go d.watch()
@@ -223,7 +233,9 @@ func (d *Device) Close() error {
 	}
 	close(d.stop)
 	<-d.watchDone
-	idle.detach()
+	if !d.stepped {
+		idle.detach()
+	}
 	for _, p := range d.ports {
 		p.detach()
 	}

@@ -1,6 +1,8 @@
 package nic
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -176,5 +178,9 @@ func (d *Device) publishUARs() {
 	for _, u := range d.uars {
 		list = append(list, u)
 	}
+	// In index order: the watcher's pass reads the pages in list order, and a stepped
+	// device (Config.Stepped) must consume the doorbells of one pass in the same order on
+	// every run.
+	slices.SortFunc(list, func(a, b *UAR) int { return cmp.Compare(a.Index, b.Index) })
 	d.uarList.Store(&list)
 }

@@ -56,21 +56,8 @@ func (d *Device) watch() {
 			}
 			continue
 		}
-		dbs = d.pollRegisters(dbs[:0])
-		active := len(dbs) > 0
-		for i := range dbs {
-			d.dispatch(&dbs[i])
-		}
-		if d.runKicks() {
-			active = true
-		}
-		if len(d.rechecks) > 0 && d.runRechecks() {
-			active = true
-		}
-		if d.flushErrRecvs() {
-			active = true
-		}
-		d.stats.passes.Add(1)
+		var active bool
+		dbs, active = d.pass(dbs[:0])
 		if active {
 			lastActive = time.Now()
 			runtime.Gosched()
@@ -94,6 +81,40 @@ func (d *Device) watch() {
 		idle.unpark(d) // woken by a kick: leave the scanner's list (no-op when it woke us)
 		lastActive = time.Now()
 	}
+}
+
+// pass is one look at everything the device owes work for: the doorbell registers, the
+// kicked QPs, the shared registers' rechecks, receives posted to QPs in ERR. It reports
+// whether it found any.
+func (d *Device) pass(dbs []doorbell) ([]doorbell, bool) {
+	dbs = d.pollRegisters(dbs)
+	active := len(dbs) > 0
+	for i := range dbs {
+		d.dispatch(&dbs[i])
+	}
+	if d.runKicks() {
+		active = true
+	}
+	if len(d.rechecks) > 0 && d.runRechecks() {
+		active = true
+	}
+	if d.flushErrRecvs() {
+		active = true
+	}
+	d.stats.passes.Add(1)
+	return dbs, active
+}
+
+// Step runs one pass of a stepped device (Config.Stepped) on the caller's goroutine and
+// reports whether it found work; a closed, hung or dead device, or one that is not stepped,
+// does nothing.
+func (d *Device) Step() bool {
+	if !d.stepped || d.closed.Load() || !d.alive() {
+		return false
+	}
+	var dbs [8]doorbell
+	_, active := d.pass(dbs[:0])
+	return active
 }
 
 // pending reports whether a parked device has work for its watcher: a written doorbell
