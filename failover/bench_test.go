@@ -235,3 +235,35 @@ func BenchmarkPostSendAB(b *testing.B) {
 	b.ReportMetric(shift-prov, "overhead-ns/post")
 	b.ReportMetric(shift/prov, "ratio")
 }
+
+// BenchmarkPollEmptyAB is BenchmarkPostSendAB for an empty poll: blocks of 64 polls of the
+// failover CQ and of its default provider CQ in turns, medians per poll.
+func BenchmarkPollEmptyAB(b *testing.B) {
+	e, _ := benchSetup(b)
+	paths := [2]pollerIface{e.hosts[0].cq, e.hosts[0].cq.Default()}
+	var wcs [16]verbs.WC
+	var took [2][]time.Duration
+	const block = 64
+	first := 0
+	for b.Loop() {
+		for k := range 2 {
+			p := first ^ k
+			t0 := time.Now()
+			for range block {
+				if n, err := paths[p].Poll(wcs[:]); n != 0 || err != nil {
+					b.Fatal(n, err)
+				}
+			}
+			took[p] = append(took[p], time.Since(t0))
+		}
+		first ^= 1
+	}
+	med := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Nanoseconds()) / block
+	}
+	shift, prov := med(took[0]), med(took[1])
+	b.ReportMetric(shift, "shift-ns/poll")
+	b.ReportMetric(prov, "provider-ns/poll")
+	b.ReportMetric(shift/prov, "ratio")
+}
