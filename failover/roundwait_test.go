@@ -63,13 +63,14 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 // return at once: the round waits with the QP's mutex released (roundwait.go). What was
 // posted meanwhile is held and delivered exactly once, in order, after what came before.
 func TestPostsDuringWaitingRound(t *testing.T) {
-	e := newEnv(t, 256)
+	// No recovery: the QP stays on the backup for the second round.
+	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
 	a, b := e.pairs(t, 1, cp)
 	qa, qb := a[0], b[0]
 	ha, hb := e.hosts[0], e.hosts[1]
 	const n, size, seed = 8, 1024, 99
-	for i := range 2 * n {
+	for i := range 3 * n {
 		payload(ha.buf.Bytes()[i*slot:i*slot+size], seed, uint64(i))
 		if err := qb.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: []verbs.SGE{hb.mr.SGE(bufSize/2+i*slot, slot)}}}); err != nil {
 			t.Fatal(err)
@@ -136,8 +137,61 @@ func TestPostsDuringWaitingRound(t *testing.T) {
 	release()
 	expect(sp, n, 2*n, qa.QPN())
 	expect(rp, 0, 2*n, qb.QPN())
-	if st := qa.SendState(); st != SendFallback {
-		t.Fatalf("send state %v after the round, want Fallback", st)
+	if st, rs := qa.SendState(), qa.RecvState(); st != SendFallback || rs != RecvFallback {
+		t.Fatalf("states %v/%v after the round, want Fallback/Fallback", st, rs)
+	}
+
+	// A reset round (nothing of ours moves): what is held while it waits is posted on the
+	// backup when it ends (flushHeld), sends and receives.
+	held, release = holdDrain(t, qa)
+	ha.ctx.eng.do(func() { qa.fallback(ctlMsg{}, false) })
+	waitClosed(t, held, "the reset round's drain")
+	err, prompt = within(func() error {
+		var err error
+		for i := 2 * n; i < 3*n; i++ {
+			err = errors.Join(err, send(i))
+		}
+		return errors.Join(err, qa.PostRecv([]verbs.RecvWR{{WRID: 1<<40 + 1, SGL: []verbs.SGE{ha.mr.SGE(bufSize/2, slot)}}}))
+	}, release)
+	if !prompt {
+		t.Fatalf("the application's posts waited for the reset round (more than %v)", appBound)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	expect(sp, 2*n, 3*n, qa.QPN())
+	expect(rp, 2*n, 3*n, qb.QPN())
+	// Both receives posted on qa during the rounds take the peer's next two messages.
+	for k := range 2 {
+		if err := qb.PostSend([]verbs.SendWR{{WRID: uint64(k), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{hb.mr.SGE(0, 64)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, qp := 0, (&poller{t: t, cq: hb.cq}); k < 2; {
+		ws := qp.next(deadline)
+		if ws == nil {
+			t.Fatalf("the peer's send %d did not complete", k)
+		}
+		for _, w := range ws {
+			if w.Status != verbs.WCSuccess || w.WRID != uint64(k) {
+				t.Fatalf("peer's send %d: %+v (%v)", k, w, w.Status)
+			}
+			k++
+		}
+	}
+	for k := 0; k < 2; {
+		ws := sp.next(deadline)
+		if ws == nil {
+			t.Fatalf("receive %d posted during a round did not complete", k)
+		}
+		for _, w := range ws {
+			if w.Status != verbs.WCSuccess || w.WRID != 1<<40+uint64(k) || w.Opcode&verbs.WCRecv == 0 {
+				t.Fatalf("receive %d posted during a round: %+v (%v)", k, w, w.Status)
+			}
+			k++
+		}
 	}
 }
 
