@@ -97,7 +97,9 @@ func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
 		q.fn = nil
 		q.scq.mu.Unlock()
 	}
-	q.drainSetLocked(old)
+	if !q.drainSetLocked(old) {
+		return // the QP went while the drain waited
+	}
 	q.c.chains.Add(1)
 	q.stats.chains.Add(1)
 	// What ran on the old set and did not complete is reposted on the new one (bkLog). Our
@@ -111,8 +113,9 @@ func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
 
 // drainSetLocked polls the backup CQs until the stopped set's QPs have no WQE left without a
 // completion (bounded by DrainTimeout): what completed successfully is the application's and
-// counts; the flushes are dropped (the set is dead), their WRs reposted.
-func (q *QP) drainSetLocked(bs *bkSet) {
+// counts; the flushes are dropped (the set is dead), their WRs reposted. It waits with q.mu
+// released and reports false if the QP went meanwhile (pauseLocked).
+func (q *QP) drainSetLocked(bs *bkSet) bool {
 	deadline := time.Now().Add(q.c.opts.DrainTimeout)
 	var pace pacer
 	var outS []provider.SendWQE
@@ -135,8 +138,10 @@ func (q *QP) drainSetLocked(bs *bkSet) {
 			n += len(outR)
 		}
 		if n == 0 || time.Now().After(deadline) {
-			return
+			return true
 		}
-		pace.wait()
+		if !q.pauseLocked(&pace) {
+			return false
+		}
 	}
 }

@@ -9,6 +9,10 @@ import (
 // runs the transitions).
 var testHookRound atomic.Pointer[func()]
 
+// testHookDrain, when set and true for q, keeps q's drain waiting as if the default NIC's
+// flushes had not all come (tests: a round that waits).
+var testHookDrain atomic.Pointer[func(q *QP) bool]
+
 // engine runs the transitions of a context's QPs in one place, off the application's
 // threads. An application Poll that meets an error completion, a peer's notification or a
 // finished fence only classifies and queues it on its CQ (toFail, toFailBk, recov, drained)
@@ -18,8 +22,11 @@ var testHookRound atomic.Pointer[func()]
 // the order they came. A post that fails on the default QP waits for the engine's fallback
 // of its QP, then posts where the new state says. While CQ work is queued or running the
 // CQ's gate stays closed (reopenCQLocked), so the application polls the WC buffer and never
-// sees a completion SHIFT has not classified. Still outside it: the probe goroutines'
-// recovery steps and SwitchToBackup/SwitchToDefault, which run on their callers.
+// sees a completion SHIFT has not classified. The probe goroutines keep only their timers and
+// the wait for a probe's completion: each step that reads or changes the state runs here, as
+// do SwitchToBackup and SwitchToDefault (their callers wait: wait). A round that waits for a
+// NIC's completions waits with the QP's mutex released (roundwait.go), so the application's
+// slow path never waits for it; the engine does (other QPs' work queues behind the wait).
 type engine struct {
 	mu      sync.Mutex
 	work    []func() // in arrival order
@@ -72,17 +79,24 @@ func (e *engine) kick(cq *CQ) {
 
 // fallbackWait has the engine fall q back (a post failed on its default QP) and returns once
 // it did, or once the context is closing.
-func (e *engine) fallbackWait(q *QP) {
+func (e *engine) fallbackWait(q *QP) { e.wait(func() { q.fallback(ctlMsg{}, false) }) }
+
+// wait runs fn on the engine and returns once it ran (true), or once the context is closing
+// and fn was dropped (false). For callers off the engine that need a transition's outcome (a
+// failed post, SwitchToBackup, the probe goroutines); the engine itself must never call it.
+func (e *engine) wait(fn func()) bool {
 	done := make(chan struct{})
+	ran := false
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
-		return
+		return false
 	}
 	e.waiting[done] = struct{}{}
 	e.work = append(e.work, func() {
-		q.fallback(ctlMsg{}, false)
+		fn()
 		e.mu.Lock()
+		ran = true
 		delete(e.waiting, done)
 		e.mu.Unlock()
 		close(done)
@@ -90,6 +104,9 @@ func (e *engine) fallbackWait(q *QP) {
 	e.mu.Unlock()
 	e.signal()
 	<-done
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return ran
 }
 
 func (e *engine) signal() {

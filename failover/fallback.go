@@ -8,8 +8,8 @@ import (
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
-// fallback moves q to the backup (State 1 → 2, paper §4.3.2). It runs on the goroutine that
-// found the failure: an error completion or failed post (fromPeer false) or the peer's
+// fallback moves q to the backup (State 1 → 2, paper §4.3.2). It runs on the engine, for
+// what found the failure: an error completion or failed post (fromPeer false) or the peer's
 // notification on the backup QP carrying the peer's receive counter and stale-RECV count
 // (fromPeer true). Each side sends exactly one notification per fallback: the peer's that
 // arrives while ours is out is the reply. After a recovery the same runs again; a side whose
@@ -40,8 +40,9 @@ func (q *QP) onControl(peer ctlMsg, set int) {
 // fallbackLocked is a fallback round onto the backup set in use (see roundLocked).
 func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) { q.roundLocked(peer, fromPeer, false) }
 
-// fallbackLocked is fallback with q.mu held; the probe goroutine calls it when the default
-// path failed under a probe or a fence while nothing of ours ran on it.
+// roundLocked is fallback with q.mu held (the engine's, as every transition: engine.go); a
+// probe step calls it when the default path failed under a probe or a fence while nothing of
+// ours ran on it. Where it waits for a NIC, it releases q.mu (roundwait.go).
 //
 // Every fallback is a round in which both sides reset their default QP exactly once (docs/
 // FAILOVER.md "Reset rounds"): the default QPs reconnect with the PSNs of the original
@@ -57,6 +58,9 @@ func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) { q.roundLocked(peer, fr
 // the new set as what ran on the default QP does, and a round already under way starts
 // again on the new set's control QP (its notification may have been lost with the old one).
 func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
+	if q.destroyed {
+		return // its rings may be unmapped (a chained round's drain waited: roundwait.go)
+	}
 	if h := testHookRound.Load(); h != nil {
 		(*h)()
 	}
@@ -155,6 +159,9 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	q.probeRes.CompareAndSwap(0, 2)
 	q.markSlowLocked()
 	if err := q.prepareLocked(sendPart, recvPart, chain, fromPeer); err != nil {
+		if errors.Is(err, errRoundGone) {
+			return
+		}
 		if errors.Is(err, errAppError) {
 			_, wc := q.scanErrWCsLocked()
 			q.appErrorLocked(wc)
@@ -289,6 +296,7 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 				return err
 			}
 		}
+		q.rHeld = 0 // posted with the rest of the log's tail
 		if q.mach.recvState() == RecvDefault {
 			if _, err := q.mach.recvEvent(EvRecvMoved); err != nil {
 				return err
@@ -329,7 +337,8 @@ const (
 func delivered(count, seq uint32) bool { return int32((count-seq)<<(32-countBits)) > 0 }
 
 // drainLocked polls the default CQs until the default QP has no WQE left without a
-// completion; the classifier accounts and buffers what it finds.
+// completion; the classifier accounts and buffers what it finds. It waits with q.mu released
+// (pauseLocked): errRoundGone if the QP went meanwhile.
 func (q *QP) drainLocked() error {
 	deadline := time.Now().Add(q.c.opts.DrainTimeout)
 	var pace pacer
@@ -374,6 +383,12 @@ func (q *QP) drainLocked() error {
 				rung++
 			}
 		}
+		if h := testHookDrain.Load(); h != nil && (*h)(q) {
+			if !q.pauseLocked(&pace) {
+				return errRoundGone
+			}
+			continue // the test holds the flushes back
+		}
 		if rung == 0 && len(q.outRecvs) == 0 {
 			return nil
 		}
@@ -390,7 +405,9 @@ func (q *QP) drainLocked() error {
 		if waitFrom == 0 {
 			waitFrom = time.Now().UnixNano()
 		}
-		pace.wait()
+		if !q.pauseLocked(&pace) {
+			return errRoundGone
+		}
 	}
 }
 
@@ -430,7 +447,8 @@ func (q *QP) sendCtlLocked(m ctlMsg) error {
 	m.dst, m.src = bs.peerQPN.Load(), q.qpn
 	err := ep.sendMsg(m)
 	if errors.Is(err, errCtlFailed) {
-		go q.ctlFailed(i, verbs.WC{Status: verbs.WCWRFlushErr, WRID: ctrlWRID, QPNum: ep.qp.QPN()})
+		wc := verbs.WC{Status: verbs.WCWRFlushErr, WRID: ctrlWRID, QPNum: ep.qp.QPN()}
+		q.c.eng.do(func() { q.ctlFailed(i, wc) })
 		return nil
 	}
 	if err != nil {
@@ -495,7 +513,9 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		}
 	}
 	if err := q.postFillersLocked(stale); err != nil {
-		q.failLocked(verbs.WCGeneralErr, err)
+		if !errors.Is(err, errRoundGone) {
+			q.failLocked(verbs.WCGeneralErr, err)
+		}
 		return
 	}
 	for _, w := range q.pending {
@@ -514,6 +534,9 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 			}
 			return q.postBackupLocked([]verbs.SendWR{r.wr})
 		})
+		if errors.Is(err, errRoundGone) {
+			return
+		}
 		if err != nil {
 			q.failLocked(verbs.WCGeneralErr, err)
 			var ws []verbs.SendWR
@@ -551,7 +574,8 @@ func (q *QP) repostCandidatesLocked() ([]sendRec, error) {
 }
 
 // withRoomLocked runs post (one WR on the backup QP) again while the backup SQ is full,
-// polling the send CQ so that completed WQEs free their slots, for at most DrainTimeout.
+// polling the send CQ so that completed WQEs free their slots, for at most DrainTimeout. It
+// waits with q.mu released (pauseLocked): errRoundGone if the QP went meanwhile.
 func (q *QP) withRoomLocked(post func() error) error {
 	deadline := time.Now().Add(q.c.opts.DrainTimeout)
 	var pace pacer
@@ -563,7 +587,9 @@ func (q *QP) withRoomLocked(post func() error) error {
 		q.scq.mu.Lock()
 		_ = q.scq.pollBackupLocked()
 		q.scq.mu.Unlock()
-		pace.wait()
+		if !q.pauseLocked(&pace) {
+			return errRoundGone
+		}
 	}
 }
 
@@ -594,7 +620,9 @@ func (q *QP) resetDefaultLocked() {
 		if (rung == 0 && len(q.outRecvs) == 0) || q.c.defDead.Load() || time.Now().After(deadline) {
 			break
 		}
-		pace.wait()
+		if !q.pauseLocked(&pace) {
+			return // the QP is gone: nothing to reset
+		}
 	}
 	q.scq.mu.Lock()
 	if q.rcq != q.scq {

@@ -117,6 +117,16 @@ func (q *QP) inject(wrs []verbs.SendWR) []verbs.SendWR {
 func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 	q.lockForPost(wrs)
 	defer q.mu.Unlock()
+	if q.held {
+		// A round waits with q.mu released: where WRs go is not settled (roundwait.go).
+		q.queueSendsLocked(wrs)
+		return nil
+	}
+	return q.postSendLocked(wrs)
+}
+
+// postSendLocked posts wrs where the send state says (q.mu held).
+func (q *QP) postSendLocked(wrs []verbs.SendWR) error {
 	switch q.mach.sendState() {
 	case SendDefault:
 		if q.tracked {
@@ -128,10 +138,7 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 	case SendWaitDrained:
 		return q.postDefaultLocked(wrs, true)
 	case SendHandshake:
-		for _, w := range wrs {
-			w.SGL = append([]verbs.SGE(nil), w.SGL...)
-			q.pending = append(q.pending, w)
-		}
+		q.queueSendsLocked(wrs)
 		return nil
 	case SendFallback:
 		return q.postBackupLocked(wrs)
@@ -293,6 +300,9 @@ func (q *QP) postRecvDefault(wrs []verbs.RecvWR) error {
 func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.held {
+		return q.holdRecvsLocked(wrs) // a round waits with q.mu released (roundwait.go)
+	}
 	switch q.mach.recvState() {
 	case RecvDefault:
 		if !q.tracked {

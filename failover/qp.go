@@ -123,6 +123,13 @@ type QP struct {
 	outSends []provider.SendWQE
 	outRecvs []provider.RecvWQE
 
+	// A round waiting with q.mu released holds the application's posts (roundwait.go):
+	// held until flushHeld runs, pauses the rounds released right now, rHeld the receives
+	// at the receive log's tail not posted yet (all q.mu).
+	held, flushQueued bool
+	pauses            int
+	rHeld             uint64
+
 	// SHIFT's own share of a round, apart from the wait for the emulator or the peer
 	// (fallbackSplit in measure_test.go): the time spent inside roundLocked this round, the
 	// part of it the drain waited for the default NIC's flushes, and when the peer's

@@ -96,12 +96,43 @@ func (q *QP) probeLoop() {
 // fence once FenceAfter passed in WaitSignaled, poll the CQs for the fence's and the peer's
 // notifications (the application may not poll), end once both sides are Default (probeDone,
 // with q.probing cleared under the same lock a new fallback takes to restart probing).
+//
+// The goroutine keeps the timers and the wait for a probe's completion; what reads or changes
+// the QP's state (probeBegin, probeEnd: a reset round when the default path failed) runs on
+// the engine, in order with the other transitions (engine.wait).
 func (q *QP) probeStep() int {
+	var res int
+	var gen uint64
+	var posted bool
+	if !q.c.eng.wait(func() { res, gen, posted = q.probeBegin() }) {
+		return q.probeQuit()
+	}
+	if !posted {
+		return res
+	}
+	r, ok := q.probeWait(gen)
+	if !ok || !q.c.eng.wait(func() { res = q.probeEnd(r, gen) }) {
+		return q.probeQuit()
+	}
+	return res
+}
+
+// probeQuit ends the probe goroutine of a closing context.
+func (q *QP) probeQuit() int {
+	q.mu.Lock()
+	q.probing = false
+	q.mu.Unlock()
+	return probeDone
+}
+
+// probeBegin is probeStep's first part (engine): what the state asks, and in Fallback the
+// probe posted (posted true, with the incarnation it probes).
+func (q *QP) probeBegin() (res int, gen uint64, posted bool) {
 	q.mu.Lock()
 	if q.destroyed {
 		q.probing = false
 		q.mu.Unlock()
-		return probeDone
+		return probeDone, 0, false
 	}
 	switch q.mach.sendState() {
 	case SendFallback:
@@ -110,12 +141,12 @@ func (q *QP) probeStep() int {
 			// comes the peer's responder may still hold PSNs a new probe would reuse).
 			q.mu.Unlock()
 			q.pollAsideBoth()
-			return probeIdle
+			return probeIdle, 0, false
 		}
 	case SendWaitSignaled:
 		if time.Since(time.Unix(0, q.tProbeOK)) < q.c.opts.FenceAfter {
 			q.mu.Unlock()
-			return probeOK
+			return probeOK, 0, false
 		}
 		if err := q.shiftFenceLocked(); err != nil {
 			// The backup refused the fence WR: its failure takes the QP down elsewhere.
@@ -123,34 +154,34 @@ func (q *QP) probeStep() int {
 		}
 		if q.mach.sendState() == SendFallback {
 			q.mu.Unlock()
-			return probeFailed
+			return probeFailed, 0, false
 		}
 		q.mu.Unlock()
-		return probeDrain
+		return probeDrain, 0, false
 	case SendWaitDrained:
 		q.mu.Unlock()
 		q.pollAsideBoth()
-		return probeDrain
+		return probeDrain, 0, false
 	case SendDefault:
 		if q.mach.recvState() == RecvFallback {
 			q.mu.Unlock()
 			q.pollAsideBoth()
-			return probeIdle
+			return probeIdle, 0, false
 		}
 		q.probing = false
 		q.mu.Unlock()
-		return probeDone
+		return probeDone, 0, false
 	default:
 		q.probing = false
 		q.mu.Unlock()
-		return probeDone
+		return probeDone, 0, false
 	}
-	gen := q.defGen.Load()
+	gen = q.defGen.Load()
 	if err := q.connectDefaultLocked(); err != nil {
 		q.c.probeFails.Add(1)
 		q.fallbackLocked(ctlMsg{}, false) // a reset round: the peer resets its default QP too
 		q.mu.Unlock()
-		return probeFailed
+		return probeFailed, 0, false
 	}
 	q.probeRes.Store(0)
 	q.fifoMu.Lock()
@@ -166,28 +197,35 @@ func (q *QP) probeStep() int {
 		q.c.probeFails.Add(1)
 		q.fallbackLocked(ctlMsg{}, false)
 		q.mu.Unlock()
-		return probeFailed
+		return probeFailed, 0, false
 	}
 	q.c.probes.Add(1)
 	q.stats.probes.Add(1)
 	q.mu.Unlock()
+	return probeOK, gen, true
+}
 
-	// The classifier records the probe's completion; poll the default CQ here too, as the
-	// application may not be polling.
+// probeWait waits, without a lock, for the result of the probe of incarnation gen (1 success,
+// 2 failure, 0 none within probeWaitGuard or a reset meanwhile); false once the context
+// closes. The classifier records the probe's completion; the default CQ is polled here too,
+// as the application may not be polling.
+func (q *QP) probeWait(gen uint64) (int32, bool) {
 	deadline := time.Now().Add(probeWaitGuard)
 	res := int32(0)
 	for res == 0 && q.defGen.Load() == gen && time.Now().Before(deadline) {
 		select {
 		case <-q.c.quit:
-			q.mu.Lock()
-			q.probing = false
-			q.mu.Unlock()
-			return probeDone
+			return 0, false
 		case <-time.After(500 * time.Microsecond):
 		}
 		q.scq.pollAside()
 		res = q.probeRes.Load()
 	}
+	return res, true
+}
+
+// probeEnd is probeStep's last part (engine): the probe's result res for incarnation gen.
+func (q *QP) probeEnd(res int32, gen uint64) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.mach.sendState() != SendFallback || q.destroyed {
@@ -500,10 +538,12 @@ func (q *QP) recoverRecv(gen uint64) {
 			q.fifoMu.Lock()
 			q.dRecvKinds = q.dRecvKinds[:len(q.dRecvKinds)-len(recvs)]
 			q.fifoMu.Unlock()
-			// The default QP broke again: the receives stay on the backup.
+			// The default QP broke again: the receives stay on the backup (those held
+			// by a round's wait go there when it ends: flushHeld).
 			return
 		}
 	}
+	q.rHeld = 0 // posted with the rest of the log's tail
 	if _, err := q.mach.recvEvent(EvDrained); err != nil {
 		return
 	}
