@@ -73,7 +73,18 @@ func (c *cqRing) poll(wcs []verbs.WC) (int, error) {
 			*wc = verbs.WC{WRID: wrid, Opcode: verbs.WCOpcode(w.Opcode), ByteLen: w.ByteLen, Imm: w.Imm, QPNum: qpn,
 				SrcQP: w.SrcQP, Flags: verbs.WCFlags(w.Flags & (mlx5.WCFlagGRH | mlx5.WCFlagWithImm)), SL: w.SL}
 		} else {
-			*wc = verbs.WC{WRID: wrid, Status: verbs.WCStatus(w.Status), VendorErr: uint32(w.VendorErr), QPNum: qpn}
+			// An error completion carries no opcode in the verbs contract (libmlx5 leaves
+			// wc.opcode as it was), yet a CQ shared by a QP's send and receive queues
+			// needs one thing from it: which queue the WR came from, since wr_ids are the
+			// application's and may repeat across the two queues. Without it a flushed
+			// receive read as opcode 0 (IBV_WC_SEND), i.e. as one completion too many of
+			// the send queue. So a RESP_ERR CQE (a receive WQE) reports IBV_WC_RECV, as
+			// rxe does for flushed receives; a REQ_ERR one keeps 0, a send-side opcode.
+			var op verbs.WCOpcode
+			if w.Receive {
+				op = verbs.WCRecv
+			}
+			*wc = verbs.WC{WRID: wrid, Status: verbs.WCStatus(w.Status), Opcode: op, VendorErr: uint32(w.VendorErr), QPNum: qpn}
 		}
 		n++
 	}
