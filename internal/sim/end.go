@@ -1,0 +1,156 @@
+package sim
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+
+	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// sent is a send WR posted and not yet retired by a completion.
+type sent struct {
+	wrid     uint64
+	op       verbs.WROpcode
+	signaled bool
+	seq      uint64 // two-sided sequence (SEND, WRITE_WITH_IMM) or the WR's post index
+	stage    int    // staging or landing slot
+	target   int    // the peer's slot a WRITE lands in
+	n        int
+	add      uint64
+}
+
+// end is one QP of a pair and what the application knows about it.
+type end struct {
+	h     *host
+	host  int
+	pair  int
+	qp    *provider.QP
+	ep    verbs.Endpoint
+	peer  *end
+	block int // byte offset of the pair's block in the host buffer
+
+	sq       []sent
+	posts    uint64 // send WRs posted, all time (the wr_ids)
+	twoSided uint64 // SEND/WRITE_WITH_IMM posted, all time
+	failed   bool   // an error completion came back on the send queue
+
+	recvPosted, recvDone uint64
+	expect               uint64 // the peer's next two-sided sequence this end must receive
+
+	addSum, addPosted uint64 // FETCH_AND_ADD: completed, posted
+}
+
+func (e *end) slot(i, n int) []byte {
+	off := e.block + i*slotSize
+	return e.h.buf.Bytes()[off : off+n]
+}
+
+func (e *end) slotAddr(i int) uint64 {
+	return e.h.mr.Addr() + uint64(e.block+i*slotSize)
+}
+
+// counter is the FETCH_AND_ADD word in this end's block (the peer adds to it).
+func (e *end) counter() uint64 {
+	return binary.LittleEndian.Uint64(e.slot(counterSlot, 8))
+}
+
+// fill writes the payload of (a, b, seq) into p: seq first, then bytes from a PCG stream.
+func fill(p []byte, a, b, seq uint64) {
+	r := rand.New(rand.NewPCG(a<<32|b, seq))
+	for i := range p {
+		p[i] = byte(r.Uint32())
+	}
+	if len(p) >= 8 {
+		binary.LittleEndian.PutUint64(p, seq)
+	}
+}
+
+// intact reports whether p holds the payload of (a, b, seq).
+func intact(p []byte, a, b, seq uint64) bool {
+	r := rand.New(rand.NewPCG(a<<32|b, seq))
+	for i := range p {
+		want := byte(r.Uint32())
+		if i < 8 && len(p) >= 8 {
+			want = byte(seq >> (8 * i))
+		}
+		if p[i] != want {
+			return false
+		}
+	}
+	return true
+}
+
+// post posts one send WR of kind op on e. It reports false when e cannot take it now.
+func (e *end) post(r *rand.Rand, op verbs.WROpcode, signal bool) (sent, error, bool) {
+	if e.failed || len(e.sq) >= sqDepth {
+		return sent{}, nil, false
+	}
+	s := sent{wrid: e.posts, op: op, seq: e.posts, stage: int(e.posts % stageSlots)}
+	// An unsignaled run must end before the queue is full: its completion retires it.
+	s.signaled = signal || r.IntN(2) == 0 || len(e.sq) == sqDepth-1
+	wr := verbs.SendWR{WRID: s.wrid, Opcode: op}
+	if s.signaled {
+		wr.Flags = verbs.SendSignaled
+	}
+	switch op {
+	case verbs.WRSend, verbs.WRRDMAWriteWithImm, verbs.WRRDMAWrite:
+		s.n = 8 + r.IntN(slotSize-8)
+		if op != verbs.WRRDMAWrite {
+			s.seq = e.twoSided
+		}
+		fill(e.slot(s.stage, s.n), uint64(e.host), uint64(e.pair), s.seq)
+		wr.SGL = []verbs.SGE{e.h.mr.SGE(e.block+s.stage*slotSize, s.n)}
+		if op != verbs.WRSend {
+			s.target = writeBase + int(e.posts%32)
+			wr.RemoteAddr, wr.RKey = e.peer.slotAddr(s.target), e.peer.h.mr.RKey()
+		}
+		if op == verbs.WRRDMAWriteWithImm {
+			wr.Imm = uint32(s.seq)
+		}
+	case verbs.WRRDMARead:
+		s.stage = readBase + int(e.posts%32)
+		s.n = 8 + r.IntN(slotSize-8)
+		clear(e.slot(s.stage, s.n))
+		wr.SGL = []verbs.SGE{e.h.mr.SGE(e.block+s.stage*slotSize, s.n)}
+		wr.RemoteAddr, wr.RKey = e.peer.slotAddr(readSrc), e.peer.h.mr.RKey()
+	case verbs.WRAtomicFetchAdd:
+		s.stage = int(e.posts % stageSlots)
+		s.n = 8
+		s.add = 1 + uint64(r.IntN(1000))
+		wr.SGL = []verbs.SGE{e.h.mr.SGE(e.block+s.stage*slotSize, 8)}
+		wr.RemoteAddr, wr.RKey = e.peer.slotAddr(counterSlot), e.peer.h.mr.RKey()
+		wr.CompareAdd = s.add
+	}
+	if err := e.qp.PostSend([]verbs.SendWR{wr}); err != nil {
+		return s, err, true
+	}
+	e.posts++
+	if op == verbs.WRSend || op == verbs.WRRDMAWriteWithImm {
+		e.twoSided++
+	}
+	if op == verbs.WRAtomicFetchAdd {
+		e.addPosted += s.add
+	}
+	e.sq = append(e.sq, s)
+	return s, nil, true
+}
+
+// recvTag marks a receive's wr_id: an error completion's opcode is undefined (ibv_poll_cq(3):
+// only wr_id, status, qp_num and vendor_err are), so on a CQ shared by both queues the
+// wr_id alone says which queue a flushed WR came from, as applications encode it.
+const recvTag = 1 << 63
+
+// postRecv posts one receive on e if its RQ has room.
+func (e *end) postRecv() (bool, error) {
+	if e.recvPosted-e.recvDone >= rqDepth {
+		return false, nil
+	}
+	i := recvBase + int(e.recvPosted%32)
+	err := e.qp.PostRecv([]verbs.RecvWR{{WRID: recvTag | e.recvPosted, SGL: []verbs.SGE{e.h.mr.SGE(e.block+i*slotSize, slotSize)}}})
+	if err != nil {
+		return true, err
+	}
+	e.recvPosted++
+	return true, nil
+}

@@ -1,0 +1,486 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/shift-rdma/shift/mlx5/emu/fabric"
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// Config is one simulation run.
+type Config struct {
+	Seed uint64
+	// QPs is the number of QP pairs (all of a host's QPs share its CQ); 0 means 1 to 3,
+	// drawn from the seed.
+	QPs int
+	// Ops is the number of application posts before the run drains; 0 means 300.
+	Ops int
+	// MaxSteps bounds the whole run; 0 means 200,000.
+	MaxSteps int
+}
+
+// Result is what a run did.
+type Result struct {
+	Seed                   uint64
+	Steps, Posts, WCs      int
+	Errors                 int // error completions (a link down past the RC retry reach)
+	LinkDowns, LongDowns   int
+	AckLosses              int           // bursts of dropped ACKs
+	Virtual                time.Duration // virtual time the run took
+	Trace                  uint64        // hash of every event, in order
+	Loss, Reorder          float64
+	QPs                    int
+	WRITE, SEND, READ, FAA int // posts of each kind (WRITE_WITH_IMM counted as SEND)
+}
+
+// Violation is a broken invariant, with the events that led to it.
+type Violation struct {
+	Seed uint64
+	Step int
+	What string
+	Tail []string // the last events, oldest first
+	Err  error    // ErrStuck, or nil
+}
+
+// Unwrap returns the sentinel the violation names, if any.
+func (v *Violation) Unwrap() error { return v.Err }
+
+func (v *Violation) Error() string {
+	return fmt.Sprintf("sim: seed %d, step %d: %s\nlast events:\n  %s\nreplay: SHIFT_SIM_SEED=%d go test -count=1 ./internal/sim -run TestReplay -v",
+		v.Seed, v.Step, v.What, strings.Join(v.Tail, "\n  "), v.Seed)
+}
+
+// ErrStuck is wrapped by a Violation when signaled WRs never complete.
+var ErrStuck = errors.New("sim: work left without a completion")
+
+// event kinds of the trace.
+const (
+	evPost = iota + 1
+	evWC
+	evRecvWC
+	evNIC
+	evDeliver
+	evClock
+	evDown
+	evUp
+	evRecv
+	evPostErr
+	evAckLoss
+)
+
+var evNames = [...]string{evPost: "post", evWC: "wc", evRecvWC: "recv-wc", evNIC: "nic", evDeliver: "deliver",
+	evClock: "clock", evDown: "link-down", evUp: "link-up", evRecv: "post-recv", evPostErr: "post-err", evAckLoss: "ack-loss"}
+
+type event struct {
+	step       int
+	kind       int
+	a, b, c, d uint64
+}
+
+func (e event) String() string {
+	return fmt.Sprintf("%6d %-9s %#x %#x %#x %#x", e.step, evNames[e.kind], e.a, e.b, e.c, e.d)
+}
+
+// runner is one run's state.
+type runner struct {
+	cfg  Config
+	w    *World
+	r    *rand.Rand
+	res  Result
+	step int
+	hash uint64
+	tail [64]event
+	nev  int
+	wcs  [8]verbs.WC
+}
+
+func (s *runner) record(kind int, a, b, c, d uint64) {
+	ev := event{s.step, kind, a, b, c, d}
+	for _, x := range [...]uint64{uint64(ev.step), uint64(kind), a, b, c, d} {
+		s.hash ^= x
+		s.hash *= 0x100000001b3
+	}
+	s.tail[s.nev%len(s.tail)] = ev
+	s.nev++
+}
+
+func (s *runner) violation(format string, args ...any) *Violation {
+	v := &Violation{Seed: s.cfg.Seed, Step: s.step, What: fmt.Sprintf(format, args...)}
+	for i := max(0, s.nev-len(s.tail)); i < s.nev; i++ {
+		v.Tail = append(v.Tail, s.tail[i%len(s.tail)].String())
+	}
+	return v
+}
+
+// Run runs one simulation; a broken invariant is a *Violation.
+func Run(cfg Config) (Result, error) {
+	if cfg.Ops == 0 {
+		cfg.Ops = 300
+	}
+	if cfg.MaxSteps == 0 {
+		cfg.MaxSteps = 200_000
+	}
+	r := rand.New(rand.NewPCG(cfg.Seed, 0x5348494654)) // "SHIFT"
+	if cfg.QPs == 0 {
+		cfg.QPs = 1 + r.IntN(3)
+	}
+	// RC reach: 4.096 µs × 2^10 × (1 + 3 retries) ≈ 17 ms of virtual time.
+	attr := verbs.ConnectAttr{Timeout: 10, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
+	w, err := newWorld(cfg.QPs, attr)
+	if err != nil {
+		return Result{}, err
+	}
+	s := &runner{cfg: cfg, w: w, r: r, hash: 0xcbf29ce484222325}
+	s.res.Seed, s.res.QPs = cfg.Seed, cfg.QPs
+	err = s.run()
+	s.res.Steps, s.res.Trace = s.step, s.hash
+	s.res.Virtual = w.clk.Now().Sub(epoch)
+	return s.res, errors.Join(err, w.Close())
+}
+
+func (s *runner) run() error {
+	s.faults()
+	for _, e := range s.w.ends {
+		for range rqDepth / 2 {
+			if _, err := e.postRecv(); err != nil {
+				return fmt.Errorf("sim: post_recv: %w", err)
+			}
+		}
+	}
+	posts := 0
+	for ; s.step < s.cfg.MaxSteps; s.step++ {
+		draining := posts >= s.cfg.Ops
+		if draining && posts == s.cfg.Ops {
+			// An unsignaled run at the end of a queue completes only with a signaled WR
+			// behind it.
+			for _, e := range s.w.ends {
+				if n := len(e.sq); n > 0 && !e.sq[n-1].signaled {
+					if err := s.postOn(e, verbs.WRRDMAWrite, true); err != nil {
+						return err
+					}
+				}
+			}
+			posts++
+		}
+		if draining && s.quiet() {
+			return s.final()
+		}
+		switch x := s.r.IntN(100); {
+		case x < 30 && !draining:
+			if err := s.postOne(); err != nil {
+				return err
+			}
+			posts++
+		case x < 40:
+			if err := s.replenish(); err != nil {
+				return err
+			}
+		case x < 60:
+			if err := s.poll(s.r.IntN(2)); err != nil {
+				return err
+			}
+		case x < 80:
+			h := s.r.IntN(2)
+			if s.w.cl.Hosts[h].Devices[0].NIC().Step() {
+				s.record(evNIC, uint64(h), 0, 0, 0)
+			}
+		case x < 95:
+			if s.w.cl.Fabric.Step() {
+				s.record(evDeliver, 0, 0, 0, 0)
+			}
+		default:
+			s.tick()
+		}
+		switch s.r.IntN(4000) {
+		case 0:
+			s.linkFault()
+		case 1:
+			s.ackLoss()
+		}
+	}
+	v := s.violation("%v: %d steps, still %s", ErrStuck, s.step, s.outstanding())
+	v.Err = ErrStuck
+	return v
+}
+
+// faults draws the fabric's standing faults: loss, delay and reordering on each endpoint.
+func (s *runner) faults() {
+	s.res.Loss = []float64{0, 0, 0.001, 0.01, 0.05}[s.r.IntN(5)]
+	s.res.Reorder = []float64{0, 0, 0.01, 0.1}[s.r.IntN(4)]
+	for h := range 2 {
+		ep := s.w.cl.Endpoint(h, 0, 1)
+		tx := ep.Faults(fabric.TX)
+		tx.SetLoss(s.res.Loss)
+		tx.SetDelay(time.Duration(s.r.IntN(5))*time.Microsecond, time.Duration(s.r.IntN(20))*time.Microsecond)
+		if s.res.Reorder > 0 {
+			tx.SetReorder(s.res.Reorder, 1+s.r.IntN(3))
+		}
+	}
+}
+
+// linkFault takes one host's link down for a while: mostly less than the RC reach (the
+// transport retransmits), sometimes more (the QPs fail).
+func (s *runner) linkFault() {
+	h := s.r.IntN(2)
+	ep := s.w.cl.Endpoint(h, 0, 1)
+	if !ep.LinkUp() {
+		return
+	}
+	d := time.Duration(100+s.r.IntN(8000)) * time.Microsecond
+	if s.r.IntN(5) == 0 {
+		d = time.Duration(30+s.r.IntN(70)) * time.Millisecond
+		s.res.LongDowns++
+	}
+	s.res.LinkDowns++
+	ep.SetLinkUp(false)
+	s.record(evDown, uint64(h), uint64(d), 0, 0)
+	s.w.clk.AfterFunc(d, func() {
+		ep.SetLinkUp(true)
+		s.record(evUp, uint64(h), 0, 0, 0)
+	})
+}
+
+// ackLoss drops the next few ACKs one host sends: the data landed, its sender does not know.
+func (s *runner) ackLoss() {
+	h, n := s.r.IntN(2), 1+s.r.IntN(4)
+	s.w.cl.Endpoint(h, 0, 1).Faults(fabric.TX).DropNextAcks(n)
+	s.res.AckLosses++
+	s.record(evAckLoss, uint64(h), uint64(n), 0, 0)
+}
+
+// tick moves the virtual clock: by a few microseconds, or to the next timer or packet.
+func (s *runner) tick() {
+	d := time.Duration(s.r.IntN(20)) * time.Microsecond
+	if s.r.IntN(4) == 0 {
+		if next, ok := s.nextEvent(); ok {
+			d = max(d, next.Sub(s.w.clk.Now()))
+		}
+	}
+	s.w.clk.Advance(d)
+	s.record(evClock, uint64(d), 0, 0, 0)
+}
+
+func (s *runner) nextEvent() (time.Time, bool) {
+	t1, ok1 := s.w.clk.NextAt()
+	t2, ok2 := s.w.cl.Fabric.NextDue()
+	switch {
+	case ok1 && ok2:
+		if t2.Before(t1) {
+			return t2, true
+		}
+		return t1, true
+	case ok1:
+		return t1, true
+	}
+	return t2, ok2
+}
+
+var ops = [...]verbs.WROpcode{verbs.WRRDMAWrite, verbs.WRRDMAWrite, verbs.WRRDMAWrite, verbs.WRSend, verbs.WRSend,
+	verbs.WRRDMAWriteWithImm, verbs.WRRDMARead, verbs.WRRDMARead, verbs.WRAtomicFetchAdd}
+
+func (s *runner) postOne() error {
+	e := s.w.ends[s.r.IntN(len(s.w.ends))]
+	return s.postOn(e, ops[s.r.IntN(len(ops))], false)
+}
+
+func (s *runner) postOn(e *end, op verbs.WROpcode, signal bool) error {
+	p, err, ok := e.post(s.r, op, signal)
+	if !ok {
+		return nil
+	}
+	if err != nil {
+		// A post on a QP the NIC moved to ERR before its error completion was polled.
+		if errors.Is(err, verbs.ErrQPState) {
+			s.record(evPostErr, uint64(e.host), uint64(e.pair), uint64(op), 0)
+			return nil
+		}
+		return s.violation("post %v on host %d pair %d: %v", op, e.host, e.pair, err)
+	}
+	switch op {
+	case verbs.WRRDMAWrite:
+		s.res.WRITE++
+	case verbs.WRSend, verbs.WRRDMAWriteWithImm:
+		s.res.SEND++
+	case verbs.WRRDMARead:
+		s.res.READ++
+	case verbs.WRAtomicFetchAdd:
+		s.res.FAA++
+	}
+	s.res.Posts++
+	s.record(evPost, uint64(e.host)<<8|uint64(e.pair), uint64(op), p.wrid, b2u(p.signaled))
+	return nil
+}
+
+func (s *runner) replenish() error {
+	e := s.w.ends[s.r.IntN(len(s.w.ends))]
+	ok, err := e.postRecv()
+	if err != nil {
+		if errors.Is(err, verbs.ErrQPState) {
+			return nil
+		}
+		return s.violation("post_recv on host %d pair %d: %v", e.host, e.pair, err)
+	}
+	if ok {
+		s.record(evRecv, uint64(e.host)<<8|uint64(e.pair), e.recvPosted, 0, 0)
+	}
+	return nil
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *runner) poll(h int) error {
+	n, err := s.w.hosts[h].cq.Poll(s.wcs[:])
+	if err != nil {
+		return s.violation("poll host %d: %v", h, err)
+	}
+	for i := range n {
+		wc := &s.wcs[i]
+		s.res.WCs++
+		e := s.w.byQPN[h][wc.QPNum]
+		if e == nil {
+			return s.violation("host %d: completion for unknown QP %#x", h, wc.QPNum)
+		}
+		if wc.WRID&recvTag != 0 {
+			if wc.Status == verbs.WCSuccess && wc.Opcode&verbs.WCRecv == 0 {
+				return s.violation("host %d pair %d: receive wr_id %#x completed with send opcode %v", h, e.pair, wc.WRID, wc.Opcode)
+			}
+			s.record(evRecvWC, uint64(h)<<8|uint64(e.pair), wc.WRID, uint64(wc.Status), uint64(wc.ByteLen))
+			if err := s.recvDone(e, wc); err != nil {
+				return err
+			}
+			continue
+		}
+		s.record(evWC, uint64(h)<<8|uint64(e.pair), wc.WRID, uint64(wc.Status), uint64(wc.Opcode))
+		if err := s.sendDone(e, wc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendDone retires the send WRs a completion covers, in order, and checks their effects.
+func (s *runner) sendDone(e *end, wc *verbs.WC) error {
+	k := -1
+	for i := range e.sq {
+		if e.sq[i].wrid == wc.WRID {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
+		return s.violation("host %d pair %d: completion for wr_id %d, not outstanding (duplicate or unknown)", e.host, e.pair, wc.WRID)
+	}
+	if wc.Status != verbs.WCSuccess {
+		s.res.Errors++
+		e.failed = true
+		e.sq = append(e.sq[:0], e.sq[k+1:]...)
+		return nil
+	}
+	if e.failed {
+		return s.violation("host %d pair %d: wr_id %d succeeded after the QP's error", e.host, e.pair, wc.WRID)
+	}
+	for i := range k {
+		if e.sq[i].signaled {
+			return s.violation("host %d pair %d: wr_id %d completed before signaled wr_id %d posted earlier", e.host, e.pair, wc.WRID, e.sq[i].wrid)
+		}
+	}
+	if !e.sq[k].signaled {
+		return s.violation("host %d pair %d: completion for unsignaled wr_id %d", e.host, e.pair, wc.WRID)
+	}
+	for i := 0; i <= k; i++ {
+		if err := s.check(e, &e.sq[i]); err != nil {
+			return err
+		}
+	}
+	e.sq = append(e.sq[:0], e.sq[k+1:]...)
+	return nil
+}
+
+// check verifies what a retired, successful WR did.
+func (s *runner) check(e *end, p *sent) error {
+	switch p.op {
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
+		if !intact(e.peer.slot(p.target, p.n), uint64(e.host), uint64(e.pair), p.seq) {
+			return s.violation("host %d pair %d: WRITE wr_id %d completed but its data is not at the peer", e.host, e.pair, p.wrid)
+		}
+	case verbs.WRRDMARead:
+		if !bytes.Equal(e.slot(p.stage, p.n), e.peer.slot(readSrc, p.n)) {
+			return s.violation("host %d pair %d: READ wr_id %d completed with wrong data", e.host, e.pair, p.wrid)
+		}
+	case verbs.WRAtomicFetchAdd:
+		e.addSum += p.add
+	}
+	return nil
+}
+
+// recvDone checks a receive completion: the peer's next two-sided WR, intact.
+func (s *runner) recvDone(e *end, wc *verbs.WC) error {
+	if wc.Status != verbs.WCSuccess {
+		return nil // flushed: this end's QP failed
+	}
+	if wc.WRID != recvTag|e.recvDone {
+		return s.violation("host %d pair %d: receive wr_id %d completed, expected %d", e.host, e.pair, wc.WRID&^recvTag, e.recvDone)
+	}
+	buf := e.slot(recvBase+int(e.recvDone%32), int(wc.ByteLen))
+	e.recvDone++
+	seq := e.expect
+	if wc.Opcode == verbs.WCRecvRDMAWithImm {
+		if uint64(wc.Imm) != seq&0xffffffff {
+			return s.violation("host %d pair %d: WRITE_WITH_IMM %d arrived, expected %d (lost, duplicated or reordered)", e.host, e.pair, wc.Imm, seq)
+		}
+	} else if len(buf) < 8 || !intact(buf, uint64(e.peer.host), uint64(e.peer.pair), seq) {
+		got := uint64(0)
+		if len(buf) >= 8 {
+			got = uint64(buf[0]) | uint64(buf[1])<<8 | uint64(buf[2])<<16 | uint64(buf[3])<<24
+		}
+		return s.violation("host %d pair %d: SEND %d arrived with %d bytes, seq %d (lost, duplicated, reordered or corrupt)", e.host, e.pair, seq, wc.ByteLen, got)
+	}
+	e.expect++
+	return nil
+}
+
+// quiet reports whether every WR left has completed and every SEND that completed at its
+// sender was received.
+func (s *runner) quiet() bool {
+	for _, e := range s.w.ends {
+		if len(e.sq) > 0 {
+			return false
+		}
+		if !e.peer.failed && e.expect != e.peer.twoSided {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *runner) outstanding() string {
+	var b strings.Builder
+	for _, e := range s.w.ends {
+		fmt.Fprintf(&b, "[host %d pair %d: %d sends outstanding, failed %v, received %d of %d] ", e.host, e.pair, len(e.sq), e.failed, e.expect, e.peer.twoSided)
+	}
+	return b.String()
+}
+
+// final checks what only the end shows: each FETCH_AND_ADD ran once.
+func (s *runner) final() error {
+	for _, e := range s.w.ends {
+		got := e.peer.counter()
+		if !e.failed && got != e.addSum {
+			return s.violation("host %d pair %d: the peer's counter is %d, the completed adds sum to %d", e.host, e.pair, got, e.addSum)
+		}
+		if e.failed && (got < e.addSum || got > e.addPosted) {
+			return s.violation("host %d pair %d: the peer's counter is %d, outside [%d, %d]", e.host, e.pair, got, e.addSum, e.addPosted)
+		}
+	}
+	return nil
+}
