@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shift-rdma/shift/internal/clock"
 	"github.com/shift-rdma/shift/mlx5/emu"
-	"github.com/shift-rdma/shift/mlx5/emu/clock"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shift-rdma/shift/internal/clock"
 	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/mlx5/emu"
-	"github.com/shift-rdma/shift/mlx5/emu/clock"
 	"github.com/shift-rdma/shift/mlx5/emu/emutest"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
 	"github.com/shift-rdma/shift/mlx5/emu/roce"

@@ -5,7 +5,7 @@ import (
 	"hash/fnv"
 	"net"
 
-	"github.com/shift-rdma/shift/mlx5/emu/clock"
+	"github.com/shift-rdma/shift/internal/clock"
 	"github.com/shift-rdma/shift/mlx5/emu/nic"
 	"github.com/shift-rdma/shift/mlx5/emu/roce"
 	"github.com/shift-rdma/shift/uverbs"

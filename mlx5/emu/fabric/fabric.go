@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shift-rdma/shift/mlx5/emu/clock"
+	"github.com/shift-rdma/shift/internal/clock"
 )
 
 // Fabric is an in-process RoCEv2 network: endpoints attach by IP address, and a packet sent

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shift-rdma/shift/mlx5/emu/clock"
+	"github.com/shift-rdma/shift/internal/clock"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
 	"github.com/shift-rdma/shift/mlx5/emu/roce"
 )

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shift-rdma/shift/mlx5/emu/clock"
+	"github.com/shift-rdma/shift/internal/clock"
 	"github.com/shift-rdma/shift/mlx5/emu/roce"
 )
 

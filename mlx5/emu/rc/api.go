@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/netip"
 
-	"github.com/shift-rdma/shift/mlx5/emu/clock"
+	"github.com/shift-rdma/shift/internal/clock"
 	"github.com/shift-rdma/shift/mlx5/emu/roce"
 )
 

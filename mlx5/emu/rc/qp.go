@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shift-rdma/shift/mlx5/emu/clock"
+	"github.com/shift-rdma/shift/internal/clock"
 	"github.com/shift-rdma/shift/mlx5/emu/roce"
 )
 

@@ -1,4 +1,4 @@
-// Package clock is the time source of the emulated ConnectX. Real time by default, so the RC
+// Package clock is the time source of the emulated ConnectX and of the failover layer. Real time by default, so the RC
 // timeouts an application configures mean what they say; tests substitute a manual clock to
 // drive retransmission and delays deterministically.
 package clock
