@@ -1,6 +1,7 @@
-// Package clock is the time source of the emulated ConnectX and of the failover layer. Real time by default, so the RC
-// timeouts an application configures mean what they say; tests substitute a manual clock to
-// drive retransmission and delays deterministically.
+// Package clock is the time source of the emulated ConnectX (and, through Options, of the
+// layers above it). Real time by default, so the RC timeouts an application configures mean
+// what they say; tests and the deterministic simulation substitute a manual clock to drive
+// retransmission and delays deterministically.
 package clock
 
 import "time"
