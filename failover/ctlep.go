@@ -19,7 +19,7 @@ import (
 // receive. One pair serves every QP between two contexts on one backup device: a
 // ctlEndpoint per (local context, backup device, peer context), created on the device's
 // shadow goroutine when the first QP towards that peer context connects its backup set, and
-// destroyed with the context.
+// destroyed with the context, or when a re-armed pair replaces it (rearm.go).
 //
 // Keying. Every context draws a random 64-bit control id at Open; each QP entry in the KV
 // store names its owner's (qpEntry.ctlID), so two peer processes on one host (same GIDs)
@@ -44,10 +44,12 @@ import (
 //
 // Failure. An error completion on the control QP (a SEND that exhausted its retries, or the
 // flushes that follow) means the peer cannot be reached on this device: the endpoint is
-// marked failed for good, and every QP whose backup set in use relies on it is treated as
-// if its own backup QP had failed (failBackup: the next backup, where messages travel on
-// that device's endpoint, or the error to the application). A QP that does not use the set
-// at that moment moves on at its next fallback (roundLocked), without a round of its own.
+// marked failed, and every QP whose backup set in use relies on it is treated as if its
+// own backup QP had failed (failBackup: the next backup, where messages travel on that
+// device's endpoint, or the error to the application). A QP that does not use the set at
+// that moment moves on at its next fallback (roundLocked), without a round of its own. Once
+// the device's link is up again both sides replace the pair with one of the next
+// generation (rearm.go).
 //
 // Variables, so that a test can make a storm outgrow them.
 var (
