@@ -33,7 +33,7 @@ func (q *QP) onControl(peer ctlMsg, set int) {
 	switch {
 	case set == cur:
 		q.fallbackLocked(peer, true)
-	case set > cur && !peer.reply && q.sets[set].ready.Load():
+	case set != cur && !peer.reply && q.sets[set].ready.Load() && !q.setDead(set):
 		q.chainLocked(set, peer, true)
 	}
 }

@@ -22,7 +22,8 @@ func describeSets(qs ...*QP) string {
 			ep := bs.ep.Load()
 			epd := "none"
 			if ep != nil {
-				epd = fmt.Sprintf("ep gen %d failed %v", ep.gen, ep.failed.Load())
+				epd = fmt.Sprintf("ep gen %d failed %v sent %d received %d dropped %d", ep.gen, ep.failed.Load(),
+					ep.sent.Load(), ep.received.Load(), ep.dropped.Load())
 			}
 			s += fmt.Sprintf(" [set %d gen %d dead %v %s]", i, bs.gen.Load(), q.setDead(i), epd)
 		}
@@ -30,20 +31,32 @@ func describeSets(qs ...*QP) string {
 	return s
 }
 
+// noProbeOpts leaves the default path unprobed for the whole test: a side whose traffic
+// did not fail learns of a backup's failure from its peer's notification only.
+func noProbeOpts(h int, o *Options) {
+	o.ProbeInterval, o.ProbeMaxInterval = time.Minute, time.Minute
+}
+
 // TestRearmAfterChain: three NICs per host. Host 0's default NIC fails (the stream moves to
 // the first backup), then its first backup (the stream chains to the second). The first
 // backup's link returns: both sides rebuild their dead first set (fresh backup QPs through
 // the KV, generation 1), host 1 although its own link never went down. Then the second
 // backup fails under a second stream: the traffic moves back to the first backup instead
-// of failing, exactly once and in order.
+// of failing, exactly once and in order. Nothing probes, so host 1 moves only by following
+// host 0's notification on the re-armed set, one before the set it uses.
 func TestRearmAfterChain(t *testing.T) {
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
 	for _, mode := range []streamMode{modeWrite, modeSend} {
 		t.Run(mode.String(), func(t *testing.T) {
-			e := newEnvNICs(t, 256, recoverOpts, false, 3)
+			e := newEnvNICs(t, 256, noProbeOpts, false, 3)
 			a, b := e.pairs(t, 1, cp)
 			qa, qb := a[0], b[0]
 			desc := func() string { return e.describe(qa, qb) + describeSets(qa, qb) }
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("errors %v / %v: %s", qa.Err(), qb.Err(), desc())
+				}
+			})
 			backup1 := e.cl.Endpoint(0, 1, 1)
 			runStream(t, e, qa, qb, stream{mode: mode, msgs: 240, size: 4096, failAt: 60, failHost: 0, seed: uint64(70 + int(mode)),
 				at: map[int]func(){120: func() { backup1.SetLinkUp(false) }}})
@@ -183,5 +196,41 @@ func TestRearmLinkUpApart(t *testing.T) {
 		at: map[int]func(){60: func() { e.cl.Endpoint(1, 2, 1).SetLinkUp(false) }}})
 	if qa.BackupIndex() != 0 || qb.BackupIndex() != 0 {
 		t.Fatalf("backups in use %d %d, want 0 (the re-armed first): %s", qa.BackupIndex(), qb.BackupIndex(), desc())
+	}
+}
+
+// TestRearmRepeated: with the default NIC down, the two backups fail in turn, each
+// re-armed when its link returns before the other fails: the stream alternates between
+// them through successive generations of each set, never failing.
+func TestRearmRepeated(t *testing.T) {
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	e := newEnvNICs(t, 256, recoverOpts, false, 3)
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	desc := func() string { return e.describe(qa, qb) + describeSets(qa, qb) }
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("errors %v / %v: %s", qa.Err(), qb.Err(), desc())
+		}
+	})
+	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 100, size: 1024, failAt: 20, failHost: 0, seed: 101})
+	for round := range 4 {
+		cur := qa.BackupIndex()
+		gen := qa.sets[cur].gen.Load()
+		link := e.cl.Endpoint(0, 1+cur, 1)
+		runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 100, size: 1024, failAt: -1, seed: uint64(110 + round),
+			at: map[int]func(){40: func() { link.SetLinkUp(false) }}})
+		if qa.BackupIndex() != 1-cur || qb.BackupIndex() != 1-cur {
+			t.Fatalf("round %d: backups in use %d %d, want %d: %s", round, qa.BackupIndex(), qb.BackupIndex(), 1-cur, desc())
+		}
+		link.SetLinkUp(true)
+		waitFor(t, fmt.Sprintf("round %d: set %d re-armed on both sides", round, cur),
+			func() bool { return armed(qa, cur, gen+1) && armed(qb, cur, gen+1) }, desc)
+		t.Logf("round %d: %s", round, describeSets(qa, qb))
+	}
+	// Each set failed and was rebuilt at least twice (more if a loaded machine made a
+	// healthy path time out: that set is rebuilt too).
+	if g0, g1 := qa.sets[0].gen.Load(), qa.sets[1].gen.Load(); g0 < 2 || g1 < 2 {
+		t.Fatalf("set generations %d %d, want at least 2 each: %s", g0, g1, desc())
 	}
 }
