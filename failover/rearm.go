@@ -16,8 +16,9 @@ import (
 // Re-arming a backup device (issue 12 §2, docs/FAILOVER.md "N backups"). A backup set that
 // failed (dead: the QP chained to another set) and a shared control endpoint that failed
 // are rebuilt once the device's link is up again, so that a later failure can use that
-// backup again. All of it runs on the device's shadow goroutine (serviceRearm), never on
-// an application thread, and no lock of the data path is held across KV or verbs I/O.
+// backup again. It runs on the device's shadow goroutine (serviceRearm), the swap of a
+// set's QPs on the engine (installSet); never on an application thread, and no lock of the
+// data path is held across KV or verbs I/O.
 //
 // Trigger. A goroutine per backup device reads the device's own async events
 // (watchPort); PORT_ACTIVE of the port in use, a chain away from a set of the device
@@ -109,7 +110,7 @@ func (b *backupDev) kickRearm() {
 
 // serviceRearm runs a re-arm pass when one is due and returns when to look again (0:
 // nothing left). Shadow goroutine.
-func (b *backupDev) serviceRearm() time.Duration {
+func (b *backupDev) serviceRearm(ctx context.Context) time.Duration {
 	r := &b.rearm
 	if r.wanted.Swap(false) {
 		r.busy, r.due, r.poll = true, time.Time{}, rearmPollMin
@@ -121,7 +122,7 @@ func (b *backupDev) serviceRearm() time.Duration {
 	if now.Before(r.due) {
 		return r.due.Sub(now)
 	}
-	if r.busy = b.rearmPass(); !r.busy {
+	if r.busy = b.rearmPass(ctx); !r.busy {
 		return 0
 	}
 	d := r.poll
@@ -131,7 +132,7 @@ func (b *backupDev) serviceRearm() time.Duration {
 
 // rearmPass rebuilds what it can of the device's dead sets and failed endpoints; it reports
 // whether something is left.
-func (b *backupDev) rearmPass() bool {
+func (b *backupDev) rearmPass(ctx context.Context) bool {
 	c, i, r := b.c, b.idx, &b.rearm
 	// Per peer context: the QPs whose set i is dead. A failed endpoint that a live QP still
 	// names is rebuilt too; one that none names (its peer's QPs went away) is left as it is.
@@ -159,7 +160,7 @@ func (b *backupDev) rearmPass() bool {
 		return true // the link is still down: PORT_ACTIVE or the next look
 	}
 	for peer, qs := range work {
-		b.rearmPeer(peer, qs)
+		b.rearmPeer(ctx, peer, qs)
 	}
 	return true // the next pass finds what is left, or nothing
 }
@@ -184,7 +185,7 @@ func (q *QP) setDead(i int) bool {
 
 // rearmPeer rebuilds the device's endpoint towards peer when it must be, then the dead
 // sets of qs on it.
-func (b *backupDev) rearmPeer(peer uint64, qs []*QP) {
+func (b *backupDev) rearmPeer(ctx context.Context, peer uint64, qs []*QP) {
 	b.epMu.Lock()
 	ep := b.eps[peer]
 	b.epMu.Unlock()
@@ -197,7 +198,7 @@ func (b *backupDev) rearmPeer(peer uint64, qs []*QP) {
 		}
 	}
 	for _, q := range qs {
-		b.rearmSet(q, ep)
+		b.rearmSet(ctx, q, ep)
 	}
 }
 
@@ -261,7 +262,7 @@ func (b *backupDev) rearmEndpoint(old *ctlEndpoint) *ctlEndpoint {
 // rearmSet builds q's set on this device again: a fresh backup data QP, published under the
 // set's next generation, connected to the peer's of the same generation once it is there,
 // then put in place of the dead one (installSet).
-func (b *backupDev) rearmSet(q *QP, ep *ctlEndpoint) {
+func (b *backupDev) rearmSet(ctx context.Context, q *QP, ep *ctlEndpoint) {
 	c, i, r := b.c, b.idx, &b.rearm
 	bs := q.sets[i]
 	st := r.sets[q]
@@ -277,7 +278,7 @@ func (b *backupDev) rearmSet(q *QP, ep *ctlEndpoint) {
 		}
 		st.qp = p
 	}
-	ctx, cancel := c.kvCtx()
+	kctx, cancel := c.kvCtx()
 	defer cancel()
 	if !st.published {
 		if !ep.quiet() {
@@ -287,7 +288,7 @@ func (b *backupDev) rearmSet(q *QP, ep *ctlEndpoint) {
 			return
 		}
 		e := qpEntry{defGID: c.gid, defQPN: q.qpn, backup: verbs.Endpoint{GID: b.gid, QPN: st.qp.QPN(), PSN: st.psn}, ctlID: c.ctlID}
-		if err := c.opts.KV.Put(ctx, c.qpKeyGen(i, c.gid, q.qpn, st.gen), e.marshal()); err != nil {
+		if err := c.opts.KV.Put(kctx, c.qpKeyGen(i, c.gid, q.qpn, st.gen), e.marshal()); err != nil {
 			return
 		}
 		st.published = true
@@ -295,7 +296,7 @@ func (b *backupDev) rearmSet(q *QP, ep *ctlEndpoint) {
 	q.mu.Lock()
 	remote, ba := q.remote, q.attr
 	q.mu.Unlock()
-	v, err := c.opts.KV.Get(ctx, c.qpKeyGen(i, remote.GID, remote.QPN, st.gen))
+	v, err := c.opts.KV.Get(kctx, c.qpKeyGen(i, remote.GID, remote.QPN, st.gen))
 	if err != nil {
 		return // not yet
 	}
@@ -314,15 +315,39 @@ func (b *backupDev) rearmSet(q *QP, ep *ctlEndpoint) {
 			return
 		}
 	}
-	old, ok := q.installSet(i, st.qp, ep, remote.QPN, st.gen)
-	if !ok {
+	// The install runs on the engine, behind the peer's messages that reached the endpoint
+	// before it (polled here, if the event goroutine has not yet): those are handled while
+	// the set is still dead, so a notification of a round resolved elsewhere cannot start
+	// a chain onto the re-armed set.
+	ep.onEvent()
+	type result struct {
+		old *provider.QP
+		ok  bool
+	}
+	done := make(chan result, 1)
+	c.eng.do(func() {
+		old, ok := q.installSet(i, st.qp, ep, remote.QPN, st.gen)
+		done <- result{old, ok}
+	})
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		// Closing: the engine stopped first (Close), so the install ran or never will.
+		select {
+		case res = <-done:
+		default:
+			return // the build is dropped with the device (dropBuilds)
+		}
+	}
+	if !res.ok {
 		return // dropped at the next pass (rearmable is false)
 	}
 	delete(r.sets, q)
-	if old != nil {
-		_ = old.Destroy()
+	if res.old != nil {
+		_ = res.old.Destroy()
 	}
-	_ = c.opts.KV.Delete(ctx, c.qpKeyGen(i, c.gid, q.qpn, st.gen-1))
+	_ = c.opts.KV.Delete(kctx, c.qpKeyGen(i, c.gid, q.qpn, st.gen-1))
 }
 
 // quiet reports whether the endpoint has no message in flight or waiting for a send slot.
@@ -334,8 +359,8 @@ func (ep *ctlEndpoint) quiet() bool {
 
 // installSet puts the connected backup QP p in place of the dead one of set i, with the
 // endpoint ep, towards the peer's default QPN peerQPN: the set is live again, of generation
-// gen. It returns the replaced QP (to destroy once no lock is held). No I/O: q.mu, then
-// q.fifoMu, as chainLocked takes them.
+// gen. It returns the replaced QP (to destroy once no lock is held). Engine goroutine; no
+// I/O: q.mu, then q.fifoMu, as chainLocked takes them.
 func (q *QP) installSet(i int, p *provider.QP, ep *ctlEndpoint, peerQPN, gen uint32) (*provider.QP, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -123,7 +123,7 @@ func (b *backupDev) shadowLoop(ctx context.Context) {
 	for {
 		// The peers' MR entries first: keys a lookup missed, and listings that are due.
 		refresh := b.serviceMRs(ctx)
-		if d := b.serviceRearm(); d > 0 && (refresh <= 0 || d < refresh) {
+		if d := b.serviceRearm(ctx); d > 0 && (refresh <= 0 || d < refresh) {
 			refresh = d // rebuilding what failed: look again then (rearm.go)
 		}
 		b.mu.Lock()
