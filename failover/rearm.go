@@ -32,9 +32,12 @@ import (
 // generation 0), so entries of an earlier generation are never read:
 //   - a set of QP q on device i: each side whose set is dead creates a fresh backup data QP
 //     (INIT), publishes qp/<GID>/<QPN>[/b<i>]/g<n> with n its set's generation + 1, and
-//     connects it once the peer's entry of the same generation is there; then, under q's
-//     mutexes and without I/O, it replaces the dead set's QP (the old one is destroyed
-//     after, its entry withdrawn). A set fails on both sides together (a side whose set
+//     connects it once the peer's entry of the same generation is there; then the engine,
+//     under q's mutexes and without I/O, replaces the dead set's QP (the old one is
+//     destroyed after, its entry withdrawn). The entry is published only once the endpoint
+//     has nothing in flight, and the swap is queued behind the messages the endpoint
+//     already received, so a notification of a round resolved elsewhere is handled while
+//     the set is still dead. A set fails on both sides together (a side whose set
 //     fails chains and the peer follows on the new set's endpoint), so both sides count the
 //     same generations; a side that finds its set dead first waits for the other.
 //   - the control endpoint towards peer P on device i: a side whose endpoint failed
