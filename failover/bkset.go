@@ -35,8 +35,11 @@ type bkSet struct {
 	// (q.fifoMu).
 	gaveUp bool
 	// dead: the set failed and the QP moved to another one; its completions are drained and
-	// never used again (q.fifoMu).
+	// never used again, until a re-arm (rearm.go) gives the set fresh QPs (q.fifoMu).
 	dead bool
+	// gen: the set's generation, 0 at the first connect, one more per re-arm (rearm.go);
+	// its KV entry's key names it.
+	gen atomic.Uint32
 }
 
 // cs is the backup set in use (or the one the next fallback uses).
@@ -48,11 +51,14 @@ func (bs *bkSet) ctlDown() bool {
 	return ep != nil && ep.failed.Load()
 }
 
-// nextSetLocked returns the index of the next backup set after the one in use that is
-// connected and has not failed, or -1.
+// nextSetLocked returns the index of the first backup set, in chain order, other than the
+// one in use, that is connected and has not failed (or was re-armed since), or -1.
 func (q *QP) nextSetLocked() int {
-	for i := int(q.cur.Load()) + 1; i < len(q.sets); i++ {
-		bs := q.sets[i]
+	cur := int(q.cur.Load())
+	for i, bs := range q.sets {
+		if i == cur {
+			continue
+		}
 		q.fifoMu.Lock()
 		dead := bs.dead
 		q.fifoMu.Unlock()
@@ -100,6 +106,7 @@ func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
 	if !q.drainSetLocked(old) {
 		return // the QP went while the drain waited
 	}
+	old.dev.kickRearm() // rebuilt once its link is up (rearm.go)
 	q.c.chains.Add(1)
 	q.stats.chains.Add(1)
 	// What ran on the old set and did not complete is reposted on the new one (bkLog). Our

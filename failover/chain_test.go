@@ -36,7 +36,8 @@ func TestChainedFailures(t *testing.T) {
 			}
 			t.Logf("after the chained failure: %s", e.describe(qa, qb))
 
-			// Links back one by one: the first backup (left behind for good), then the default.
+			// Links back one by one: the first backup (re-armed, unused: rearm_test.go), then
+			// the default.
 			e.cl.Endpoint(0, 1, 1).SetLinkUp(true)
 			e.linkUp(0)
 			waitFor(t, "both QPs back on the default NIC", func() bool {

@@ -19,7 +19,7 @@ import (
 // receive. One pair serves every QP between two contexts on one backup device: a
 // ctlEndpoint per (local context, backup device, peer context), created on the device's
 // shadow goroutine when the first QP towards that peer context connects its backup set, and
-// destroyed with the context.
+// destroyed with the context, or when a re-armed pair replaces it (rearm.go).
 //
 // Keying. Every context draws a random 64-bit control id at Open; each QP entry in the KV
 // store names its owner's (qpEntry.ctlID), so two peer processes on one host (same GIDs)
@@ -44,10 +44,12 @@ import (
 //
 // Failure. An error completion on the control QP (a SEND that exhausted its retries, or the
 // flushes that follow) means the peer cannot be reached on this device: the endpoint is
-// marked failed for good, and every QP whose backup set in use relies on it is treated as
-// if its own backup QP had failed (failBackup: the next backup, where messages travel on
-// that device's endpoint, or the error to the application). A QP that does not use the set
-// at that moment moves on at its next fallback (roundLocked), without a round of its own.
+// marked failed, and every QP whose backup set in use relies on it is treated as if its
+// own backup QP had failed (failBackup: the next backup, where messages travel on that
+// device's endpoint, or the error to the application). A QP that does not use the set at
+// that moment moves on at its next fallback (roundLocked), without a round of its own. Once
+// the device's link is up again both sides replace the pair with one of the next
+// generation (rearm.go).
 //
 // Variables, so that a test can make a storm outgrow them.
 var (
@@ -70,6 +72,11 @@ type ctlEndpoint struct {
 	// the peer's control QP (the shadow goroutine); failed: an error completion came.
 	published, connected, failed atomic.Bool
 	peerGID                      [16]byte // shadow goroutine
+	// attr: the connection attributes it was connected with (shadow goroutine); gen: its
+	// generation, 0 for the first pair towards the peer, one more for each re-arm
+	// (rearm.go), named by its control entry's key.
+	attr verbs.ConnectAttr
+	gen  uint32
 	// closed: released with the context (mu); nothing is posted any more.
 	closed bool
 
@@ -99,6 +106,12 @@ func (c *Context) ctlKey(idx int, from, to uint64) string {
 	return fmt.Sprintf("shift/%s/ctl/%016x/%016x/%d", c.opts.Job, from, to, idx)
 }
 
+// ctlKeyGen is the key of a control entry of generation gen: ctlKey for the first pair, a
+// suffix /g<gen> for a re-armed one (rearm.go).
+func (c *Context) ctlKeyGen(idx int, from, to uint64, gen uint32) string {
+	return c.ctlKey(idx, from, to) + genSuffix(gen)
+}
+
 // endpoint returns b's control endpoint towards the peer context peer, creating it (INIT,
 // its receives posted) on first use. Shadow goroutine.
 func (b *backupDev) endpoint(peer uint64) (*ctlEndpoint, error) {
@@ -107,6 +120,18 @@ func (b *backupDev) endpoint(peer uint64) (*ctlEndpoint, error) {
 	if ep := b.eps[peer]; ep != nil {
 		return ep, nil
 	}
+	ep, err := b.newEndpointLocked(peer, 0)
+	if err != nil {
+		return nil, err
+	}
+	b.eps[peer] = ep
+	return ep, nil
+}
+
+// newEndpointLocked creates a control endpoint of generation gen towards the peer context
+// peer (INIT, its receives posted, its CQ armed and dispatched by the event goroutine);
+// the caller files it. b.epMu held; shadow goroutine.
+func (b *backupDev) newEndpointLocked(peer uint64, gen uint32) (*ctlEndpoint, error) {
 	if b.ctlPD == nil {
 		pd, err := as[*provider.PD](b.ctx.AllocPD())
 		if err != nil {
@@ -114,8 +139,8 @@ func (b *backupDev) endpoint(peer uint64) (*ctlEndpoint, error) {
 		}
 		b.ctlPD = pd
 	}
-	ep := &ctlEndpoint{dev: b, peer: peer, scratch: make([]verbs.WC, 64),
-		psn: uint32(mix64(b.c.ctlID^peer^uint64(b.idx))) & psnMask, sendDepth: ctlSendDepth, recvDepth: ctlRecvDepth}
+	ep := &ctlEndpoint{dev: b, peer: peer, gen: gen, scratch: make([]verbs.WC, 64),
+		psn: uint32(mix64(b.c.ctlID^peer^uint64(b.idx)^uint64(gen)<<32)) & psnMask, sendDepth: ctlSendDepth, recvDepth: ctlRecvDepth}
 	var err error
 	if ep.cq, err = as[*provider.CQ](b.ctx.CreateCQ(verbs.CQInitAttr{CQE: ep.sendDepth + ep.recvDepth, Channel: b.ch})); err != nil {
 		return nil, fmt.Errorf("failover: control CQ: %w", err)
@@ -144,7 +169,6 @@ func (b *backupDev) endpoint(peer uint64) (*ctlEndpoint, error) {
 		_ = ep.release()
 		return nil, fmt.Errorf("failover: control CQ: arm: %w", err)
 	}
-	b.eps[peer] = ep
 	return ep, nil
 }
 
@@ -202,7 +226,7 @@ func (b *backupDev) connectEndpoint(peer uint64, gid [16]byte, a verbs.ConnectAt
 	defer cancel()
 	if !ep.published.Load() {
 		e := ctlEntry{from: c.ctlID, to: peer, ep: verbs.Endpoint{GID: b.gid, QPN: ep.qp.QPN(), PSN: ep.psn}}
-		if err := c.opts.KV.Put(ctx, c.ctlKey(b.idx, c.ctlID, peer), e.marshal()); err != nil {
+		if err := c.opts.KV.Put(ctx, c.ctlKeyGen(b.idx, c.ctlID, peer, ep.gen), e.marshal()); err != nil {
 			return nil, fmt.Errorf("%w: %w", errNotYet, err)
 		}
 		ep.published.Store(true)
@@ -213,7 +237,7 @@ func (b *backupDev) connectEndpoint(peer uint64, gid [16]byte, a verbs.ConnectAt
 		}
 		return ep, nil
 	}
-	v, err := c.opts.KV.Get(ctx, c.ctlKey(b.idx, peer, c.ctlID))
+	v, err := c.opts.KV.Get(ctx, c.ctlKeyGen(b.idx, peer, c.ctlID, ep.gen))
 	if err != nil {
 		if errors.Is(err, kv.ErrNotFound) || errors.Is(err, kv.ErrUnavailable) {
 			return nil, fmt.Errorf("%w: %w", errNotYet, err)
@@ -224,6 +248,16 @@ func (b *backupDev) connectEndpoint(peer uint64, gid [16]byte, a verbs.ConnectAt
 	if err != nil {
 		return nil, err
 	}
+	if err := ep.connectTo(e, a, gid); err != nil {
+		return nil, err
+	}
+	return ep, nil
+}
+
+// connectTo brings the endpoint's QP to RTS towards the peer's control QP of entry e (its
+// backup GID gid), with the connection attributes a. Shadow goroutine.
+func (ep *ctlEndpoint) connectTo(e ctlEntry, a verbs.ConnectAttr, gid [16]byte) error {
+	b, c := ep.dev, ep.dev.c
 	a.Port, a.GIDIndex = c.opts.Port, b.gidIndex
 	a.RNRRetry = 7 // a storm beyond the receive slots waits for them: never an RNR error
 	a.MinRNRTimer = max(a.MinRNRTimer, 1)
@@ -234,17 +268,17 @@ func (b *backupDev) connectEndpoint(peer uint64, gid [16]byte, a verbs.ConnectAt
 	}
 	if ep.qp.State() == verbs.QPStateInit {
 		if err := verbs.ToRTR(ep.qp, a, e.ep); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if ep.qp.State() == verbs.QPStateRTR {
 		if err := verbs.ToRTS(ep.qp, a, ep.psn); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	ep.peerGID = gid
+	ep.peerGID, ep.attr = gid, a
 	ep.connected.Store(true)
-	return ep, nil
+	return nil
 }
 
 // errCtlFailed: the endpoint failed; the message was not sent. errCtlClosed: the context
@@ -297,6 +331,10 @@ func (ep *ctlEndpoint) onEvent() {
 	var msgs []ctlMsg
 	var failWC *verbs.WC
 	ep.mu.Lock()
+	if ep.closed {
+		ep.mu.Unlock() // replaced by a re-armed pair (rearm.go) after the event was taken
+		return
+	}
 	_ = ep.cq.Arm(false) // before polling: a completion after the poll raises a new event
 	for {
 		n, err := ep.cq.Poll(ep.scratch)
@@ -351,6 +389,7 @@ func (ep *ctlEndpoint) onEvent() {
 	}
 	if failWC != nil {
 		ep.failAll(*failWC)
+		ep.dev.kickRearm() // re-armed once the device's link is up (rearm.go)
 	}
 }
 
@@ -404,33 +443,41 @@ func (q *QP) ctlFailed(i int, wc verbs.WC) {
 	}
 }
 
-// closeEndpoints destroys b's control endpoints and withdraws their entries (Context.Close,
-// once the device's goroutines stopped).
+// closeEndpoints destroys b's control endpoints, those a re-arm is building included, and
+// withdraws their entries (Context.Close, once the device's goroutines stopped).
 func (b *backupDev) closeEndpoints() error {
 	b.epMu.Lock()
 	defer b.epMu.Unlock()
 	var errs []error
-	c := b.c
-	for peer, ep := range b.eps {
-		b.cqMu.Lock()
-		delete(b.ctlCQs, ep.cq)
-		b.cqMu.Unlock()
-		ep.mu.Lock() // a QP's round on another goroutine may be sending
-		ep.closed = true
-		errs = append(errs, ep.release())
-		ep.mu.Unlock()
-		if ep.published.Load() {
-			ctx, cancel := c.kvCtx()
-			_ = c.opts.KV.Delete(ctx, c.ctlKey(b.idx, c.ctlID, peer))
-			cancel()
+	for _, m := range []map[uint64]*ctlEndpoint{b.eps, b.rearm.next} {
+		for peer, ep := range m {
+			errs = append(errs, b.closeEndpoint(ep))
+			delete(m, peer)
 		}
-		delete(b.eps, peer)
 	}
 	if b.ctlPD != nil {
 		errs = append(errs, b.ctlPD.Dealloc())
 		b.ctlPD = nil
 	}
 	return errors.Join(errs...)
+}
+
+// closeEndpoint destroys one endpoint and withdraws its entry.
+func (b *backupDev) closeEndpoint(ep *ctlEndpoint) error {
+	c := b.c
+	b.cqMu.Lock()
+	delete(b.ctlCQs, ep.cq)
+	b.cqMu.Unlock()
+	ep.mu.Lock() // a QP's round on another goroutine may be sending
+	ep.closed = true
+	err := ep.release()
+	ep.mu.Unlock()
+	if ep.published.Load() {
+		ctx, cancel := c.kvCtx()
+		_ = c.opts.KV.Delete(ctx, c.ctlKeyGen(b.idx, c.ctlID, ep.peer, ep.gen))
+		cancel()
+	}
+	return err
 }
 
 // mix64 is splitmix64's finaliser (the control QPs' first PSNs).

@@ -1,7 +1,8 @@
 // Package failover is SHIFT's passive fallback layer: the same verbs surface as package
 // provider (Context, PD, MR, CQ, QP, PostSend, PostRecv, Poll) over a default mlx5 device and
 // backup devices of the same host, used in order (a QP whose backup fails too moves to the
-// next one, bkset.go). Every control verb runs on the default device at once
+// next one, bkset.go; what failed on a backup is rebuilt once its link is up, rearm.go).
+// Every control verb runs on the default device at once
 // and is recorded, with its attributes, for one background goroutine per backup device that
 // replays it on the backup (shadow objects), best-effort in list order and rescanning when a
 // peer's attribute is not yet in the KV store (package failover/kv). The data path in the
@@ -41,7 +42,7 @@
 // back safely, the peer's reply telling which receives it holds where. One control QP pair
 // serves every QP between two contexts on one backup device (ctlep.go): created with the
 // first QP towards the peer context (named by a random control id in the QP's KV entry),
-// destroyed with the context; its messages name the receiving and the sending QP, and the
+// destroyed with the context or replaced by a re-armed pair when it failed; its messages name the receiving and the sending QP, and the
 // receiver acts on a message only for its QP connected to the sender's on that very pair.
 package failover
 

@@ -22,9 +22,10 @@ func (q *QP) fallback(peer ctlMsg, fromPeer bool) {
 }
 
 // onControl handles the peer's notification that arrived on the control QP of backup set
-// set (runPending): on the set in use, a fallback round; on a later one, the peer moved to
-// that backup because the one in use failed (chainLocked); on a set left behind, a stale
-// message (its round was resolved on the next backup).
+// set (runPending): on the set in use, a fallback round; on another live one (a later one,
+// or one re-armed since it was left, rearm.go), the peer moved to that backup because the
+// one in use failed (chainLocked); on a set left behind (dead), a stale message (its round
+// was resolved on the next backup).
 func (q *QP) onControl(peer ctlMsg, set int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -32,7 +33,7 @@ func (q *QP) onControl(peer ctlMsg, set int) {
 	switch {
 	case set == cur:
 		q.fallbackLocked(peer, true)
-	case set > cur && !peer.reply && q.sets[set].ready.Load():
+	case set != cur && !peer.reply && q.sets[set].ready.Load() && !q.setDead(set):
 		q.chainLocked(set, peer, true)
 	}
 }

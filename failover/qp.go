@@ -254,23 +254,8 @@ func (q *QP) createBackup(bs *bkSet) error {
 	c := q.c
 	i := bs.dev.idx
 	if bs.qp.Load() == nil {
-		bpd, scq, rcq := q.pd.bk[i].Load(), q.scq.bk[i].Load(), q.rcq.bk[i].Load()
-		if bpd == nil || scq == nil || rcq == nil {
-			return fmt.Errorf("%w: backup PD or CQ missing", ErrBackupNotReady)
-		}
-		cp := q.cap
-		// Send slots for the reposted WRs plus the fillers (at most one per receive) and
-		// SHIFT's fence WR; receives: the stale application RECVs a recovery leaves until
-		// the next fallback's fillers consume them, plus the reposted ones.
-		cp.MaxSendWR = cp.MaxSendWR + cp.MaxRecvWR + 2
-		cp.MaxRecvWR = 2*cp.MaxRecvWR + 2
-		b, err := as[*provider.QP](bpd.CreateQP(verbs.QPInitAttr{SendCQ: scq, RecvCQ: rcq, Cap: cp, SigAll: q.sigAll}))
+		b, err := q.makeBackupQP(bs)
 		if err != nil {
-			return err
-		}
-		ca := verbs.ConnectAttr{Port: c.opts.Port, GIDIndex: bs.dev.gidIndex}
-		if err := verbs.ToInit(b, ca); err != nil {
-			b.Destroy()
 			return err
 		}
 		q.scq.addQP(&q.scq.bqps[i], b.QPN(), q)
@@ -289,6 +274,31 @@ func (q *QP) createBackup(bs *bkSet) error {
 		return fmt.Errorf("%w: %w", errNotYet, err)
 	}
 	return nil
+}
+
+// makeBackupQP creates a backup data QP for set bs (in INIT), unregistered.
+func (q *QP) makeBackupQP(bs *bkSet) (*provider.QP, error) {
+	i := bs.dev.idx
+	bpd, scq, rcq := q.pd.bk[i].Load(), q.scq.bk[i].Load(), q.rcq.bk[i].Load()
+	if bpd == nil || scq == nil || rcq == nil {
+		return nil, fmt.Errorf("%w: backup PD or CQ missing", ErrBackupNotReady)
+	}
+	cp := q.cap
+	// Send slots for the reposted WRs plus the fillers (at most one per receive) and
+	// SHIFT's fence WR; receives: the stale application RECVs a recovery leaves until
+	// the next fallback's fillers consume them, plus the reposted ones.
+	cp.MaxSendWR = cp.MaxSendWR + cp.MaxRecvWR + 2
+	cp.MaxRecvWR = 2*cp.MaxRecvWR + 2
+	b, err := as[*provider.QP](bpd.CreateQP(verbs.QPInitAttr{SendCQ: scq, RecvCQ: rcq, Cap: cp, SigAll: q.sigAll}))
+	if err != nil {
+		return nil, err
+	}
+	ca := verbs.ConnectAttr{Port: q.c.opts.Port, GIDIndex: bs.dev.gidIndex}
+	if err := verbs.ToInit(b, ca); err != nil {
+		b.Destroy()
+		return nil, err
+	}
+	return b, nil
 }
 
 // sendReserve and recvReserve are the default QP's slots for SHIFT's own WRs: at most a
@@ -518,7 +528,7 @@ func (q *QP) Destroy() error {
 		bs.ep.Store(nil)
 		ctx, cancel := c.kvCtx()
 		defer cancel()
-		_ = c.opts.KV.Delete(ctx, c.qpKeyN(i, c.gid, q.qpn))
+		_ = c.opts.KV.Delete(ctx, c.qpKeyGen(i, c.gid, q.qpn, bs.gen.Load()))
 		return b.Destroy()
 	})
 	return nil

@@ -57,6 +57,8 @@ type backupDev struct {
 	epMu  sync.Mutex
 	eps   map[uint64]*ctlEndpoint // peer context's control id → endpoint
 	ctlPD *provider.PD
+	// rearm rebuilds what failed on this device once its link is up (rearm.go).
+	rearm rearmState
 
 	stop     context.CancelFunc
 	done     sync.WaitGroup
@@ -67,6 +69,7 @@ type backupDev struct {
 func openBackup(c *Context, idx int, name string) (*backupDev, error) {
 	b := &backupDev{c: c, idx: idx, wake: make(chan struct{}, 1), cqs: map[*provider.CQ]*CQ{},
 		ctlCQs: map[*provider.CQ]*ctlEndpoint{}, eps: map[uint64]*ctlEndpoint{}}
+	b.rearm.init()
 	b.idle = sync.NewCond(&b.mu)
 	var err error
 	if b.ctx, err = provider.OpenWith(name, c.opts.Provider); err != nil {
@@ -87,6 +90,7 @@ func openBackup(c *Context, idx int, name string) (*backupDev, error) {
 	b.done.Add(2)
 	go b.shadowLoop(ctx)
 	go b.eventLoop(ctx)
+	b.watchPort(ctx) // PORT_ACTIVE: re-arm (rearm.go)
 	return b, nil
 }
 
@@ -119,6 +123,9 @@ func (b *backupDev) shadowLoop(ctx context.Context) {
 	for {
 		// The peers' MR entries first: keys a lookup missed, and listings that are due.
 		refresh := b.serviceMRs(ctx)
+		if d := b.serviceRearm(ctx); d > 0 && (refresh <= 0 || d < refresh) {
+			refresh = d // rebuilding what failed: look again then (rearm.go)
+		}
 		b.mu.Lock()
 		ops := append([]*shadowOp(nil), b.ops...)
 		b.running = len(ops) > 0
@@ -272,6 +279,7 @@ func (b *backupDev) closeStopped() error {
 	}
 	b.released = true
 	b.mu.Unlock()
+	b.dropBuilds()             // re-arms under way (rearm.go)
 	eerr := b.closeEndpoints() // their CQs are bound to the channel
 	return errors.Join(eerr, b.ch.Close(), b.ctx.Close())
 }
