@@ -219,9 +219,20 @@ func (c *CQ) arm(word uint32) {
 	}
 	c.armed = true
 	c.armSol = word&mlx5.CQDBCmdMask == mlx5.CQDBReqNotSol
+	// pending counts the CQEs written past the arm's consumer index. It may exceed the ring
+	// size. The race: software writes the arm word with its consumer index of the time and
+	// then polls (ibv_req_notify_cq before ibv_poll_cq, as failover's event handlers do); a
+	// device that acts on the doorbell late (the watcher delayed under CPU load) may find
+	// that software has polled past that index since and that up to a ring's worth of CQEs
+	// more have been written. Those are past the arm's index all the same, so the event is
+	// due now. The former bound pending <= c.n left such an arm set with nothing more to
+	// come (every WQE completed, the CQ full as far as the device knows) and the completions
+	// unpolled for good (TestLateArmBehindFullRing; failover's TestSharedControlStorm hung so
+	// under CPU load). Only a consumer index ahead of the producer, a difference in the upper
+	// half of the 24-bit space, has no entry past it.
 	pending := (c.pi - ci) & mlx5.CQDBCIMask
 	fire := false
-	if pending > 0 && pending <= c.n {
+	if pending > 0 && pending <= mlx5.CQDBCIMask>>1 {
 		if !c.armSol {
 			fire = true
 		} else if c.hasSol && (c.solIdx-ci)&mlx5.CQDBCIMask < pending {

@@ -103,6 +103,55 @@ func TestSharedCQDoorbell(t *testing.T) {
 	}
 }
 
+// An arm doorbell the device acts on late: software armed at consumer index 0 (the record
+// written, then the register), polled past it, and the device wrote a full ring of CQEs more
+// before it looked at the register, so more than a ring's worth of entries lie past the arm's
+// index. The event is still due at once: every WQE has completed and the CQ is full as far as
+// the device knows, so no later CQE can raise it (the failover storm test's hang under CPU
+// load, where the doorbell watcher ran late).
+func TestLateArmBehindFullRing(t *testing.T) {
+	e := newEnv(t)
+	const n = 4
+	scq := e.a.newCQ(n)
+	a := e.a.newQP(scq, e.a.newCQ(n))
+	b := e.b.newQP(e.b.newCQ(n), e.b.newCQ(n))
+	connect(t, a, b)
+	write := func() {
+		a.post(wqe{op: mlx5.OpcodeRDMAWrite, local: []mlx5.DataSeg{a.seg(0, 8)}, raddr: b.va(0), rkey: b.mr.RKey, signaled: true})
+	}
+	// mlx5_arm_cq at consumer index 0, as far as the record: the register write that tells
+	// the device is held back, standing for a doorbell the device has not seen yet.
+	w := mlx5.ArmWord(scq.sn, false, 0)
+	scq.db.Store(mlx5.CQArmDB, w)
+	for range n {
+		write()
+		scq.poll()
+	}
+	for range n {
+		write()
+	}
+	waitUntil(t, "a full ring past the polled entries", func() bool { return e.a.dev.Stats().CQEsWritten == 2*n })
+	watcherPasses(t, e.a.dev, 3)
+	if ev := scq.events.Load(); ev != 0 {
+		t.Fatalf("%d events before the arm", ev)
+	}
+	// The device reads the register now: 2n entries lie past the arm's index 0.
+	scq.page.Store64(mlx5.CQDoorbellOffset, mlx5.CQDoorbellValue(scq.cq.CQN(), w))
+	waitUntil(t, "the late arm's event", func() bool { return scq.events.Load() == 1 })
+	for range n {
+		scq.poll()
+	}
+	// A consumer index ahead of the producer has nothing past it: armed, no event yet.
+	scq.sn++
+	w = mlx5.ArmWord(scq.sn, false, 2*n+1)
+	scq.db.Store(mlx5.CQArmDB, w)
+	scq.page.Store64(mlx5.CQDoorbellOffset, mlx5.CQDoorbellValue(scq.cq.CQN(), w))
+	watcherPasses(t, e.a.dev, 3)
+	if ev := scq.events.Load(); ev != 1 {
+		t.Fatalf("%d events for an arm at an index ahead of the producer, want none yet", ev-1)
+	}
+}
+
 // postRecvFor posts one receive on q (helper for loops).
 func (q *qpEnd) postRecvFor(t *testing.T) { q.postRecv(0, 64) }
 
