@@ -134,6 +134,9 @@ func (f *asyncFwd) flushLocked() {
 // when a QP is destroyed (ib_uverbs_release_uevent): an event naming a destroyed QP would
 // make libibverbs hand the application a freed struct ibv_qp.
 func (f *asyncFwd) withdraw(h uint64) {
+	if f == nil {
+		return // a stepped context has none
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -171,6 +174,9 @@ func qpEvent(t verbs.AsyncEventType) bool {
 // close stops the reader and closes both ends of the pair; the provider's descriptor stays
 // with the provider context.
 func (f *asyncFwd) close() {
+	if f == nil {
+		return // a stepped context has none
+	}
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -239,11 +245,18 @@ func (c *Context) qpOf(pq verbs.QP) *QP {
 // AsyncFD is the descriptor of the default device's async events, forwarded unchanged after
 // SHIFT read them (async.go): one struct ib_uverbs_async_event_desc per read, pollable. It is
 // non-blocking, as the provider's is; a C provider may make it blocking for libibverbs.
-func (c *Context) AsyncFD() int { return c.async.app }
+// A stepped context reads no async events and forwards none: the default device's own
+// descriptor is given then.
+func (c *Context) AsyncFD() int {
+	if c.async == nil {
+		return c.def.AsyncFD()
+	}
+	return c.async.app
+}
 
 // GetAsyncEvent is ibv_get_async_event on the default device: it waits until ctx ends for the
 // next event. QP and CQ events name the provider objects of the default device (events of the
 // default QP carry the handle given at creation), as the provider's GetAsyncEvent does.
 func (c *Context) GetAsyncEvent(ctx context.Context) (verbs.AsyncEvent, error) {
-	return c.def.ReadAsyncEvent(ctx, c.async.app)
+	return c.def.ReadAsyncEvent(ctx, c.AsyncFD())
 }

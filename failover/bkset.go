@@ -3,7 +3,6 @@ package failover
 import (
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -26,6 +25,8 @@ type bkSet struct {
 	// The kinds of the set's posted receives and signaled sends, in posting order (q.fifoMu).
 	recvKinds []uint8
 	sendKinds []uint8
+	// heldOps are the opcodes of the kindHeld WQEs in sendKinds, in order (fifoMu).
+	heldOps []verbs.WCOpcode
 	// failQueued: an error completion of this set was queued for failBackup; stash keeps its
 	// error completions of application WRs until failBackup decides whether the application
 	// sees them (the QP fails) or not (the WRs move to the next backup) (q.fifoMu).
@@ -123,8 +124,8 @@ func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
 // counts; the flushes are dropped (the set is dead), their WRs reposted. It waits with q.mu
 // released and reports false if the QP went meanwhile (pauseLocked).
 func (q *QP) drainSetLocked(bs *bkSet) bool {
-	deadline := time.Now().Add(q.c.opts.DrainTimeout)
-	var pace pacer
+	deadline := q.c.now().Add(q.c.opts.DrainTimeout)
+	pace := q.c.pacer()
 	var outS []provider.SendWQE
 	var outR []provider.RecvWQE
 	for {
@@ -144,7 +145,7 @@ func (q *QP) drainSetLocked(bs *bkSet) bool {
 			}
 			n += len(outR)
 		}
-		if n == 0 || time.Now().After(deadline) {
+		if n == 0 || q.c.now().After(deadline) {
 			return true
 		}
 		if !q.pauseLocked(&pace) {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shift-rdma/shift/internal/clock"
 	"github.com/shift-rdma/shift/probe"
 	"github.com/shift-rdma/shift/provider/verbs"
 
@@ -111,6 +112,23 @@ type Options struct {
 	// falls back (watchdog.go): 0 means DefaultCQWatchdog, a negative value no watchdog.
 	// The plugin sets it from $SHIFT_CQ_WATCHDOG.
 	CQWatchdog time.Duration
+	// Clock is the time source of every timer and deadline of the layer (handshake
+	// timeouts, probes, the watchdog, back-offs, drain deadlines) and of the timestamps its
+	// figures come from; nil means the wall clock. A deterministic simulation gives a manual
+	// one (clock.Manual). The status file's times stay wall-clock.
+	Clock clock.Clock
+	// Stepped runs the context with no goroutine of its own, for a deterministic simulation
+	// (internal/sim): the caller runs its background work with Step (the engine's queued
+	// transitions, the backup devices' completions and shadow verbs), a wait for a NIC's
+	// completions calls Yield instead of sleeping, and what watches the outside world does
+	// not run: the link watcher, the async event files, the completion watchdog, the status
+	// and control files, and the probes of a fallen-back QP's default path (so a stepped
+	// QP stays on its backup). Use it with a manual Clock.
+	Stepped bool
+	// Yield, with Stepped, lets the world move while SHIFT waits for a NIC: the simulator
+	// runs its other steps (the NICs, the fabric, the clock) and returns; nil returns at
+	// once.
+	Yield func()
 }
 
 // Stats are context-wide counters.
@@ -153,8 +171,12 @@ type Stats struct {
 	KVWait  time.Duration
 }
 
+// now is the context's clock's time (Options.Clock).
+func (c *Context) now() time.Time { return c.clk.Now() }
+
 // Context is a default device with its backup (struct ibv_context for the application).
 type Context struct {
+	clk   clock.Clock // Options.Clock, or the wall clock
 	def   *provider.Context
 	bks   []*backupDev // the backup chain, in Options.Backups order
 	opts  Options
@@ -296,7 +318,10 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Context{opts: opts, quit: make(chan struct{}), ctlID: ctlID, eng: newEngine()}
+	c := &Context{opts: opts, clk: opts.Clock, quit: make(chan struct{}), ctlID: ctlID, eng: newEngine()}
+	if c.clk == nil {
+		c.clk = clock.Real{}
+	}
 	c.mrRefresh.Store(int64(mrRefreshDefault))
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
 	if opts.InjectFile != "" || opts.ControlFile {
@@ -325,15 +350,24 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		}
 		c.bks = append(c.bks, b)
 	}
-	if c.async, err = newAsyncFwd(c); err != nil {
-		for _, o := range c.bks {
-			_ = o.close()
+	if !opts.Stepped {
+		if c.async, err = newAsyncFwd(c); err != nil {
+			for _, o := range c.bks {
+				_ = o.close()
+			}
+			c.releaseInject()
+			return nil, err
 		}
-		c.releaseInject()
-		return nil, err
 	}
 	if inj := opts.Inject; inj.N > 0 {
 		c.Inject(inj.QPN, inj.N)
+	}
+	if opts.Stepped {
+		// No watchers of the outside world (Options.Stepped): no async event files, link
+		// watcher, control or status file, watchdog; Step runs the engine.
+		c.backups = backups
+		c.eng.stepped = true
+		return c, nil
 	}
 	c.joinControl() // fully open: switch requests may reach its QPs
 	switch {
@@ -448,7 +482,9 @@ func (c *Context) Close() error {
 	}
 	c.stopProbes()
 	c.linkWG.Wait() // stopProbes closed quit
-	if c.eng != nil {
+	if c.eng != nil && c.eng.stepped {
+		c.eng.stop()
+	} else if c.eng != nil {
 		<-c.eng.done // quit is closed
 	}
 	if c.wdDone != nil {

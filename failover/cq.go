@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -312,7 +311,7 @@ func (cq *CQ) classifyLocked(ws []verbs.WC) {
 			q.failQueued = true
 			q.fifoMu.Unlock()
 			if first {
-				q.tErr.CompareAndSwap(0, time.Now().UnixNano())
+				q.tErr.CompareAndSwap(0, cq.c.now().UnixNano())
 				cq.toFail = append(cq.toFail, q)
 			}
 		case defTracked:
@@ -350,7 +349,7 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w verbs.WC) {
 			q.failQueued = true
 			q.fifoMu.Unlock()
 			if first {
-				q.tErr.Store(time.Now().UnixNano())
+				q.tErr.Store(cq.c.now().UnixNano())
 				cq.toFail = append(cq.toFail, q)
 			}
 			return
@@ -440,12 +439,15 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 				}
 				q.recvDone++
 			} else {
-				if q.popKind(&bs.sendKinds) == kindCtrl {
+				switch q.popKind(&bs.sendKinds) {
+				case kindCtrl:
 					continue
+				case kindHeld:
+					w.Opcode = q.popHeldOp(bs)
 				}
 				q.retireBkLog()
 			}
-			q.tOK.CompareAndSwap(0, time.Now().UnixNano())
+			q.tOK.CompareAndSwap(0, cq.c.now().UnixNano())
 			cq.pushLocked(w)
 		}
 		if err != nil || n < len(cq.scratch) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/provider"
@@ -408,7 +407,7 @@ func (ep *ctlEndpoint) deliver(m ctlMsg) {
 		ep.dropped.Add(1)
 		return
 	}
-	q.tPoll.Store(time.Now().UnixNano())
+	q.tPoll.Store(ep.dev.c.now().UnixNano())
 	ep.dev.c.eng.do(func() { q.onControl(m, i) })
 }
 

@@ -28,6 +28,9 @@ var testHookDrain atomic.Pointer[func(q *QP) bool]
 // NIC's completions waits with the QP's mutex released (roundwait.go), so the application's
 // slow path never waits for it; the engine does (other QPs' work queues behind the wait).
 type engine struct {
+	// stepped: no goroutine; Context.Step runs the work and wait runs it inline
+	// (Options.Stepped).
+	stepped bool
 	mu      sync.Mutex
 	work    []func() // in arrival order
 	stopped bool
@@ -85,6 +88,18 @@ func (e *engine) fallbackWait(q *QP) { e.wait(func() { q.fallback(ctlMsg{}, fals
 // and fn was dropped (false). For callers off the engine that need a transition's outcome (a
 // failed post, SwitchToBackup, the probe goroutines); the engine itself must never call it.
 func (e *engine) wait(fn func()) bool {
+	if e.stepped {
+		// The caller is the simulation's one thread: what was queued first runs first.
+		e.runQueued()
+		e.mu.Lock()
+		stopped := e.stopped
+		e.mu.Unlock()
+		if stopped {
+			return false
+		}
+		fn()
+		return true
+	}
 	done := make(chan struct{})
 	ran := false
 	e.mu.Lock()
@@ -125,17 +140,25 @@ func (e *engine) run(quit <-chan struct{}) {
 			return
 		case <-e.wake:
 		}
-		for {
-			e.mu.Lock()
-			work := e.work
-			e.work = nil
-			e.mu.Unlock()
-			if len(work) == 0 {
-				break
-			}
-			for _, fn := range work {
-				fn()
-			}
+		e.runQueued()
+	}
+}
+
+// runQueued runs the queued work, and what it queues, until none is left; it reports
+// whether there was any.
+func (e *engine) runQueued() bool {
+	ran := false
+	for {
+		e.mu.Lock()
+		work := e.work
+		e.work = nil
+		e.mu.Unlock()
+		if len(work) == 0 {
+			return ran
+		}
+		ran = true
+		for _, fn := range work {
+			fn()
 		}
 	}
 }

@@ -66,8 +66,8 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		(*h)()
 	}
 	// The time spent here, SHIFT's own share of the fallback (measure_test.go).
-	t0 := time.Now().UnixNano()
-	defer func() { q.tBusy.Add(time.Now().UnixNano() - t0) }()
+	t0 := q.c.now().UnixNano()
+	defer func() { q.tBusy.Add(q.c.now().UnixNano() - t0) }()
 	st, rs := q.mach.sendState(), q.mach.recvState()
 	if st == SendFailed || rs == RecvFailed {
 		if fromPeer && !peer.reply && !peer.refused {
@@ -91,7 +91,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	}
 	if fromPeer && q.awaitReply {
 		if st == SendHandshake && q.rkeysFirstLocked(peer, fromPeer, chain) {
-			t0 = time.Now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
+			t0 = q.c.now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
 			return
 		}
 		q.awaitReply = false
@@ -134,7 +134,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		}
 	}
 	if q.rkeysFirstLocked(peer, fromPeer, chain) {
-		t0 = time.Now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
+		t0 = q.c.now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
 		return
 	}
 	if sendPart {
@@ -142,7 +142,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		// which move nothing of ours, must not overwrite them). A fallback the peer's
 		// notification, a link event or a failed post started has no error completion: it
 		// counts from now.
-		now := time.Now().UnixNano()
+		now := q.c.now().UnixNano()
 		if e := q.tErr.Load(); fromPeer || e == 0 || e < q.tOK.Load() {
 			q.tErr.Store(now)
 		}
@@ -197,7 +197,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	if q.hsTimer != nil {
 		q.hsTimer.Stop()
 	}
-	q.hsTimer = time.AfterFunc(q.c.opts.HandshakeTimeout, func() {
+	q.hsTimer = q.c.clk.AfterFunc(q.c.opts.HandshakeTimeout, func() {
 		q.c.eng.do(func() {
 			q.mu.Lock()
 			defer q.mu.Unlock()
@@ -321,7 +321,7 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 		}
 	}
 	if sendPart {
-		q.tPrep.Store(time.Now().UnixNano())
+		q.tPrep.Store(q.c.now().UnixNano())
 	}
 	return nil
 }
@@ -341,8 +341,8 @@ func delivered(count, seq uint32) bool { return int32((count-seq)<<(32-countBits
 // completion; the classifier accounts and buffers what it finds. It waits with q.mu released
 // (pauseLocked): errRoundGone if the QP went meanwhile.
 func (q *QP) drainLocked() error {
-	deadline := time.Now().Add(q.c.opts.DrainTimeout)
-	var pace pacer
+	deadline := q.c.now().Add(q.c.opts.DrainTimeout)
+	pace := q.c.pacer()
 	// Unsignaled WQEs that succeeded have no completion of their own and, with nothing
 	// signaled behind them, would stay outstanding for ever: the drain marker (a signaled
 	// NOP, flushed after every WQE before it) retires them. With the SQ full it cannot be
@@ -358,7 +358,7 @@ func (q *QP) drainLocked() error {
 	var waitFrom int64 // when the drain first found WQEs without completion
 	defer func() {
 		if waitFrom != 0 {
-			q.tDrain.Add(time.Now().UnixNano() - waitFrom)
+			q.tDrain.Add(q.c.now().UnixNano() - waitFrom)
 		}
 	}()
 	for {
@@ -399,12 +399,12 @@ func (q *QP) drainLocked() error {
 			// which of the two-sided ones it delivered.
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if q.c.now().After(deadline) {
 			return fmt.Errorf("failover: QP %#x: drain: %d sends and %d receives without completion after %v: %w",
 				q.qpn, len(q.outSends), len(q.outRecvs), q.c.opts.DrainTimeout, verbs.ErrTimeout)
 		}
 		if waitFrom == 0 {
-			waitFrom = time.Now().UnixNano()
+			waitFrom = q.c.now().UnixNano()
 		}
 		if !q.pauseLocked(&pace) {
 			return errRoundGone
@@ -469,7 +469,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	}
 	q.awaitReply = false
 	peerCount, stale := peer.count&countMask, int(peer.stale)
-	q.tRepost.Store(time.Now().UnixNano())
+	q.tRepost.Store(q.c.now().UnixNano())
 	q.tCtl.Store(q.tPoll.Load())
 	cands, err := q.repostCandidatesLocked()
 	if err != nil {
@@ -484,14 +484,25 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	}
 	var done []verbs.WC
 	var resend []*sendRec
+	reread := false // a READ up to last is read again: completions behind it wait for it
 	for c := range cands {
 		r := &cands[c]
 		if c <= last && r.wr.Opcode != verbs.WRRDMARead {
 			q.c.skipped.Add(1)
-			if r.signaled {
+			switch {
+			case r.signaled && reread:
+				// Completed now, it would overtake the READ's completion, which the
+				// application may take for the READ's data in place (completions are in
+				// order on an RC QP). A zero-length WRITE on the backup stands in for it
+				// and completes in order (heldWR).
+				resend = append(resend, heldWR(r))
+			case r.signaled:
 				done = append(done, verbs.WC{WRID: r.wr.WRID, Status: verbs.WCSuccess, Opcode: wcOpcode(r.wr.Opcode), QPNum: q.qpn})
 			}
 			continue
+		}
+		if c <= last {
+			reread = true
 		}
 		resend = append(resend, r)
 	}
@@ -530,7 +541,10 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	for len(resend) > 0 {
 		r := resend[0]
 		err := q.withRoomLocked(func() error {
-			if r.fromDef {
+			switch {
+			case r.held:
+				return q.postHeldLocked(r)
+			case r.fromDef:
 				return q.copyToBackupLocked(r)
 			}
 			return q.postBackupLocked([]verbs.SendWR{r.wr})
@@ -551,7 +565,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		q.stats.reposted.Add(1)
 		resend = resend[1:]
 	}
-	q.tPosted.Store(time.Now().UnixNano())
+	q.tPosted.Store(q.c.now().UnixNano())
 	q.c.fallbacks.Add(1)
 	q.stats.fallbacks.Add(1)
 	q.resetDefaultLocked()
@@ -578,11 +592,11 @@ func (q *QP) repostCandidatesLocked() ([]sendRec, error) {
 // polling the send CQ so that completed WQEs free their slots, for at most DrainTimeout. It
 // waits with q.mu released (pauseLocked): errRoundGone if the QP went meanwhile.
 func (q *QP) withRoomLocked(post func() error) error {
-	deadline := time.Now().Add(q.c.opts.DrainTimeout)
-	var pace pacer
+	deadline := q.c.now().Add(q.c.opts.DrainTimeout)
+	pace := q.c.pacer()
 	for {
 		err := post()
-		if err == nil || !errors.Is(err, verbs.ErrSQFull) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, verbs.ErrSQFull) || q.c.now().After(deadline) {
 			return err
 		}
 		q.scq.mu.Lock()
@@ -602,8 +616,8 @@ func (q *QP) resetDefaultLocked() {
 		q.defStopped = true
 		_ = q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	var pace pacer
+	deadline := q.c.now().Add(2 * time.Second)
+	pace := q.c.pacer()
 	for {
 		for _, cq := range []*CQ{q.scq, q.rcq} {
 			cq.mu.Lock()
@@ -618,7 +632,7 @@ func (q *QP) resetDefaultLocked() {
 				rung++
 			}
 		}
-		if (rung == 0 && len(q.outRecvs) == 0) || q.c.defDead.Load() || time.Now().After(deadline) {
+		if (rung == 0 && len(q.outRecvs) == 0) || q.c.defDead.Load() || q.c.now().After(deadline) {
 			break
 		}
 		if !q.pauseLocked(&pace) {

@@ -14,9 +14,23 @@ const spinFor = time.Millisecond
 // goroutines run in the yielded time); after that it sleeps. A sleep from the first
 // iteration made every such wait at least the Go runtime's timer granularity, about a
 // millisecond on these machines, whatever duration was asked.
-type pacer struct{ start time.Time }
+//
+// In a stepped context (Options.Stepped) the NICs run only when the simulator steps them, so
+// a wait hands the thread back to it (Options.Yield) instead.
+type pacer struct {
+	start time.Time
+	c     *Context
+}
+
+func (c *Context) pacer() pacer { return pacer{c: c} }
 
 func (p *pacer) wait() {
+	if p.c.opts.Stepped {
+		if p.c.opts.Yield != nil {
+			p.c.opts.Yield()
+		}
+		return
+	}
 	if p.start.IsZero() {
 		p.start = time.Now()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/fence"
+	"github.com/shift-rdma/shift/internal/clock"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -20,6 +21,10 @@ const (
 	kindProbe  = 2 // recovery probe on the default QP
 	kindNotify = 3 // recovery notification on the default QP (the fence's)
 	kindStale  = 4 // an application RECV left on the backup RQ when the receive side recovered
+	// kindHeld: a zero-length WRITE standing in for a signaled WR the peer had received, posted
+	// behind a READ read again (heldWR): its completion is that WR's, with the opcode heldOps
+	// keeps.
+	kindHeld = 5
 )
 
 // What the classifier does with completions of the default QP.
@@ -45,6 +50,10 @@ type sendRec struct {
 	signaled bool
 	fromDef  bool
 	pos      uint32
+	// held: a zero-length WRITE stands in for this WR, which the peer had received (heldWR);
+	// heldOp is the opcode its completion reports.
+	held   bool
+	heldOp verbs.WCOpcode
 }
 
 type recvRec struct {
@@ -114,7 +123,7 @@ type QP struct {
 
 	// Fallback (q.mu).
 	pending  []verbs.SendWR
-	hsTimer  *time.Timer
+	hsTimer  clock.Timer
 	failErr  error
 	tErr     atomic.Int64 // first error completion polled (unix ns)
 	tPrep    atomic.Int64 // notification posted
@@ -545,6 +554,18 @@ func (q *QP) popKind(fifo *[]uint8) uint8 {
 	k := (*fifo)[0]
 	*fifo = (*fifo)[1:]
 	return k
+}
+
+// popHeldOp is the opcode of the WR the completion of a kindHeld WQE stands for.
+func (q *QP) popHeldOp(bs *bkSet) verbs.WCOpcode {
+	q.fifoMu.Lock()
+	defer q.fifoMu.Unlock()
+	if len(bs.heldOps) == 0 {
+		return verbs.WCRDMAWrite
+	}
+	op := bs.heldOps[0]
+	bs.heldOps = bs.heldOps[1:]
+	return op
 }
 
 func twoSided(op verbs.WROpcode) bool {

@@ -121,7 +121,7 @@ func (b *backupDev) serviceRearm(ctx context.Context) time.Duration {
 	if !r.busy {
 		return 0
 	}
-	now := time.Now()
+	now := b.c.now()
 	if now.Before(r.due) {
 		return r.due.Sub(now)
 	}
@@ -386,7 +386,7 @@ func (q *QP) installSet(i int, p *provider.QP, ep *ctlEndpoint, peerQPN, gen uin
 	bs.gen.Store(gen)
 	bs.dev.rearm.nSets.Add(1)
 	q.fifoMu.Lock()
-	bs.recvKinds, bs.sendKinds, bs.stash = nil, nil, nil
+	bs.recvKinds, bs.sendKinds, bs.heldOps, bs.stash = nil, nil, nil, nil
 	bs.failQueued = false
 	bs.dead = false
 	q.fifoMu.Unlock()

@@ -33,9 +33,10 @@ const (
 // it much sooner (a lost probe completes in error).
 const probeWaitGuard = 30 * time.Second
 
-// startProbeLocked starts q's probe goroutine unless one runs or the context closes.
+// startProbeLocked starts q's probe goroutine unless one runs or the context closes (a
+// stepped context does not probe: Options.Stepped).
 func (q *QP) startProbeLocked() {
-	if q.probing || q.destroyed {
+	if q.probing || q.destroyed || q.c.opts.Stepped {
 		return
 	}
 	c := q.c
@@ -144,7 +145,7 @@ func (q *QP) probeBegin() (res int, gen uint64, posted bool) {
 			return probeIdle, 0, false
 		}
 	case SendWaitSignaled:
-		if time.Since(time.Unix(0, q.tProbeOK)) < q.c.opts.FenceAfter {
+		if q.c.now().Sub(time.Unix(0, q.tProbeOK)) < q.c.opts.FenceAfter {
 			q.mu.Unlock()
 			return probeOK, 0, false
 		}
@@ -210,9 +211,9 @@ func (q *QP) probeBegin() (res int, gen uint64, posted bool) {
 // closes. The classifier records the probe's completion; the default CQ is polled here too,
 // as the application may not be polling.
 func (q *QP) probeWait(gen uint64) (int32, bool) {
-	deadline := time.Now().Add(probeWaitGuard)
+	deadline := q.c.now().Add(probeWaitGuard)
 	res := int32(0)
-	for res == 0 && q.defGen.Load() == gen && time.Now().Before(deadline) {
+	for res == 0 && q.defGen.Load() == gen && q.c.now().Before(deadline) {
 		select {
 		case <-q.c.quit:
 			return 0, false
@@ -237,7 +238,7 @@ func (q *QP) probeEnd(res int32, gen uint64) int {
 			q.probing = false
 			return probeDone
 		}
-		q.tProbeOK = time.Now().UnixNano()
+		q.tProbeOK = q.c.now().UnixNano()
 		q.wsCount = 0
 		if q.backupIdleLocked() {
 			// Nothing is in flight on the backup: no WR posted later on the default path
@@ -442,7 +443,7 @@ func (q *QP) beginFenceLocked(w verbs.SendWR, shift bool) error {
 	if _, err := q.mach.sendEvent(EvFenceWR); err != nil {
 		return err
 	}
-	q.tFence = time.Now().UnixNano()
+	q.tFence = q.c.now().UnixNano()
 	// From here the application's WRs go to the default QP (withheld behind the fence): its
 	// ring is where a later fallback reads them back from, and its own two-sided count
 	// goes on from ours.
@@ -482,7 +483,7 @@ func (q *QP) finishRecovery() {
 	q.fifoMu.Lock()
 	q.bkLog = nil
 	q.fifoMu.Unlock()
-	now := time.Now().UnixNano()
+	now := q.c.now().UnixNano()
 	sw, st := now-q.tProbeOK, now-q.tFence
 	q.lastSwitch.Store(sw)
 	q.lastStall.Store(st)

@@ -155,7 +155,7 @@ func (b *backupDev) listPeer(ctx context.Context, gid [16]byte) (bool, error) {
 	if b.mr.peers == nil {
 		b.mr.peers = map[[16]byte]time.Time{}
 	}
-	b.mr.peers[gid] = time.Now()
+	b.mr.peers[gid] = b.c.now()
 	b.mrMu.Unlock()
 	if err != nil {
 		return true, fmt.Errorf("failover: list the MR entries of %x: %w", gid, err)
@@ -238,7 +238,7 @@ func (b *backupDev) prefetchPeer(ctx context.Context, gid [16]byte) {
 			if b.mr.peers == nil {
 				b.mr.peers = map[[16]byte]time.Time{}
 			}
-			b.mr.peers[gid] = time.Now()
+			b.mr.peers[gid] = b.c.now()
 			b.mrMu.Unlock()
 		}
 		return
@@ -251,7 +251,7 @@ func (b *backupDev) prefetchPeer(ctx context.Context, gid [16]byte) {
 // is due (0: none known).
 func (b *backupDev) serviceMRs(ctx context.Context) time.Duration {
 	every := time.Duration(b.c.mrRefresh.Load())
-	now := time.Now()
+	now := b.c.now()
 	b.mrMu.Lock()
 	var want []rkeyKey
 	for k := range b.mr.want {
@@ -285,7 +285,7 @@ func (b *backupDev) serviceMRs(ctx context.Context) time.Duration {
 	for _, g := range list {
 		if listed, _ := b.listPeer(kctx, g); !listed {
 			b.mrMu.Lock()
-			b.mr.peers[g] = time.Now() // not a Lister: only misses are read
+			b.mr.peers[g] = b.c.now() // not a Lister: only misses are read
 			b.mrMu.Unlock()
 		}
 	}
@@ -383,12 +383,12 @@ func (q *QP) rkeysFirstLocked(peer ctlMsg, fromPeer, chain bool) bool {
 
 // fetchFor reads keys for a round or a post that found them missing, and counts the wait.
 func (c *Context) fetchFor(b *backupDev, keys []rkeyKey) {
-	t := time.Now()
+	t := c.now()
 	ctx, cancel := c.kvCtx()
 	b.fetchRKeys(ctx, keys)
 	cancel()
 	c.kvWaits.Add(1)
-	c.kvWaitNS.Add(int64(time.Since(t)))
+	c.kvWaitNS.Add(int64(c.now().Sub(t)))
 }
 
 // lockForPost takes q.mu for a post (postSendSlow). On the backup (Fallback, WaitSignaled)

@@ -60,10 +60,15 @@ type backupDev struct {
 	// rearm rebuilds what failed on this device once its link is up (rearm.go).
 	rearm rearmState
 
-	stop     context.CancelFunc
-	done     sync.WaitGroup
-	closed   bool // mu: the goroutines were stopped
-	released bool // mu: the device was closed
+	stop context.CancelFunc
+	done sync.WaitGroup
+	// Stepped contexts (step.go): the context of the scans, the back-off of a blocked
+	// list and when the next scan is due.
+	stepCtx     context.Context
+	stepBackoff time.Duration
+	stepDue     time.Time
+	closed      bool // mu: the goroutines were stopped
+	released    bool // mu: the device was closed
 }
 
 func openBackup(c *Context, idx int, name string) (*backupDev, error) {
@@ -87,6 +92,10 @@ func openBackup(c *Context, idx int, name string) (*backupDev, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop = cancel
+	if c.opts.Stepped {
+		b.stepCtx = ctx // Step scans and polls instead of the goroutines (step.go)
+		return b, nil
+	}
 	b.done.Add(2)
 	go b.shadowLoop(ctx)
 	go b.eventLoop(ctx)
@@ -121,52 +130,13 @@ func (b *backupDev) shadowLoop(ctx context.Context) {
 	defer b.done.Done()
 	backoff := 100 * time.Microsecond
 	for {
-		// The peers' MR entries first: keys a lookup missed, and listings that are due.
-		refresh := b.serviceMRs(ctx)
-		if d := b.serviceRearm(ctx); d > 0 && (refresh <= 0 || d < refresh) {
-			refresh = d // rebuilding what failed: look again then (rearm.go)
-		}
-		b.mu.Lock()
-		ops := append([]*shadowOp(nil), b.ops...)
-		b.running = len(ops) > 0
-		b.mu.Unlock()
-		var keep []*shadowOp
-		progressed := false
-		for _, op := range ops {
-			b.mu.Lock()
-			dead := op.dead
-			b.mu.Unlock()
-			if dead {
-				continue
-			}
-			err := op.run()
-			switch {
-			case err == nil:
-				progressed = true
-			case errors.Is(err, errNotYet):
-				keep = append(keep, op)
-			default:
-				progressed = true
-				b.mu.Lock()
-				b.errs = append(b.errs, fmt.Errorf("failover: shadow %s: %w", op.name, err))
-				b.mu.Unlock()
-			}
-		}
-		b.mu.Lock()
-		// Verbs recorded while this scan ran follow the kept ones, in order.
-		b.ops = append(keep, b.ops[len(ops):]...)
-		empty := len(b.ops) == 0
-		if empty {
-			b.running = false
-			b.idle.Broadcast()
-		}
-		b.mu.Unlock()
+		refresh, blocked, progressed, empty := b.scan(ctx)
 		if progressed {
 			backoff = 100 * time.Microsecond
 		}
 		var timer <-chan time.Time
 		if !empty {
-			if len(keep) == len(ops) && len(ops) > 0 {
+			if blocked {
 				t := time.NewTimer(backoff)
 				timer = t.C
 				backoff = min(backoff*2, 20*time.Millisecond)
@@ -197,6 +167,53 @@ func (b *backupDev) shadowLoop(ctx context.Context) {
 			tick.Stop()
 		}
 	}
+}
+
+// scan is one pass of the shadow goroutine (or of Step, for a stepped context): the peers'
+// MR entries, the re-arm of what failed, then every recorded verb in order. refresh is when
+// the MR entries or the re-arm want another look (0: not before a wake); blocked means every
+// verb left waits for a remote attribute; empty that none is left.
+func (b *backupDev) scan(ctx context.Context) (refresh time.Duration, blocked, progressed, empty bool) {
+	// The peers' MR entries first: keys a lookup missed, and listings that are due.
+	refresh = b.serviceMRs(ctx)
+	if d := b.serviceRearm(ctx); d > 0 && (refresh <= 0 || d < refresh) {
+		refresh = d // rebuilding what failed: look again then (rearm.go)
+	}
+	b.mu.Lock()
+	ops := append([]*shadowOp(nil), b.ops...)
+	b.running = len(ops) > 0
+	b.mu.Unlock()
+	var keep []*shadowOp
+	for _, op := range ops {
+		b.mu.Lock()
+		dead := op.dead
+		b.mu.Unlock()
+		if dead {
+			continue
+		}
+		err := op.run()
+		switch {
+		case err == nil:
+			progressed = true
+		case errors.Is(err, errNotYet):
+			keep = append(keep, op)
+		default:
+			progressed = true
+			b.mu.Lock()
+			b.errs = append(b.errs, fmt.Errorf("failover: shadow %s: %w", op.name, err))
+			b.mu.Unlock()
+		}
+	}
+	b.mu.Lock()
+	// Verbs recorded while this scan ran follow the kept ones, in order.
+	b.ops = append(keep, b.ops[len(ops):]...)
+	empty = len(b.ops) == 0
+	if empty {
+		b.running = false
+		b.idle.Broadcast()
+	}
+	b.mu.Unlock()
+	return refresh, len(keep) == len(ops) && len(ops) > 0, progressed, empty
 }
 
 // wait blocks until the list is empty, and returns the errors of verbs that failed.
