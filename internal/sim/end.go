@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 
-	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -25,7 +24,7 @@ type end struct {
 	h     *host
 	host  int
 	pair  int
-	qp    *provider.QP
+	qp    verbs.QP
 	ep    verbs.Endpoint
 	peer  *end
 	block int // byte offset of the pair's block in the host buffer

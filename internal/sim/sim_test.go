@@ -19,13 +19,20 @@ func seeds() int {
 	return 10000
 }
 
-// TestSeeds runs many seeds; any broken invariant fails with the replay command.
-func TestSeeds(t *testing.T) {
+// TestSeeds runs many seeds over the provider; any broken invariant fails with the replay
+// command.
+func TestSeeds(t *testing.T) { runSeeds(t, false) }
+
+// TestFailoverSeeds runs many seeds over the failover layer: link downs on the default NICs
+// past the RC reach must cost the application nothing.
+func TestFailoverSeeds(t *testing.T) { runSeeds(t, true) }
+
+func runSeeds(t *testing.T, fo bool) {
 	n := seeds()
 	start := time.Now()
 	var tot Result
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		res, err := Run(Config{Seed: seed})
+		res, err := Run(Config{Seed: seed, Failover: fo})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,6 +42,7 @@ func TestSeeds(t *testing.T) {
 		tot.LinkDowns += res.LinkDowns
 		tot.LongDowns += res.LongDowns
 		tot.AckLosses += res.AckLosses
+		tot.Fallbacks += res.Fallbacks
 		tot.WRITE += res.WRITE
 		tot.SEND += res.SEND
 		tot.READ += res.READ
@@ -42,41 +50,52 @@ func TestSeeds(t *testing.T) {
 		tot.Virtual += res.Virtual
 	}
 	el := time.Since(start)
-	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %v virtual",
-		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Virtual)
+	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks, %v virtual",
+		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Virtual)
 }
 
-// The same seed gives the same trace; another seed another one.
+// The same seed gives the same trace; another seed another one. Over both layers; the
+// failover layer's seeds include fallbacks (1, 19: two each; 41: six).
 func TestDeterministic(t *testing.T) {
-	for _, seed := range []uint64{3, 17, 1234} {
-		a, err := Run(Config{Seed: seed})
-		if err != nil {
-			t.Fatal(err)
+	for _, fo := range []bool{false, true} {
+		seeds := []uint64{3, 17, 1234}
+		if fo {
+			seeds = []uint64{1, 19, 41}
 		}
-		b, err := Run(Config{Seed: seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a != b {
-			t.Errorf("seed %d: two runs differ:\n%+v\n%+v", seed, a, b)
-		}
-		c, err := Run(Config{Seed: seed + 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Trace == a.Trace {
-			t.Errorf("seeds %d and %d gave the same trace %#x", seed, seed+1, a.Trace)
+		for _, seed := range seeds {
+			a, err := Run(Config{Seed: seed, Failover: fo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Run(Config{Seed: seed, Failover: fo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a != b {
+				t.Errorf("seed %d (failover %v): two runs differ:\n%+v\n%+v", seed, fo, a, b)
+			}
+			if fo && a.Fallbacks == 0 {
+				t.Errorf("seed %d: no fallback, so nothing of the failover layer's was compared", seed)
+			}
+			c, err := Run(Config{Seed: seed + 1, Failover: fo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Trace == a.Trace {
+				t.Errorf("seeds %d and %d (failover %v) gave the same trace %#x", seed, seed+1, fo, a.Trace)
+			}
 		}
 	}
 }
 
-// TestReplay runs the seed in SHIFT_SIM_SEED (the command a failure prints).
+// TestReplay runs the seed in SHIFT_SIM_SEED, over the failover layer when SHIFT_SIM_FAILOVER
+// is 1 (the command a failure prints).
 func TestReplay(t *testing.T) {
 	seed, err := strconv.ParseUint(os.Getenv("SHIFT_SIM_SEED"), 10, 64)
 	if err != nil {
 		t.Skip("SHIFT_SIM_SEED names no seed to replay")
 	}
-	res, err := Run(Config{Seed: seed})
+	res, err := Run(Config{Seed: seed, Failover: os.Getenv("SHIFT_SIM_FAILOVER") == "1"})
 	if err != nil {
 		t.Fatal(err)
 	}

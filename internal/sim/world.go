@@ -6,8 +6,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shift-rdma/shift/failover"
+	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/internal/clock"
 	"github.com/shift-rdma/shift/mlx5/emu"
+	"github.com/shift-rdma/shift/mlx5/emu/nic"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -34,13 +37,16 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 var worlds atomic.Uint64 // distinct device names for worlds alive at once
 
-// host is one emulated host's verbs objects.
+// host is one emulated host's verbs objects, of the provider or of the failover layer.
 type host struct {
-	ctx *provider.Context
-	pd  *provider.PD
-	cq  *provider.CQ
-	buf *provider.Buffer
-	mr  *provider.MR
+	ctx  verbs.Context
+	fo   *failover.Context // the failover layer's context (nil: the provider's)
+	gid  [16]byte
+	pd   verbs.PD
+	cq   verbs.CQ
+	buf  *provider.Buffer
+	mr   verbs.MR
+	nics []*nic.Device // the host's NICs: the default first
 }
 
 // World is two stepped emulated hosts with QP pairs between them.
@@ -50,22 +56,40 @@ type World struct {
 	hosts [2]*host
 	ends  []*end // ends[2*i] on host 0, ends[2*i+1] on host 1: pair i
 	byQPN [2]map[uint32]*end
+	nics  []*nic.Device // every NIC, host by host
 }
 
-func newWorld(qps int, attr verbs.ConnectAttr) (w *World, err error) {
+func newWorld(qps int, attr verbs.ConnectAttr, fo bool, yield func()) (w *World, err error) {
 	w = &World{clk: clock.NewManual(epoch)}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, w.Close())
 		}
 	}()
-	prefix := fmt.Sprintf("sim%d_", worlds.Add(1))
-	if w.cl, err = emu.NewCluster(emu.ClusterConfig{Hosts: 2, Register: true, Prefix: prefix, Clock: w.clk, Stepped: true}); err != nil {
+	n := worlds.Add(1)
+	prefix := fmt.Sprintf("sim%d_", n)
+	nics := 1
+	if fo {
+		nics = 2 // a default and a backup per host
+	}
+	if w.cl, err = emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: nics, Register: true, Prefix: prefix, Clock: w.clk, Stepped: true}); err != nil {
 		return nil, err
 	}
+	store := kv.NewMem()
 	for h := range 2 {
-		if w.hosts[h], err = openHost(fmt.Sprintf("%s%d", prefix, h), qps); err != nil {
+		def := fmt.Sprintf("%s%d", prefix, h*nics)
+		var opts *failover.Options
+		if fo {
+			opts = &failover.Options{Backups: []string{fmt.Sprintf("%s%d", prefix, h*nics+1)}, KV: store,
+				Job: fmt.Sprintf("sim%d", n), Clock: w.clk, Stepped: true, Yield: yield,
+				HandshakeTimeout: 2 * time.Second, DrainTimeout: 10 * time.Second}
+		}
+		if w.hosts[h], err = openHost(def, qps, opts); err != nil {
 			return nil, err
+		}
+		for _, d := range w.cl.Hosts[h].Devices {
+			w.hosts[h].nics = append(w.hosts[h].nics, d.NIC())
+			w.nics = append(w.nics, d.NIC())
 		}
 		w.byQPN[h] = map[uint32]*end{}
 	}
@@ -90,34 +114,44 @@ func newWorld(qps int, attr verbs.ConnectAttr) (w *World, err error) {
 	return w, nil
 }
 
-func openHost(dev string, qps int) (h *host, err error) {
+func openHost(dev string, qps int, fo *failover.Options) (h *host, err error) {
 	h = &host{}
 	defer func() {
 		if err != nil {
 			err = errors.Join(fmt.Errorf("sim: open %s: %w", dev, err), h.close())
 		}
 	}()
-	if h.ctx, err = provider.Open(dev); err != nil {
-		return nil, err
+	var g verbs.GID
+	if fo != nil {
+		if h.fo, err = failover.Open(dev, *fo); err != nil {
+			return nil, err
+		}
+		h.ctx = h.fo
+		g, err = h.fo.Default().SourceGID(1, 0)
+	} else {
+		var p *provider.Context
+		if p, err = provider.Open(dev); err != nil {
+			return nil, err
+		}
+		h.ctx = p
+		g, err = p.GIDByIndex(1, 0)
 	}
-	pd, err := h.ctx.AllocPD()
 	if err != nil {
 		return nil, err
 	}
-	h.pd = pd.(*provider.PD)
-	cq, err := h.ctx.CreateCQ(verbs.CQInitAttr{CQE: 2 * qps * (sqDepth + rqDepth)})
-	if err != nil {
+	h.gid = g.GID
+	if h.pd, err = h.ctx.AllocPD(); err != nil {
 		return nil, err
 	}
-	h.cq = cq.(*provider.CQ)
+	if h.cq, err = h.ctx.CreateCQ(verbs.CQInitAttr{CQE: 2 * qps * (sqDepth + rqDepth)}); err != nil {
+		return nil, err
+	}
 	if h.buf, err = provider.NewBuffer(qps * blockSlots * slotSize); err != nil {
 		return nil, err
 	}
-	mr, err := h.pd.RegMR(h.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
-	if err != nil {
+	if h.mr, err = h.pd.RegMR(h.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic); err != nil {
 		return nil, err
 	}
-	h.mr = mr.(*provider.MR)
 	return h, nil
 }
 
@@ -127,12 +161,8 @@ func (h *host) newEnd(hi, i int) (*end, error) {
 	if err != nil {
 		return nil, err
 	}
-	gid, err := h.ctx.GIDByIndex(1, 0)
-	if err != nil {
-		return nil, errors.Join(err, qp.Destroy())
-	}
-	e := &end{h: h, host: hi, pair: i, qp: qp.(*provider.QP), block: i * blockSlots * slotSize}
-	e.ep = verbs.Endpoint{QPN: e.qp.QPN(), PSN: uint32(0x1000*(i+1) + hi), GID: gid.GID}
+	e := &end{h: h, host: hi, pair: i, qp: qp, block: i * blockSlots * slotSize}
+	e.ep = verbs.Endpoint{QPN: e.qp.QPN(), PSN: uint32(0x1000*(i+1) + hi), GID: h.gid}
 	// The READ source: a pattern of this host and pair, never written afterwards.
 	fill(e.slot(readSrc, slotSize), uint64(hi), uint64(i), ^uint64(0))
 	return e, nil
@@ -143,9 +173,6 @@ func (h *host) close() error {
 	if h.mr != nil {
 		errs = append(errs, h.mr.Dereg())
 	}
-	if h.buf != nil {
-		h.buf.Free()
-	}
 	if h.cq != nil {
 		errs = append(errs, h.cq.Destroy())
 	}
@@ -154,6 +181,9 @@ func (h *host) close() error {
 	}
 	if h.ctx != nil {
 		errs = append(errs, h.ctx.Close())
+	}
+	if h.buf != nil {
+		h.buf.Free() // after the MR and the context: the failover layer's shadows map it too
 	}
 	return errors.Join(errs...)
 }
