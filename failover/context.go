@@ -112,18 +112,18 @@ type Options struct {
 	// falls back (watchdog.go): 0 means DefaultCQWatchdog, a negative value no watchdog.
 	// The plugin sets it from $SHIFT_CQ_WATCHDOG.
 	CQWatchdog time.Duration
-	// Clock is the time source of every timer and deadline of the layer (handshake
-	// timeouts, probes, the watchdog, back-offs, drain deadlines) and of the timestamps its
-	// figures come from; nil means the wall clock. A deterministic simulation gives a manual
-	// one (clock.Manual). The status file's times stay wall-clock.
+	// Clock is the time source of the layer's deadlines, handshake timers and timestamps,
+	// and of every timer of a stepped context (probes, shadow back-offs); nil means the wall
+	// clock. A deterministic simulation gives a manual one (clock.Manual). A context with
+	// goroutines paces them (probes, watchdog, back-offs, status file) on the wall clock.
 	Clock clock.Clock
 	// Stepped runs the context with no goroutine of its own, for a deterministic simulation
 	// (internal/sim): the caller runs its background work with Step (the engine's queued
 	// transitions, the backup devices' completions and shadow verbs), a wait for a NIC's
-	// completions calls Yield instead of sleeping, and what watches the outside world does
-	// not run: the link watcher, the async event files, the completion watchdog, the status
-	// and control files, and the probes of a fallen-back QP's default path (so a stepped
-	// QP stays on its backup). Use it with a manual Clock.
+	// completions calls Yield instead of sleeping, the probes of a fallen-back QP's default
+	// path are Clock timers that queue their steps on the engine, and what watches the
+	// outside world does not run: the link watcher, the async event files, the completion
+	// watchdog, the status and control files. Use it with a manual Clock.
 	Stepped bool
 	// Yield, with Stepped, lets the world move while SHIFT waits for a NIC: the simulator
 	// runs its other steps (the NICs, the fabric, the clock) and returns; nil returns at

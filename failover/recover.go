@@ -34,9 +34,9 @@ const (
 const probeWaitGuard = 30 * time.Second
 
 // startProbeLocked starts q's probe goroutine unless one runs or the context closes (a
-// stepped context does not probe: Options.Stepped).
+// stepped context's probes are clock timers instead: probe_step.go).
 func (q *QP) startProbeLocked() {
-	if q.probing || q.destroyed || q.c.opts.Stepped {
+	if q.probing || q.destroyed {
 		return
 	}
 	c := q.c
@@ -46,6 +46,10 @@ func (q *QP) startProbeLocked() {
 		return
 	}
 	q.probing = true
+	if c.opts.Stepped {
+		q.probeAfter(c.opts.ProbeInterval, c.opts.ProbeInterval)
+		return
+	}
 	c.probeWG.Add(1)
 	go q.probeLoop()
 }
@@ -76,21 +80,30 @@ func (q *QP) probeLoop() {
 			return
 		case <-t.C:
 		}
-		switch q.probeStep() {
-		case probeDone:
+		next, done := probeNext(&o, q.probeStep(), &iv)
+		if done {
 			return
-		case probeOK:
-			iv = o.ProbeInterval
-			t.Reset(o.FenceAfter)
-		case probeFailed:
-			iv = min(2*iv, o.ProbeMaxInterval)
-			t.Reset(iv)
-		case probeDrain:
-			t.Reset(200 * time.Microsecond)
-		case probeIdle:
-			t.Reset(o.ProbeInterval)
 		}
+		t.Reset(next)
 	}
+}
+
+// probeNext is when the probe runs again after a step's result (iv, the wait between
+// failed probes, doubles up to ProbeMaxInterval and starts over after a success), or done.
+func probeNext(o *Options, res int, iv *time.Duration) (next time.Duration, done bool) {
+	switch res {
+	case probeOK:
+		*iv = o.ProbeInterval
+		return o.FenceAfter, false
+	case probeFailed:
+		*iv = min(2**iv, o.ProbeMaxInterval)
+		return *iv, false
+	case probeDrain:
+		return 200 * time.Microsecond, false
+	case probeIdle:
+		return o.ProbeInterval, false
+	}
+	return 0, true
 }
 
 // probeStep does what the states ask of the probe goroutine: probe in Fallback, post SHIFT's

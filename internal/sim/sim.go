@@ -21,12 +21,16 @@ type Config struct {
 	QPs int
 	// Ops is the number of application posts before the run drains; 0 means 300.
 	Ops int
-	// MaxSteps bounds the whole run; 0 means 200,000.
+	// MaxSteps bounds the whole run; 0 means 200,000 (500,000 with Failover).
 	MaxSteps int
 	// Failover runs the application over the failover layer (failover.Options.Stepped):
 	// each host has a default and a backup NIC, and a link down on a default NIC longer
 	// than the RC reach must cost the application nothing. Without it, over the provider.
 	Failover bool
+	// Recovery (with Failover) probes the default paths every few ms of virtual time and
+	// runs until every QP is back on its default NIC; without it a QP that fell back stays
+	// on its backup for the rest of the run.
+	Recovery bool
 }
 
 // Result is what a run did.
@@ -41,13 +45,14 @@ type Result struct {
 	Loss, Reorder          float64
 	QPs                    int
 	Fallbacks              uint64 // the failover layer's fallback rounds (Failover)
+	Recoveries             uint64 // send sides back on the default NIC (Failover)
 	WRITE, SEND, READ, FAA int    // posts of each kind (WRITE_WITH_IMM counted as SEND)
 }
 
 // Violation is a broken invariant, with the events that led to it.
 type Violation struct {
-	Seed     uint64
-	Failover bool // Config.Failover
+	Seed               uint64
+	Failover, Recovery bool // Config.Failover, Config.Recovery
 	Step     int
 	What     string
 	Tail     []string // the last events, oldest first
@@ -59,7 +64,10 @@ func (v *Violation) Unwrap() error { return v.Err }
 
 func (v *Violation) Error() string {
 	layer := ""
-	if v.Failover {
+	switch {
+	case v.Recovery:
+		layer = "SHIFT_SIM_FAILOVER=recovery "
+	case v.Failover:
 		layer = "SHIFT_SIM_FAILOVER=1 "
 	}
 	return fmt.Sprintf("sim: seed %d, step %d: %s\nlast events:\n  %s\nreplay: %sSHIFT_SIM_SEED=%d go test -count=1 ./internal/sim -run TestReplay -v",
@@ -91,12 +99,13 @@ var evNames = [...]string{evPost: "post", evWC: "wc", evRecvWC: "recv-wc", evNIC
 
 type event struct {
 	step       int
+	at         time.Duration // virtual time since the run began
 	kind       int
 	a, b, c, d uint64
 }
 
 func (e event) String() string {
-	return fmt.Sprintf("%6d %-9s %#x %#x %#x %#x", e.step, evNames[e.kind], e.a, e.b, e.c, e.d)
+	return fmt.Sprintf("%6d %12v %-9s %#x %#x %#x %#x", e.step, e.at, evNames[e.kind], e.a, e.b, e.c, e.d)
 }
 
 // runner is one run's state.
@@ -113,7 +122,7 @@ type runner struct {
 }
 
 func (s *runner) record(kind int, a, b, c, d uint64) {
-	ev := event{s.step, kind, a, b, c, d}
+	ev := event{s.step, s.w.clk.Now().Sub(epoch), kind, a, b, c, d}
 	for _, x := range [...]uint64{uint64(ev.step), uint64(kind), a, b, c, d} {
 		s.hash ^= x
 		s.hash *= 0x100000001b3
@@ -123,7 +132,7 @@ func (s *runner) record(kind int, a, b, c, d uint64) {
 }
 
 func (s *runner) violation(format string, args ...any) *Violation {
-	v := &Violation{Seed: s.cfg.Seed, Failover: s.cfg.Failover, Step: s.step, What: fmt.Sprintf(format, args...)}
+	v := &Violation{Seed: s.cfg.Seed, Failover: s.cfg.Failover, Recovery: s.cfg.Recovery, Step: s.step, What: fmt.Sprintf(format, args...)}
 	for i := max(0, s.nev-len(s.tail)); i < s.nev; i++ {
 		v.Tail = append(v.Tail, s.tail[i%len(s.tail)].String())
 	}
@@ -147,21 +156,25 @@ func Run(cfg Config) (Result, error) {
 	}
 	if cfg.MaxSteps == 0 {
 		cfg.MaxSteps = 200_000
+		if cfg.Failover {
+			cfg.MaxSteps = 500_000 // a run lasts until every QP is back on its default NIC
+		}
 	}
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x5348494654)) // "SHIFT"
 	if cfg.QPs == 0 {
 		cfg.QPs = 1 + r.IntN(3)
 	}
 	// RC reach: 4.096 µs × 2^10 × (1 + 3 retries) ≈ 17 ms of virtual time. Over the failover
-	// layer 7 retries (34 ms): the workload's faults on a backup path must stay ones RC
-	// rides out (one backup: a backup that fails too fails the QP), and a burst of lost
-	// ACKs with random loss on top could exhaust 3.
+	// layer the workload's faults on a backup path must stay ones RC rides out (one backup:
+	// a backup that fails too fails the QP).
 	attr := verbs.ConnectAttr{Timeout: 10, RetryCnt: 3, RNRRetry: 7, MinRNRTimer: 1}
 	if cfg.Failover {
-		attr.RetryCnt = 7
+		// 16.8 ms × 8 = 134 ms: a backup path's faults (short downs, loss, lost ACKs, on
+		// both ends at once) stay well inside it; a default NIC's long down is longer.
+		attr.Timeout, attr.RetryCnt = 12, 7
 	}
 	s := &runner{cfg: cfg, r: r, hash: 0xcbf29ce484222325}
-	w, err := newWorld(cfg.QPs, attr, cfg.Failover, s.yield)
+	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, s.yield)
 	if err != nil {
 		return Result{}, err
 	}
@@ -170,7 +183,9 @@ func Run(cfg Config) (Result, error) {
 	err = s.run()
 	if cfg.Failover {
 		for _, h := range w.hosts {
-			s.res.Fallbacks += h.fo.Stats().Fallbacks
+			st := h.fo.Stats()
+			s.res.Fallbacks += st.Fallbacks
+			s.res.Recoveries += st.Recoveries
 		}
 	}
 	s.res.Steps, s.res.Trace = s.step, s.hash
@@ -350,7 +365,10 @@ func (s *runner) linkFault() {
 	}
 	d := time.Duration(100+s.r.IntN(8000)) * time.Microsecond
 	if s.r.IntN(5) == 0 && (!s.cfg.Failover || i%2 == 0) {
-		d = time.Duration(50+s.r.IntN(70)) * time.Millisecond
+		d = time.Duration(30+s.r.IntN(70)) * time.Millisecond
+		if s.cfg.Failover {
+			d = time.Duration(140+s.r.IntN(60)) * time.Millisecond // past the 134 ms reach
+		}
 		s.res.LongDowns++
 	}
 	s.res.LinkDowns++
@@ -380,7 +398,7 @@ func (s *runner) ackLoss() {
 // Inside yield (inYield) the contexts are not stepped: one of them is inside its own step.
 func (s *runner) tick(inYield bool) {
 	d := time.Duration(s.r.IntN(20)) * time.Microsecond
-	if s.r.IntN(4) == 0 && s.idle(!inYield) {
+	if s.r.IntN(2) == 0 && s.idle(!inYield) {
 		if next, ok := s.nextEvent(); ok {
 			d = max(d, next.Sub(s.w.clk.Now()))
 		}
@@ -610,7 +628,23 @@ func (s *runner) recvDone(e *end, wc *verbs.WC) error {
 
 // quiet reports whether every WR left has completed and every SEND that completed at its
 // sender was received.
+//
+// Over the failover layer the run also waits for every QP to be back on the default NIC with
+// every link up (the recovery is part of what is checked).
 func (s *runner) quiet() bool {
+	if s.cfg.Failover && s.cfg.Recovery {
+		for _, ep := range s.endpoints() {
+			if !ep.LinkUp() {
+				return false
+			}
+		}
+		for _, e := range s.w.ends {
+			q := e.qp.(*failover.QP)
+			if q.SendState() != failover.SendDefault || q.RecvState() != failover.RecvDefault {
+				return false
+			}
+		}
+	}
 	for _, e := range s.w.ends {
 		if len(e.sq) > 0 {
 			return false

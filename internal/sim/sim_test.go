@@ -89,13 +89,14 @@ func TestDeterministic(t *testing.T) {
 }
 
 // TestReplay runs the seed in SHIFT_SIM_SEED, over the failover layer when SHIFT_SIM_FAILOVER
-// is 1 (the command a failure prints).
+// is 1, with recovery when it is "recovery" (the command a failure prints).
 func TestReplay(t *testing.T) {
 	seed, err := strconv.ParseUint(os.Getenv("SHIFT_SIM_SEED"), 10, 64)
 	if err != nil {
 		t.Skip("SHIFT_SIM_SEED names no seed to replay")
 	}
-	res, err := Run(Config{Seed: seed, Failover: os.Getenv("SHIFT_SIM_FAILOVER") == "1"})
+	fo := os.Getenv("SHIFT_SIM_FAILOVER")
+	res, err := Run(Config{Seed: seed, Failover: fo == "1" || fo == "recovery", Recovery: fo == "recovery"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ type World struct {
 	nics  []*nic.Device // every NIC, host by host
 }
 
-func newWorld(qps int, attr verbs.ConnectAttr, fo bool, yield func()) (w *World, err error) {
+func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, yield func()) (w *World, err error) {
 	w = &World{clk: clock.NewManual(epoch)}
 	defer func() {
 		if err != nil {
@@ -82,7 +82,14 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo bool, yield func()) (w *World,
 		if fo {
 			opts = &failover.Options{Backups: []string{fmt.Sprintf("%s%d", prefix, h*nics+1)}, KV: store,
 				Job: fmt.Sprintf("sim%d", n), Clock: w.clk, Stepped: true, Yield: yield,
-				HandshakeTimeout: 2 * time.Second, DrainTimeout: 10 * time.Second}
+				HandshakeTimeout: 2 * time.Second, DrainTimeout: 10 * time.Second,
+				// Without recovery, no probe within a run.
+				ProbeInterval: time.Hour, ProbeMaxInterval: time.Hour}
+			if recovery {
+				// Probes every few ms of virtual time, so that QPs come back to the default
+				// NIC within a run, with traffic still going.
+				opts.ProbeInterval, opts.ProbeMaxInterval = 2*time.Millisecond, 20*time.Millisecond
+			}
 		}
 		if w.hosts[h], err = openHost(def, qps, opts); err != nil {
 			return nil, err
