@@ -53,10 +53,10 @@ type Result struct {
 type Violation struct {
 	Seed               uint64
 	Failover, Recovery bool // Config.Failover, Config.Recovery
-	Step     int
-	What     string
-	Tail     []string // the last events, oldest first
-	Err      error    // ErrStuck, or nil
+	Step               int
+	What               string
+	Tail               []string // the last events, oldest first
+	Err                error    // ErrStuck, or nil
 }
 
 // Unwrap returns the sentinel the violation names, if any.
