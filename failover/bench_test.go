@@ -35,22 +35,27 @@ func benchPost(b *testing.B, qp poster, cq pollerIface, depth int, w verbs.SendW
 		inFlight++
 		if inFlight == depth {
 			b.StopTimer()
-			deadline := time.Now().Add(30 * time.Second)
-			for got := 0; got < 1; {
-				n, err := cq.Poll(wcs[:])
-				if err != nil || (n > 0 && wcs[0].Status != verbs.WCSuccess) {
-					b.Fatalf("poll: %v %+v", err, wcs[0])
-				}
-				got += n
-				if time.Now().After(deadline) {
-					b.Fatal("no completion")
-				}
-			}
+			waitOne(b, cq, wcs[:])
 			inFlight = 0
 			b.StartTimer()
 		}
 	}
 	b.StopTimer()
+}
+
+// waitOne polls cq until the completion of a depth's last (signaled) WR came.
+func waitOne(b *testing.B, cq pollerIface, wcs []verbs.WC) {
+	deadline := time.Now().Add(30 * time.Second)
+	for got := 0; got < 1; {
+		n, err := cq.Poll(wcs)
+		if err != nil || (n > 0 && wcs[0].Status != verbs.WCSuccess) {
+			b.Fatalf("poll: %v %+v", err, wcs[0])
+		}
+		got += n
+		if time.Now().After(deadline) {
+			b.Fatal("no completion")
+		}
+	}
 }
 
 func benchSetup(b *testing.B) (*testEnv, *QP) {
@@ -210,17 +215,7 @@ func BenchmarkPostSendAB(b *testing.B) {
 		}
 		first ^= 1
 		if inFlight == depth {
-			deadline := time.Now().Add(30 * time.Second)
-			for got := 0; got < 1; {
-				n, err := ha.cq.Poll(wcs[:])
-				if err != nil || (n > 0 && wcs[0].Status != verbs.WCSuccess) {
-					b.Fatalf("poll: %v %+v", err, wcs[0])
-				}
-				got += n
-				if time.Now().After(deadline) {
-					b.Fatal("no completion")
-				}
-			}
+			waitOne(b, ha.cq, wcs[:])
 			inFlight = 0
 			first ^= 1 // the first block after each drain (cold lines) falls on either path in turn
 		}
