@@ -55,12 +55,13 @@ func runSeeds(t *testing.T, fo bool) {
 }
 
 // The same seed gives the same trace; another seed another one. Over both layers; the
-// failover layer's seeds include fallbacks (1, 19: two each; 41: six).
+// failover layer's seeds include fallbacks (1: two, 5: four, 41: six), which the test checks:
+// a change of the workload or of the fault mix may need other seeds here.
 func TestDeterministic(t *testing.T) {
 	for _, fo := range []bool{false, true} {
 		seeds := []uint64{3, 17, 1234}
 		if fo {
-			seeds = []uint64{1, 19, 41}
+			seeds = []uint64{1, 5, 41}
 		}
 		for _, seed := range seeds {
 			a, err := Run(Config{Seed: seed, Failover: fo})
