@@ -178,6 +178,11 @@ func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, err
 			for _, s := range w.SGL {
 				n += uint64(s.Length)
 			}
+			if n == 0 {
+				// A zero-length RDMA touches no memory and its rkey is not checked (a
+				// stand-in for a delivered WR, held.go, carries none): nothing to map.
+				return w, nil
+			}
 		}
 		k, err := bd.backupRKey(q.remote.GID, w.RKey, w.RemoteAddr, n)
 		if err != nil {

@@ -31,6 +31,10 @@ type Config struct {
 	// runs until every QP is back on its default NIC; without it a QP that fell back stays
 	// on its backup for the rest of the run.
 	Recovery bool
+	// Backups (with Failover) is the number of backup NICs per host; 0 means 1. With more
+	// than one, the links of every NIC but the last backup may go down past the RC reach,
+	// so that QPs chain from one backup to the next.
+	Backups int
 }
 
 // Result is what a run did.
@@ -46,6 +50,7 @@ type Result struct {
 	QPs                    int
 	Fallbacks              uint64 // the failover layer's fallback rounds (Failover)
 	Recoveries             uint64 // send sides back on the default NIC (Failover)
+	Chains                 uint64 // moves from a failed backup to the next (Failover)
 	WRITE, SEND, READ, FAA int    // posts of each kind (WRITE_WITH_IMM counted as SEND)
 }
 
@@ -53,6 +58,7 @@ type Result struct {
 type Violation struct {
 	Seed               uint64
 	Failover, Recovery bool // Config.Failover, Config.Recovery
+	Backups            int  // Config.Backups
 	Step               int
 	What               string
 	Tail               []string // the last events, oldest first
@@ -69,6 +75,9 @@ func (v *Violation) Error() string {
 		layer = "SHIFT_SIM_FAILOVER=recovery "
 	case v.Failover:
 		layer = "SHIFT_SIM_FAILOVER=1 "
+	}
+	if v.Failover && v.Backups > 1 {
+		layer += fmt.Sprintf("SHIFT_SIM_BACKUPS=%d ", v.Backups)
 	}
 	return fmt.Sprintf("sim: seed %d, step %d: %s\nlast events:\n  %s\nreplay: %sSHIFT_SIM_SEED=%d go test -count=1 ./internal/sim -run TestReplay -v",
 		v.Seed, v.Step, v.What, strings.Join(v.Tail, "\n  "), layer, v.Seed)
@@ -119,6 +128,8 @@ type runner struct {
 	tail [64]event
 	nev  int
 	wcs  [8]verbs.WC
+	// chainLeft counts the chained failure's scheduled link downs still to come.
+	chainLeft int
 }
 
 func (s *runner) record(kind int, a, b, c, d uint64) {
@@ -132,7 +143,7 @@ func (s *runner) record(kind int, a, b, c, d uint64) {
 }
 
 func (s *runner) violation(format string, args ...any) *Violation {
-	v := &Violation{Seed: s.cfg.Seed, Failover: s.cfg.Failover, Recovery: s.cfg.Recovery, Step: s.step, What: fmt.Sprintf(format, args...)}
+	v := &Violation{Seed: s.cfg.Seed, Failover: s.cfg.Failover, Recovery: s.cfg.Recovery, Backups: s.cfg.Backups, Step: s.step, What: fmt.Sprintf(format, args...)}
 	for i := max(0, s.nev-len(s.tail)); i < s.nev; i++ {
 		v.Tail = append(v.Tail, s.tail[i%len(s.tail)].String())
 	}
@@ -174,7 +185,11 @@ func Run(cfg Config) (Result, error) {
 		attr.Timeout, attr.RetryCnt = 12, 7
 	}
 	s := &runner{cfg: cfg, r: r, hash: 0xcbf29ce484222325}
-	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, s.yield)
+	if cfg.Backups == 0 {
+		cfg.Backups = 1
+	}
+	s.cfg = cfg
+	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, s.yield)
 	if err != nil {
 		return Result{}, err
 	}
@@ -186,6 +201,7 @@ func Run(cfg Config) (Result, error) {
 			st := h.fo.Stats()
 			s.res.Fallbacks += st.Fallbacks
 			s.res.Recoveries += st.Recoveries
+			s.res.Chains += st.Chains
 		}
 	}
 	s.res.Steps, s.res.Trace = s.step, s.hash
@@ -198,6 +214,7 @@ func (s *runner) run() error {
 		return err
 	}
 	s.faults()
+	s.chainFaults()
 	for _, e := range s.w.ends {
 		for range rqDepth / 2 {
 			if _, err := e.postRecv(); err != nil {
@@ -205,10 +222,12 @@ func (s *runner) run() error {
 			}
 		}
 	}
-	posts := 0
+	posts, tailed := 0, false
 	for ; s.step < s.cfg.MaxSteps; s.step++ {
-		draining := posts >= s.cfg.Ops
-		if draining && posts == s.cfg.Ops {
+		s.chainStep()
+		draining := posts >= s.cfg.Ops && s.chainLeft == 0
+		if draining && !tailed {
+			tailed = true
 			// An unsignaled run at the end of a queue completes only with a signaled WR
 			// behind it.
 			for _, e := range s.w.ends {
@@ -218,7 +237,6 @@ func (s *runner) run() error {
 					}
 				}
 			}
-			posts++
 		}
 		if draining && s.quiet() {
 			return s.final()
@@ -358,26 +376,69 @@ func (s *runner) endpoints() []*fabric.Endpoint {
 func (s *runner) linkFault() {
 	eps := s.endpoints()
 	i := s.r.IntN(len(eps))
-	ep := eps[i]
-	h := i
+	d := time.Duration(100+s.r.IntN(8000)) * time.Microsecond
+	nics := len(s.w.hosts[0].nics)
+	if s.r.IntN(5) == 0 && (!s.cfg.Failover || i%nics != nics-1) {
+		d = s.longDown()
+	}
+	s.down(i, d)
+}
+
+// longDown is a link down past the RC reach.
+func (s *runner) longDown() time.Duration {
+	if s.cfg.Failover {
+		return time.Duration(140+s.r.IntN(60)) * time.Millisecond // past the 134 ms reach
+	}
+	return time.Duration(30+s.r.IntN(70)) * time.Millisecond
+}
+
+// down takes endpoint i's link down for d, unless it is down already.
+func (s *runner) down(i int, d time.Duration) {
+	ep := s.endpoints()[i]
 	if !ep.LinkUp() {
 		return
 	}
-	d := time.Duration(100+s.r.IntN(8000)) * time.Microsecond
-	if s.r.IntN(5) == 0 && (!s.cfg.Failover || i%2 == 0) {
-		d = time.Duration(30+s.r.IntN(70)) * time.Millisecond
-		if s.cfg.Failover {
-			d = time.Duration(140+s.r.IntN(60)) * time.Millisecond // past the 134 ms reach
-		}
+	if d > 20*time.Millisecond {
 		s.res.LongDowns++
 	}
 	s.res.LinkDowns++
 	ep.SetLinkUp(false)
-	s.record(evDown, uint64(h), uint64(d), 0, 0)
+	s.record(evDown, uint64(i), uint64(d), 0, 0)
 	s.w.clk.AfterFunc(d, func() {
 		ep.SetLinkUp(true)
-		s.record(evUp, uint64(h), 0, 0, 0)
+		s.record(evUp, uint64(i), 0, 0, 0)
 	})
+}
+
+// chainFaults starts, with several backups, a chained failure: one host's default link goes
+// down past the RC reach early in the run, and once the QPs fell back (chainStep), the first
+// backup's link of one host goes down too, while traffic still runs; the workload posts until
+// both happened.
+func (s *runner) chainFaults() {
+	if !s.cfg.Failover || s.cfg.Backups < 2 {
+		return
+	}
+	nics := len(s.w.hosts[0].nics)
+	def := s.r.IntN(2) * nics
+	s.chainLeft = 2
+	s.w.clk.AfterFunc(time.Duration(s.r.IntN(2000))*time.Microsecond, func() {
+		s.chainLeft--
+		s.down(def, s.longDown())
+	})
+}
+
+// chainStep takes the first backup's link down once the first fallback round ran.
+func (s *runner) chainStep() {
+	if s.chainLeft != 1 {
+		return
+	}
+	for _, h := range s.w.hosts {
+		if h.fo.Stats().Fallbacks > 0 {
+			s.chainLeft--
+			s.down(s.r.IntN(2)*len(s.w.hosts[0].nics)+1, s.longDown())
+			return
+		}
+	}
 }
 
 // ackLoss drops the next few ACKs one host sends: the data landed, its sender does not know.
@@ -632,6 +693,9 @@ func (s *runner) recvDone(e *end, wc *verbs.WC) error {
 // Over the failover layer the run also waits for every QP to be back on the default NIC with
 // every link up (the recovery is part of what is checked).
 func (s *runner) quiet() bool {
+	if s.chainLeft > 0 {
+		return false
+	}
 	if s.cfg.Failover && s.cfg.Recovery {
 		for _, ep := range s.endpoints() {
 			if !ep.LinkUp() {

@@ -97,7 +97,8 @@ func TestReplay(t *testing.T) {
 		t.Skip("SHIFT_SIM_SEED names no seed to replay")
 	}
 	fo := os.Getenv("SHIFT_SIM_FAILOVER")
-	res, err := Run(Config{Seed: seed, Failover: fo == "1" || fo == "recovery", Recovery: fo == "recovery"})
+	bks, _ := strconv.Atoi(os.Getenv("SHIFT_SIM_BACKUPS"))
+	res, err := Run(Config{Seed: seed, Failover: fo == "1" || fo == "recovery", Recovery: fo == "recovery", Backups: bks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ type World struct {
 	nics  []*nic.Device // every NIC, host by host
 }
 
-func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, yield func()) (w *World, err error) {
+func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, yield func()) (w *World, err error) {
 	w = &World{clk: clock.NewManual(epoch)}
 	defer func() {
 		if err != nil {
@@ -70,7 +70,7 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, yield func()) 
 	prefix := fmt.Sprintf("sim%d_", n)
 	nics := 1
 	if fo {
-		nics = 2 // a default and a backup per host
+		nics = 1 + backups // a default and the backups per host
 	}
 	if w.cl, err = emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: nics, Register: true, Prefix: prefix, Clock: w.clk, Stepped: true}); err != nil {
 		return nil, err
@@ -80,7 +80,11 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, yield func()) 
 		def := fmt.Sprintf("%s%d", prefix, h*nics)
 		var opts *failover.Options
 		if fo {
-			opts = &failover.Options{Backups: []string{fmt.Sprintf("%s%d", prefix, h*nics+1)}, KV: store,
+			var bks []string
+			for b := 1; b < nics; b++ {
+				bks = append(bks, fmt.Sprintf("%s%d", prefix, h*nics+b))
+			}
+			opts = &failover.Options{Backups: bks, KV: store,
 				Job: fmt.Sprintf("sim%d", n), Clock: w.clk, Stepped: true, Yield: yield,
 				HandshakeTimeout: 2 * time.Second, DrainTimeout: 10 * time.Second,
 				// Without recovery, no probe within a run.
