@@ -540,18 +540,7 @@ func (q *QP) recoverRecv(gen uint64) {
 		recvs = append(recvs, verbs.RecvWR{WRID: r.wrid, SGL: r.sgl})
 	}
 	if len(recvs) > 0 {
-		q.fifoMu.Lock()
-		for range recvs {
-			q.dRecvKinds = append(q.dRecvKinds, kindApp)
-		}
-		q.fifoMu.Unlock()
-		q.rcq.mu.Lock()
-		err := q.def.PostRecv(recvs)
-		q.rcq.mu.Unlock()
-		if err != nil {
-			q.fifoMu.Lock()
-			q.dRecvKinds = q.dRecvKinds[:len(q.dRecvKinds)-len(recvs)]
-			q.fifoMu.Unlock()
+		if err := q.postDefaultRecvsLocked(recvs, true); err != nil {
 			// The default QP broke again: the receives stay on the backup (those held
 			// by a round's wait go there when it ends: flushHeld).
 			return

@@ -152,22 +152,7 @@ func (q *QP) holdRecvsLocked(wrs []verbs.RecvWR) error {
 func (q *QP) postLoggedRecvsLocked(recvs []verbs.RecvWR) error {
 	switch q.mach.recvState() {
 	case RecvDefault:
-		if q.tracked {
-			q.fifoMu.Lock()
-			for range recvs {
-				q.dRecvKinds = append(q.dRecvKinds, kindApp)
-			}
-			q.fifoMu.Unlock()
-		}
-		q.rcq.mu.Lock()
-		err := q.def.PostRecv(recvs)
-		q.rcq.mu.Unlock()
-		if err != nil && q.tracked {
-			q.fifoMu.Lock()
-			q.dRecvKinds = q.dRecvKinds[:len(q.dRecvKinds)-len(recvs)]
-			q.fifoMu.Unlock()
-		}
-		return err
+		return q.postDefaultRecvsLocked(recvs, q.tracked)
 	case RecvFallback:
 		return q.postRecvBackupLocked(recvs)
 	}
@@ -175,6 +160,27 @@ func (q *QP) postLoggedRecvsLocked(recvs []verbs.RecvWR) error {
 		return q.def.PostRecv(recvs) // as without SHIFT
 	}
 	return fmt.Errorf("failover: post_recv on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
+}
+
+// postDefaultRecvsLocked posts recvs on the default QP; with track their kinds go to the
+// position-tracking FIFO first, and come off it again if the post fails.
+func (q *QP) postDefaultRecvsLocked(recvs []verbs.RecvWR, track bool) error {
+	if track {
+		q.fifoMu.Lock()
+		for range recvs {
+			q.dRecvKinds = append(q.dRecvKinds, kindApp)
+		}
+		q.fifoMu.Unlock()
+	}
+	q.rcq.mu.Lock()
+	err := q.def.PostRecv(recvs)
+	q.rcq.mu.Unlock()
+	if err != nil && track {
+		q.fifoMu.Lock()
+		q.dRecvKinds = q.dRecvKinds[:len(q.dRecvKinds)-len(recvs)]
+		q.fifoMu.Unlock()
+	}
+	return err
 }
 
 // synthRecvErrorsLocked completes held receives that could not be posted with flush errors,
