@@ -327,32 +327,15 @@ func (b *backupDev) rearmSet(ctx context.Context, q *QP, ep *ctlEndpoint) {
 		old *provider.QP
 		ok  bool
 	}
+	// On the engine, and waited for (engine.wait: inline in a stepped context, whose scans
+	// run inside Step). A closing context stops the engine before the device's goroutines,
+	// so the install ran or never will (the build is dropped with the device, dropBuilds).
 	var res result
-	if c.opts.Stepped {
-		// This scan runs inside Step: the engine's work runs inline (engine.wait); waiting
-		// for the engine here would wait for ever.
-		if !c.eng.wait(func() {
-			old, ok := q.installSet(i, st.qp, ep, remote.QPN, st.gen)
-			res = result{old, ok}
-		}) {
-			return
-		}
-	} else {
-		done := make(chan result, 1)
-		c.eng.do(func() {
-			old, ok := q.installSet(i, st.qp, ep, remote.QPN, st.gen)
-			done <- result{old, ok}
-		})
-		select {
-		case res = <-done:
-		case <-ctx.Done():
-			// Closing: the engine stopped first (Close), so the install ran or never will.
-			select {
-			case res = <-done:
-			default:
-				return // the build is dropped with the device (dropBuilds)
-			}
-		}
+	if !c.eng.wait(func() {
+		old, ok := q.installSet(i, st.qp, ep, remote.QPN, st.gen)
+		res = result{old, ok}
+	}) {
+		return
 	}
 	if !res.ok {
 		return // dropped at the next pass (rearmable is false)

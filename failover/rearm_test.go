@@ -48,15 +48,7 @@ func TestRearmAfterChain(t *testing.T) {
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
 	for _, mode := range []streamMode{modeWrite, modeSend} {
 		t.Run(mode.String(), func(t *testing.T) {
-			e := newEnvNICs(t, 256, noProbeOpts, false, 3)
-			a, b := e.pairs(t, 1, cp)
-			qa, qb := a[0], b[0]
-			desc := func() string { return e.describe(qa, qb) + describeSets(qa, qb) }
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("errors %v / %v: %s", qa.Err(), qb.Err(), desc())
-				}
-			})
+			e, qa, qb, desc := rearmPair(t, noProbeOpts, cp)
 			backup1 := e.cl.Endpoint(0, 1, 1)
 			runStream(t, e, qa, qb, stream{mode: mode, msgs: 240, size: 4096, failAt: 60, failHost: 0, seed: uint64(70 + int(mode)),
 				at: map[int]func(){120: func() { backup1.SetLinkUp(false) }}})
@@ -162,10 +154,7 @@ func TestRearmControlEndpoint(t *testing.T) {
 // re-armed first backup.
 func TestRearmLinkUpApart(t *testing.T) {
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	e := newEnvNICs(t, 256, recoverOpts, false, 3)
-	a, b := e.pairs(t, 1, cp)
-	qa, qb := a[0], b[0]
-	desc := func() string { return e.describe(qa, qb) + describeSets(qa, qb) }
+	e, qa, qb, desc := rearmPair(t, recoverOpts, cp)
 	down := func() {
 		e.cl.Endpoint(0, 1, 1).SetLinkUp(false)
 		e.cl.Endpoint(1, 1, 1).SetLinkUp(false)
@@ -204,15 +193,7 @@ func TestRearmLinkUpApart(t *testing.T) {
 // them through successive generations of each set, never failing.
 func TestRearmRepeated(t *testing.T) {
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	e := newEnvNICs(t, 256, recoverOpts, false, 3)
-	a, b := e.pairs(t, 1, cp)
-	qa, qb := a[0], b[0]
-	desc := func() string { return e.describe(qa, qb) + describeSets(qa, qb) }
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("errors %v / %v: %s", qa.Err(), qb.Err(), desc())
-		}
-	})
+	e, qa, qb, desc := rearmPair(t, recoverOpts, cp)
 	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 100, size: 1024, failAt: 20, failHost: 0, seed: 101})
 	for round := range 4 {
 		cur := qa.BackupIndex()
@@ -233,4 +214,20 @@ func TestRearmRepeated(t *testing.T) {
 	if g0, g1 := qa.sets[0].gen.Load(), qa.sets[1].gen.Load(); g0 < 2 || g1 < 2 {
 		t.Fatalf("set generations %d %d, want at least 2 each: %s", g0, g1, desc())
 	}
+}
+
+// rearmPair makes three-NIC hosts with one QP pair between them; desc describes both QPs
+// and their sets, and a failed test logs it with their errors.
+func rearmPair(t *testing.T, opts func(int, *Options), cp verbs.QPCap) (e *testEnv, qa, qb *QP, desc func() string) {
+	t.Helper()
+	e = newEnvNICs(t, 256, opts, false, 3)
+	a, b := e.pairs(t, 1, cp)
+	qa, qb = a[0], b[0]
+	desc = func() string { return e.describe(qa, qb) + describeSets(qa, qb) }
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("errors %v / %v: %s", qa.Err(), qb.Err(), desc())
+		}
+	})
+	return e, qa, qb, desc
 }
