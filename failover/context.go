@@ -169,6 +169,9 @@ type Stats struct {
 	// KVWait sums the time they spent reading (rkcache.go).
 	KVWaits uint64
 	KVWait  time.Duration
+	// Rearms counts the backup QP sets rebuilt after their device's link came back, over
+	// every backup device; CtlRearms the control QP pairs rebuilt (rearm.go).
+	Rearms, CtlRearms uint64
 }
 
 // now is the context's clock's time (Options.Clock).
@@ -445,7 +448,12 @@ func (c *Context) GIDs() ([]verbs.GID, error) { return c.def.GIDs() }
 
 // Stats returns the context-wide counters.
 func (c *Context) Stats() Stats {
-	return Stats{Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), AppErrors: c.appErrors.Load(), Transitions: c.transitions.Load(),
+	var sets, eps uint64
+	for _, b := range c.bks {
+		sets += b.rearm.nSets.Load()
+		eps += b.rearm.nEps.Load()
+	}
+	return Stats{Rearms: sets, CtlRearms: eps, Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), AppErrors: c.appErrors.Load(), Transitions: c.transitions.Load(),
 		Reposted: c.reposted.Load(), Skipped: c.skipped.Load(),
 		Probes: c.probes.Load(), ProbeFailures: c.probeFails.Load(), Recoveries: c.recoveries.Load(),
 		RecvRecoveries: c.recvRecoveries.Load(), ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),

@@ -64,7 +64,7 @@ func TestRearmAfterChain(t *testing.T) {
 			waitFor(t, "the first set re-armed on both sides", func() bool { return armed(qa, 0, 1) && armed(qb, 0, 1) }, desc)
 			t.Logf("re-armed %v after the link came back", time.Since(t0))
 			for h := range 2 {
-				if n := e.hosts[h].ctx.bks[0].rearm.nSets.Load(); n != 1 {
+				if n := e.hosts[h].ctx.Stats().Rearms; n != 1 {
 					t.Errorf("host %d: %d sets re-armed, want 1", h, n)
 				}
 			}
@@ -125,7 +125,7 @@ func TestRearmControlEndpoint(t *testing.T) {
 		return true
 	}, desc)
 	for h := range 2 {
-		if n := e.hosts[h].ctx.bks[0].rearm.nEps.Load(); n != 1 {
+		if n := e.hosts[h].ctx.Stats().CtlRearms; n != 1 {
 			t.Errorf("host %d: %d control endpoints re-armed, want 1", h, n)
 		}
 		if eps := endpoints(e.hosts[h], 0); len(eps) != 1 || eps[0].gen != 1 {

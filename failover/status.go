@@ -62,13 +62,17 @@ type Counters struct {
 	// Chains: moves from a failed backup to the next; AsyncEvents, EventFallbacks,
 	// WatchdogFallbacks: the default device's async events read, the fallbacks they started,
 	// and those the completion watchdog started.
-	AppErrors         uint64  `json:"app_errors"`
-	Chains            uint64  `json:"chains"`
-	AsyncEvents       uint64  `json:"async_events"`
-	EventFallbacks    uint64  `json:"event_fallbacks"`
-	WatchdogFallbacks uint64  `json:"watchdog_fallbacks"`
-	SwitchBack        float64 `json:"switch_back_seconds"` // sum over the recoveries
-	Stall             float64 `json:"stall_seconds"`       // sum over the recoveries
+	AppErrors         uint64 `json:"app_errors"`
+	Chains            uint64 `json:"chains"`
+	AsyncEvents       uint64 `json:"async_events"`
+	EventFallbacks    uint64 `json:"event_fallbacks"`
+	WatchdogFallbacks uint64 `json:"watchdog_fallbacks"`
+	// Rearms, CtlRearms: backup QP sets and control QP pairs rebuilt after their device's
+	// link came back.
+	Rearms     uint64  `json:"rearms"`
+	CtlRearms  uint64  `json:"ctl_rearms"`
+	SwitchBack float64 `json:"switch_back_seconds"` // sum over the recoveries
+	Stall      float64 `json:"stall_seconds"`       // sum over the recoveries
 }
 
 // QPStatus is one QP of a status file.
@@ -212,6 +216,7 @@ func (c *Context) Status() ProcessStatus {
 			LinkEvents: st.LinkEvents, LinkFallbacks: st.LinkFallbacks,
 			AppErrors: st.AppErrors, Chains: st.Chains, AsyncEvents: st.AsyncEvents,
 			EventFallbacks: st.EventFallbacks, WatchdogFallbacks: st.WatchdogFallbacks,
+			Rearms: st.Rearms, CtlRearms: st.CtlRearms,
 			SwitchBack: st.SwitchBack.Seconds(), Stall: st.Stall.Seconds()}}
 	if c.pub != nil {
 		s.IntervalSeconds = c.pub.interval.Seconds()
