@@ -408,7 +408,7 @@ func (ep *ctlEndpoint) deliver(m ctlMsg) {
 		return
 	}
 	q.tPoll.Store(ep.dev.c.now().UnixNano())
-	ep.dev.c.eng.do(func() { q.onControl(m, i) })
+	ep.dev.c.eng.doNow(func() { q.onControl(m, i) })
 }
 
 // failAll tells every QP that uses the failed endpoint (ctlFailed).

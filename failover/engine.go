@@ -19,7 +19,8 @@ var testHookDrain atomic.Pointer[func(q *QP) bool]
 // and kicks the engine, which runs the queued work (CQ.runPending); link and async events,
 // the completion watchdog, the handshake timers and the peers' messages on the shared
 // control QPs hand their transitions to it too (do). One goroutine per context runs them in
-// the order they came. A post that fails on the default QP waits for the engine's fallback
+// the order they came; a goroutine of SHIFT's that reads a peer's message or a link event
+// while the engine is idle runs that work itself, holding the engine (doNow). A post that fails on the default QP waits for the engine's fallback
 // of its QP, then posts where the new state says. While CQ work is queued or running the
 // CQ's gate stays closed (reopenCQLocked), so the application polls the WC buffer and never
 // sees a completion SHIFT has not classified. The probe goroutines keep only their timers and
@@ -33,6 +34,9 @@ type engine struct {
 	stepped bool
 	mu      sync.Mutex
 	work    []func() // in arrival order
+	// running: a goroutine is running the engine's work (the engine's own, or one of
+	// SHIFT's that found it idle: doNow); whoever runs drains work before it lets go.
+	running bool
 	stopped bool
 	wake    chan struct{} // capacity 1
 	done    chan struct{} // closed when the goroutine returned
@@ -60,6 +64,49 @@ func (e *engine) do(fn func()) {
 	e.work = append(e.work, fn)
 	e.mu.Unlock()
 	e.signal()
+}
+
+// doNow runs fn on the calling goroutine when the engine is idle (nothing queued or
+// running), then whatever was queued meanwhile; otherwise it queues fn as do does. The
+// transitions still run one at a time and in arrival order, but the goroutine that read a
+// peer's message or a link event does not hand it to the engine's goroutine: that hand-off
+// is a wake-up of a parked goroutine, 60–70 µs p50 on the loaded 2-core VM, paid twice on
+// a fallback's critical path (the peer's notification, then its reply;
+// BenchmarkNetnsLinkDown). Only for SHIFT's own goroutines whose other work may wait for
+// the length of a round (the backup devices' event loops, the link watcher, the async
+// reader): never an application's thread, and never from the engine's work itself. A
+// stepped context queues as do does, so a step runs the same work as before.
+func (e *engine) doNow(fn func()) {
+	e.mu.Lock()
+	if e.stepped || e.stopped || e.running || len(e.work) > 0 {
+		e.mu.Unlock()
+		e.do(fn)
+		return
+	}
+	e.running = true
+	e.mu.Unlock()
+	fn()
+	e.release()
+}
+
+// release runs what was queued while this goroutine held the engine, then lets it go: the
+// check for more work and the release are one critical section, so work queued after it
+// finds the engine idle and wakes the engine's goroutine.
+func (e *engine) release() {
+	for {
+		e.mu.Lock()
+		work := e.work
+		e.work = nil
+		if len(work) == 0 {
+			e.running = false
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+		for _, fn := range work {
+			fn()
+		}
+	}
 }
 
 // kick queues cq's pending work for the engine, once until it ran.
@@ -145,22 +192,18 @@ func (e *engine) run(quit <-chan struct{}) {
 }
 
 // runQueued runs the queued work, and what it queues, until none is left; it reports
-// whether there was any.
+// whether there was any. While another goroutine runs the engine's work (doNow) it leaves
+// the queue to that one, which drains it before letting go.
 func (e *engine) runQueued() bool {
-	ran := false
-	for {
-		e.mu.Lock()
-		work := e.work
-		e.work = nil
+	e.mu.Lock()
+	if e.running || len(e.work) == 0 {
 		e.mu.Unlock()
-		if len(work) == 0 {
-			return ran
-		}
-		ran = true
-		for _, fn := range work {
-			fn()
-		}
+		return false
 	}
+	e.running = true
+	e.mu.Unlock()
+	e.release()
+	return true
 }
 
 // stop refuses new work, drops what is queued and releases the posts still waiting (the

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -53,4 +54,72 @@ func TestTransitionsOffApplicationThreads(t *testing.T) {
 		t.Fatalf("%d of %d fallback rounds ran on an application thread; the first:\n%s", len(onApp), rounds, onApp[0])
 	}
 	t.Logf("%d fallback rounds, none on an application thread, %d on the engine goroutine", rounds, onEngine)
+}
+
+// TestEngineDoNow: doNow runs its work on the calling goroutine when the engine is idle,
+// and the work queued meanwhile (by that work or by others) before it lets the engine go, in
+// arrival order; while the engine is held it queues, and a stepped engine always queues.
+// No engine goroutine runs here: whatever ran, the callers ran.
+func TestEngineDoNow(t *testing.T) {
+	e := newEngine()
+	var order []string
+	e.doNow(func() {
+		order = append(order, "first")
+		e.doNow(func() { order = append(order, "nested") }) // held: queued, not run here
+		if len(order) != 1 {
+			t.Errorf("doNow ran its work while the engine was held: %v", order)
+		}
+		e.do(func() { order = append(order, "queued") })
+	})
+	if want := "first nested queued"; strings.Join(order, " ") != want {
+		t.Fatalf("ran %q, want %q", strings.Join(order, " "), want)
+	}
+	if e.running || len(e.work) != 0 {
+		t.Fatalf("engine left held (%v) or with work (%d)", e.running, len(e.work))
+	}
+
+	// Work queued before doNow runs first: doNow queues behind it, runQueued runs both.
+	order = nil
+	e.do(func() { order = append(order, "earlier") })
+	e.doNow(func() { order = append(order, "later") })
+	if len(order) != 0 {
+		t.Fatalf("doNow overtook queued work: %v", order)
+	}
+	if !e.runQueued() || strings.Join(order, " ") != "earlier later" {
+		t.Fatalf("ran %v", order)
+	}
+
+	s := newEngine()
+	s.stepped = true
+	ran := false
+	s.doNow(func() { ran = true })
+	if ran || len(s.work) != 1 {
+		t.Fatalf("a stepped engine ran doNow's work inline (ran %v, %d queued)", ran, len(s.work))
+	}
+}
+
+// TestEngineDoNowHandsOver: work queued while a doNow caller holds the engine runs once it
+// lets go, and work queued after that wakes the engine goroutine (no lost wake-up).
+func TestEngineDoNowHandsOver(t *testing.T) {
+	e := newEngine()
+	quit := make(chan struct{})
+	go e.run(quit)
+	t.Cleanup(func() { close(quit); <-e.done })
+	for i := range 1000 {
+		var b bool
+		done, started := make(chan struct{}), make(chan struct{})
+		// The do calls race the holder's last look at the queue and its release.
+		go e.doNow(func() { close(started) })
+		<-started
+		e.do(func() { b = true })
+		e.do(func() { close(done) })
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: work queued as the holder let go never ran", i)
+		}
+		if !b {
+			t.Fatalf("round %d: work queued ahead of the last did not run", i)
+		}
+	}
 }

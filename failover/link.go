@@ -29,7 +29,7 @@ func (c *Context) watchLinks(events <-chan probe.LinkEvent) {
 			}
 			c.linkEvents.Add(1)
 			if !ev.Up {
-				c.eng.do(func() { c.fallBackAll(&c.linkFallbacks) })
+				c.eng.doNow(func() { c.fallBackAll(&c.linkFallbacks) })
 			}
 		}
 	}
