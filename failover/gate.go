@@ -155,3 +155,40 @@ func allApp(ks []uint8) bool {
 	}
 	return true
 }
+
+// holdCQRings keeps every poller off q's CQs' rings until the returned function runs: the
+// slow path by the CQs' mutexes, the fast path by taking each open gate as one of its calls
+// would (a closed gate sends pollers to the mutexes). For the provider's destroy, which
+// removes q's completions from the rings (rdma-core's mlx5_destroy_qp holds both CQ locks
+// for the same reason): the engine's drains of another QP on a shared CQ, or the
+// application's Poll on another thread, would otherwise read the ring while it is rewritten.
+// A fast Poll inside the gate that finds a failure closes the gate before it takes the
+// mutex, so the wait below ends.
+func (q *QP) holdCQRings() (release func()) {
+	cqs := q.cqs()
+	for _, cq := range cqs {
+		cq.mu.Lock()
+	}
+	var held []*atomic.Uint32
+	for _, cq := range cqs {
+		for {
+			v := cq.gate.Load()
+			if v == gateClosed {
+				break
+			}
+			if v == gateOpen && cq.gate.CompareAndSwap(gateOpen, gateBusy) {
+				held = append(held, cq.gate)
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	return func() {
+		for _, g := range held {
+			g.Store(gateOpen)
+		}
+		for i := len(cqs) - 1; i >= 0; i-- {
+			cqs[i].mu.Unlock()
+		}
+	}
+}

@@ -513,7 +513,10 @@ func (q *QP) Destroy() error {
 	q.unmarkSlowLocked()
 	q.mu.Unlock()
 	h := q.def.UserHandle()
-	if err := q.def.Destroy(); err != nil {
+	release := q.holdCQRings()
+	err := q.def.Destroy()
+	release()
+	if err != nil {
 		return fmt.Errorf("failover: destroy_qp: %w", err)
 	}
 	q.c.async.withdraw(h) // as the kernel withdraws a destroyed QP's unread events
