@@ -61,6 +61,8 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.Fallbacks += res.Fallbacks
 		tot.Chains += res.Chains
 		tot.Recoveries += res.Recoveries
+		tot.Refused += res.Refused
+		tot.Ineligible += res.Ineligible
 		tot.WRITE += res.WRITE
 		tot.SEND += res.SEND
 		tot.READ += res.READ
@@ -68,8 +70,8 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.Virtual += res.Virtual
 	}
 	el := time.Since(start)
-	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks, %d chains, %d recoveries, %v virtual",
-		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Chains, tot.Recoveries, tot.Virtual)
+	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d; %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %v virtual",
+		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.Virtual)
 }
 
 // The same seed gives the same trace; another seed another one. Over both layers; the
