@@ -275,7 +275,9 @@ func (s *runner) run() error {
 		case x < 95:
 			s.deliver()
 		default:
-			s.tick(false)
+			if err := s.tick(false); err != nil {
+				return err
+			}
 		}
 		if s.cfg.Recovery && s.step >= s.cfg.MaxSteps/2 {
 			// With recovery the run ends only once every QP is back on its default NIC
@@ -328,7 +330,7 @@ func (s *runner) shadows() error {
 		case 2:
 			s.deliver()
 		default:
-			s.tick(false)
+			_ = s.tick(false) // the workload has not started: nothing is outstanding
 		}
 	}
 	return s.violation("%v: the shadow verbs never finished", ErrStuck)
@@ -365,7 +367,7 @@ func (s *runner) yield() {
 		case 1:
 			s.deliver()
 		default:
-			s.tick(true)
+			_ = s.tick(true) // checks nothing inside yield
 		}
 	}
 }
@@ -507,15 +509,20 @@ func (s *runner) ackLoss() {
 // draw.
 //
 // Inside yield (inYield) the contexts are not stepped: one of them is inside its own step.
-func (s *runner) tick(inYield bool) {
+func (s *runner) tick(inYield bool) error {
 	d := time.Duration(s.r.IntN(20)) * time.Microsecond
 	if s.r.IntN(2) == 0 && s.idle(!inYield) {
 		if next, ok := s.nextEvent(); ok {
 			d = max(d, next.Sub(s.w.clk.Now()))
+		} else if !inYield {
+			if err := s.stuckNow(); err != nil {
+				return err
+			}
 		}
 	}
 	s.w.clk.Advance(d)
 	s.record(evClock, uint64(d), 0, 0, 0)
+	return nil
 }
 
 // idle runs one step of everything that runs by itself (the contexts too, with ctxs) and
