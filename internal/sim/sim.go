@@ -53,6 +53,7 @@ type Result struct {
 	Chains                 uint64 // moves from a failed backup to the next (Failover)
 	Refused                uint64 // fallbacks refused (Failover: an unsafe WR outstanding)
 	Ineligible             int    // posts flagged failover.SendIneligible
+	MaxQueue, MaxCQQueue   int    // the largest failover QP and CQ queue seen (memory.go)
 	WRITE, SEND, READ, FAA int    // posts of each kind (WRITE_WITH_IMM counted as SEND)
 }
 
@@ -251,7 +252,15 @@ func (s *runner) run() error {
 		if err := s.observe(); err != nil {
 			return err
 		}
+		if s.step%memEvery == 0 {
+			if err := s.memCheck(); err != nil {
+				return err
+			}
+		}
 		if draining && s.quiet() {
+			if err := s.memCheck(); err != nil {
+				return err
+			}
 			return s.final()
 		}
 		switch x := s.r.IntN(100); {

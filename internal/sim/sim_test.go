@@ -47,10 +47,14 @@ func runSeeds(t *testing.T, fo bool) {
 	n := seeds()
 	start := time.Now()
 	var tot Result
+	var heap0 uint64
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		res, err := Run(seedConfig(seed, fo))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if seed == heapMark {
+			heap0 = liveHeap()
 		}
 		tot.Steps += res.Steps
 		tot.Posts += res.Posts
@@ -63,6 +67,8 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.Recoveries += res.Recoveries
 		tot.Refused += res.Refused
 		tot.Ineligible += res.Ineligible
+		tot.MaxQueue = max(tot.MaxQueue, res.MaxQueue)
+		tot.MaxCQQueue = max(tot.MaxCQQueue, res.MaxCQQueue)
 		tot.WRITE += res.WRITE
 		tot.SEND += res.SEND
 		tot.READ += res.READ
@@ -70,8 +76,14 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.Virtual += res.Virtual
 	}
 	el := time.Since(start)
-	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d; %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %v virtual",
-		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.Virtual)
+	if n > heapMark {
+		t.Logf("live heap: %d bytes after seed %d, %d after seed %d", heap0, heapMark, liveHeap(), n)
+		if err := heapGrowth(heap0, n-heapMark); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d; %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %v virtual; largest failover queue %d (QP), %d (CQ)",
+		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
 }
 
 // The same seed gives the same trace; another seed another one. Over both layers; the
