@@ -24,20 +24,23 @@ func seeds() int {
 func TestSeeds(t *testing.T) { runSeeds(t, false) }
 
 // TestFailoverSeeds runs many seeds over the failover layer: link downs past the RC reach
-// must cost the application nothing. A quarter of the seeds chain across two backups, a
-// quarter add recovery to the default NICs, half use one backup without recovery. Recovery
-// with two backups is not in the mix: seed 1943 of it stalls (docs/STATUS.md).
+// must cost the application nothing but the errors the boundary owes (risky.go: a quarter of
+// the seeds post atomics and ineligible WRs). By seed % 8: half use one backup without
+// recovery (0, 1, 4, 5), a quarter chain across two backups (2, 6), an eighth add recovery to
+// the default NICs with one backup (3) and an eighth with two (7).
 func TestFailoverSeeds(t *testing.T) { runSeeds(t, true) }
 
 // seedConfig is the run of seed in TestSeeds (fo false) or TestFailoverSeeds.
 func seedConfig(seed uint64, fo bool) Config {
 	c := Config{Seed: seed, Failover: fo}
 	if fo {
-		switch seed % 4 {
-		case 2:
+		switch seed % 8 {
+		case 2, 6:
 			c.Backups = 2
 		case 3:
 			c.Recovery = true
+		case 7:
+			c.Recovery, c.Backups = true, 2
 		}
 	}
 	return c
@@ -162,6 +165,26 @@ func TestRecoveryFaultModelSeeds(t *testing.T) {
 		}
 		if res.Fallbacks == 0 || res.Recoveries == 0 {
 			t.Errorf("seed %d: %d fallbacks, %d recoveries: the seed no longer exercises recovery", seed, res.Fallbacks, res.Recoveries)
+		}
+	}
+}
+
+// Recovery with two backups, seed 1943: the chained failure's first long down fell on a link a
+// short down held, down skipped it, no fallback came, and the workload posted until the step
+// budget ran out. The chain's first down now waits for the link to come up (chainFirst). Scans
+// of the mode with that alone hung on some seeds (80 the first, by the goroutines' timing, not
+// the seed's): at a CQ's destroy the emulator withdrew the unread async events while its event
+// writer, blocked on a full socket, refilled it between withdraw's drain and its wait (fixed
+// in mlx5/emu, eventq.go, with its test; the stepped context never reads the async file, and
+// a run with two backups and recovery leaves hundreds of events there).
+func TestRecoveryTwoBackupsSeeds(t *testing.T) {
+	for _, seed := range []uint64{1943} {
+		res, err := Run(Config{Seed: seed, Failover: true, Recovery: true, Backups: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Chains == 0 || res.Recoveries == 0 {
+			t.Errorf("seed %d: %d chains, %d recoveries: the seed no longer exercises a chain and its recovery", seed, res.Chains, res.Recoveries)
 		}
 	}
 }
