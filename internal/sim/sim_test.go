@@ -176,7 +176,8 @@ func TestRecoveryFaultModelSeeds(t *testing.T) {
 // the seed's): at a CQ's destroy the emulator withdrew the unread async events while its event
 // writer, blocked on a full socket, refilled it between withdraw's drain and its wait (fixed
 // in mlx5/emu, eventq.go, with its test; the stepped context never reads the async file, and
-// a run with two backups and recovery leaves hundreds of events there).
+// a run with two backups and recovery leaves tens of events there, while the socket holds
+// about ten unread, net.unix.max_dgram_qlen).
 func TestRecoveryTwoBackupsSeeds(t *testing.T) {
 	for _, seed := range []uint64{1943} {
 		res, err := Run(Config{Seed: seed, Failover: true, Recovery: true, Backups: 2})

@@ -44,8 +44,9 @@ func TestEventQueueOneEventPerRead(t *testing.T) {
 
 // A withdraw with many events pending behind a full socket returns: the writer refills the
 // socket between withdraw's drain and its wait for the writer, so withdraw drains before
-// every wait. It hung here once the application had left a few thousand async events unread
-// (seed 80 of internal/sim's recovery with two backups, at its CQ's destroy).
+// every wait. It hung once the application had left more async events unread than the socket
+// holds (about ten: net.unix.max_dgram_qlen), at a CQ's destroy in internal/sim's recovery with
+// two backups (seed 80 of a scan, by the goroutines' timing).
 func TestEventQueueWithdrawBehindFullSocket(t *testing.T) {
 	q, err := newEventQueue("test")
 	if err != nil {
