@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/shift-rdma/shift/failover"
 )
 
@@ -28,7 +31,9 @@ func (s *runner) memCheck() error {
 		return nil
 	}
 	for _, e := range s.w.ends {
-		for name, n := range e.qp.(*failover.QP).QueueSizes() {
+		sizes := e.qp.(*failover.QP).QueueSizes()
+		for _, name := range slices.Sorted(maps.Keys(sizes)) { // the same report every run
+			n := sizes[name]
 			s.res.MaxQueue = max(s.res.MaxQueue, n)
 			if n > qpQueueBound {
 				return s.violation("host %d pair %d: the failover QP's %s grew to %d entries, past the bound %d of a QP with %d sends and %d receives", e.host, e.pair, name, n, qpQueueBound, sqDepth, rqDepth)
@@ -36,7 +41,9 @@ func (s *runner) memCheck() error {
 		}
 	}
 	for h, x := range s.w.hosts {
-		for name, n := range x.cq.(*failover.CQ).QueueSizes() {
+		sizes := x.cq.(*failover.CQ).QueueSizes()
+		for _, name := range slices.Sorted(maps.Keys(sizes)) {
+			n := sizes[name]
 			s.res.MaxCQQueue = max(s.res.MaxCQQueue, n)
 			if b := s.cqQueueBound(); n > b {
 				return s.violation("host %d: the failover CQ's %s grew to %d entries, past the bound %d", h, name, n, b)

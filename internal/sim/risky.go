@@ -135,3 +135,16 @@ func (s *runner) errAllowed(e *end, what string, wrid uint64, status verbs.WCSta
 	}
 	return nil
 }
+
+// postAccepted checks a post the failover layer took: a Failed QP takes none (the workload
+// draws no application error, the one failure whose posts go to the default QP in ERR as
+// without SHIFT): a refused QP's posts, and its refused peer's, fail with ErrQPState.
+func (s *runner) postAccepted(e *end, op verbs.WROpcode) error {
+	if !s.cfg.Failover {
+		return nil
+	}
+	if q := e.qp.(*failover.QP); q.SendState() == failover.SendFailed {
+		return s.violation("host %d pair %d: post of %v accepted on a Failed QP: %v", e.host, e.pair, op, q.Err())
+	}
+	return nil
+}

@@ -600,6 +600,9 @@ func (s *runner) postOn(e *end, op verbs.WROpcode, signal, inelig bool) error {
 		}
 		return s.violation("post %v on host %d pair %d: %v", op, e.host, e.pair, err)
 	}
+	if err := s.postAccepted(e, op); err != nil {
+		return err
+	}
 	switch op {
 	case verbs.WRRDMAWrite:
 		s.res.WRITE++

@@ -90,13 +90,15 @@ func runSeeds(t *testing.T, fo bool) {
 }
 
 // The same seed gives the same trace; another seed another one. Over both layers; the
-// failover layer's seeds include fallbacks (1: two, 5: four, 41: six), which the test checks:
-// a change of the workload or of the fault mix may need other seeds here.
+// failover layer's seeds include fallbacks (1: two, 5: four, 41: six), which the test checks,
+// and 44 a fallback refused for an unsafe WR besides two that went through (its errors and
+// the draws of risky.go's own stream): a change of the workload or of the fault mix may need
+// other seeds here.
 func TestDeterministic(t *testing.T) {
 	for _, fo := range []bool{false, true} {
 		seeds := []uint64{3, 17, 1234}
 		if fo {
-			seeds = []uint64{1, 5, 41}
+			seeds = []uint64{1, 5, 41, 44}
 		}
 		for _, seed := range seeds {
 			a, err := Run(Config{Seed: seed, Failover: fo})
@@ -113,6 +115,9 @@ func TestDeterministic(t *testing.T) {
 			if fo && a.Fallbacks == 0 {
 				t.Errorf("seed %d: no fallback, so nothing of the failover layer's was compared", seed)
 			}
+			if fo && seed == 44 && (a.Refused == 0 || a.Errors == 0) {
+				t.Errorf("seed 44: %d refused fallbacks, %d error completions: the boundary's errors were not compared", a.Refused, a.Errors)
+			}
 			c, err := Run(Config{Seed: seed + 1, Failover: fo})
 			if err != nil {
 				t.Fatal(err)
@@ -120,6 +125,27 @@ func TestDeterministic(t *testing.T) {
 			if c.Trace == a.Trace {
 				t.Errorf("seeds %d and %d (failover %v) gave the same trace %#x", seed, seed+1, fo, a.Trace)
 			}
+		}
+	}
+	// Recovery with two backups re-arms dead backup sets: seeds 71 and 79 differed from run to
+	// run while the failover layer walked its QPs in a map's order (liveQPs.all).
+	for _, seed := range []uint64{71, 79} {
+		cfg := Config{Seed: seed, Failover: true, Recovery: true, Backups: 2}
+		a, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			b, err := Run(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a != b {
+				t.Errorf("seed %d (recovery, two backups): two runs differ:\n%+v\n%+v", seed, a, b)
+			}
+		}
+		if a.Chains == 0 {
+			t.Errorf("seed %d: no chain, so no re-arm was compared", seed)
 		}
 	}
 }
