@@ -1,9 +1,11 @@
 package failover
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,7 +59,10 @@ func (r *liveQPs) remove(q *QP) {
 	}
 }
 
-// all returns the live QPs (a copy: the caller takes their locks).
+// all returns the live QPs (a copy: the caller takes their locks), in QPN order: the re-arm,
+// a failed control endpoint and the watchers act on them in this order, and a stepped context
+// must do the same thing in the same order every run (a map's order differs from run to run,
+// and runs of the simulation with two backups did not replay).
 func (r *liveQPs) all() []*QP {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -65,6 +70,7 @@ func (r *liveQPs) all() []*QP {
 	for _, q := range r.m {
 		qs = append(qs, q)
 	}
+	slices.SortFunc(qs, func(a, b *QP) int { return cmp.Compare(a.qpn, b.qpn) })
 	return qs
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 
+	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -17,6 +18,7 @@ type sent struct {
 	target   int    // the peer's slot a WRITE lands in
 	n        int
 	add      uint64
+	inelig   bool // posted with failover.SendIneligible
 }
 
 // end is one QP of a pair and what the application knows about it.
@@ -38,6 +40,11 @@ type end struct {
 	expect               uint64 // the peer's next two-sided sequence this end must receive
 
 	addSum, addPosted uint64 // FETCH_AND_ADD: completed, posted
+
+	// Over the failover layer (risky.go): the QP's send state at the last step, and whether
+	// the pair was refused a fallback for an unsafe WR (errors allowed).
+	lastSend failover.SendState
+	refused  bool
 }
 
 func (e *end) slot(i, n int) []byte {
@@ -80,17 +87,21 @@ func intact(p []byte, a, b, seq uint64) bool {
 	return true
 }
 
-// post posts one send WR of kind op on e. It reports false when e cannot take it now.
-func (e *end) post(r *rand.Rand, op verbs.WROpcode, signal bool) (sent, error, bool) {
+// post posts one send WR of kind op on e, with failover.SendIneligible if inelig. It reports
+// false when e cannot take it now.
+func (e *end) post(r *rand.Rand, op verbs.WROpcode, signal, inelig bool) (sent, error, bool) {
 	if e.failed || len(e.sq) >= sqDepth {
 		return sent{}, nil, false
 	}
-	s := sent{wrid: e.posts, op: op, seq: e.posts, stage: int(e.posts % stageSlots)}
+	s := sent{wrid: e.posts, op: op, seq: e.posts, stage: int(e.posts % stageSlots), inelig: inelig}
 	// An unsignaled run must end before the queue is full: its completion retires it.
 	s.signaled = signal || r.IntN(2) == 0 || len(e.sq) == sqDepth-1
 	wr := verbs.SendWR{WRID: s.wrid, Opcode: op}
 	if s.signaled {
 		wr.Flags = verbs.SendSignaled
+	}
+	if inelig {
+		wr.Flags |= failover.SendIneligible
 	}
 	switch op {
 	case verbs.WRSend, verbs.WRRDMAWriteWithImm, verbs.WRRDMAWrite:

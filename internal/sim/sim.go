@@ -51,6 +51,9 @@ type Result struct {
 	Fallbacks              uint64 // the failover layer's fallback rounds (Failover)
 	Recoveries             uint64 // send sides back on the default NIC (Failover)
 	Chains                 uint64 // moves from a failed backup to the next (Failover)
+	Refused                uint64 // fallbacks refused (Failover: an unsafe WR outstanding)
+	Ineligible             int    // posts flagged failover.SendIneligible
+	MaxQueue, MaxCQQueue   int    // the largest failover QP and CQ queue seen (memory.go)
 	WRITE, SEND, READ, FAA int    // posts of each kind (WRITE_WITH_IMM counted as SEND)
 }
 
@@ -133,6 +136,9 @@ type runner struct {
 	// ackGen counts each endpoint's bursts of lost ACKs (ackLoss), so that the end of one
 	// does not cut a later one short.
 	ackGen []uint64
+	// rr draws the unsafe WRs of a risky run (risky.go) on a stream of its own.
+	rr    *rand.Rand
+	risky bool
 }
 
 func (s *runner) record(kind int, a, b, c, d uint64) {
@@ -192,6 +198,7 @@ func Run(cfg Config) (Result, error) {
 		cfg.Backups = 1
 	}
 	s.cfg = cfg
+	s.drawRisk()
 	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, s.yield)
 	if err != nil {
 		return Result{}, err
@@ -205,6 +212,7 @@ func Run(cfg Config) (Result, error) {
 			s.res.Fallbacks += st.Fallbacks
 			s.res.Recoveries += st.Recoveries
 			s.res.Chains += st.Chains
+			s.res.Refused += st.Refused
 		}
 	}
 	s.res.Steps, s.res.Trace = s.step, s.hash
@@ -235,13 +243,24 @@ func (s *runner) run() error {
 			// behind it.
 			for _, e := range s.w.ends {
 				if n := len(e.sq); n > 0 && !e.sq[n-1].signaled {
-					if err := s.postOn(e, verbs.WRRDMAWrite, true); err != nil {
+					if err := s.postOn(e, verbs.WRRDMAWrite, true, false); err != nil {
 						return err
 					}
 				}
 			}
 		}
+		if err := s.observe(); err != nil {
+			return err
+		}
+		if s.step%memEvery == 0 {
+			if err := s.memCheck(); err != nil {
+				return err
+			}
+		}
 		if draining && s.quiet() {
+			if err := s.memCheck(); err != nil {
+				return err
+			}
 			return s.final()
 		}
 		switch x := s.r.IntN(100); {
@@ -265,7 +284,9 @@ func (s *runner) run() error {
 		case x < 95:
 			s.deliver()
 		default:
-			s.tick(false)
+			if err := s.tick(false); err != nil {
+				return err
+			}
 		}
 		if s.cfg.Recovery && s.step >= s.cfg.MaxSteps/2 {
 			// With recovery the run ends only once every QP is back on its default NIC
@@ -318,7 +339,7 @@ func (s *runner) shadows() error {
 		case 2:
 			s.deliver()
 		default:
-			s.tick(false)
+			_ = s.tick(false) // the workload has not started: nothing is outstanding
 		}
 	}
 	return s.violation("%v: the shadow verbs never finished", ErrStuck)
@@ -355,7 +376,7 @@ func (s *runner) yield() {
 		case 1:
 			s.deliver()
 		default:
-			s.tick(true)
+			_ = s.tick(true) // checks nothing inside yield
 		}
 	}
 }
@@ -408,11 +429,11 @@ func (s *runner) longDown() time.Duration {
 	return time.Duration(30+s.r.IntN(70)) * time.Millisecond
 }
 
-// down takes endpoint i's link down for d, unless it is down already.
-func (s *runner) down(i int, d time.Duration) {
+// down takes endpoint i's link down for d, unless it is down already (then it reports false).
+func (s *runner) down(i int, d time.Duration) bool {
 	ep := s.endpoints()[i]
 	if !ep.LinkUp() {
-		return
+		return false
 	}
 	if d > 20*time.Millisecond {
 		s.res.LongDowns++
@@ -424,6 +445,7 @@ func (s *runner) down(i int, d time.Duration) {
 		ep.SetLinkUp(true)
 		s.record(evUp, uint64(i), 0, 0, 0)
 	})
+	return true
 }
 
 // chainFaults starts, with several backups, a chained failure: one host's default link goes
@@ -437,10 +459,7 @@ func (s *runner) chainFaults() {
 	nics := len(s.w.hosts[0].nics)
 	def := s.r.IntN(2) * nics
 	s.chainLeft = 2
-	s.w.clk.AfterFunc(time.Duration(s.r.IntN(2000))*time.Microsecond, func() {
-		s.chainLeft--
-		s.down(def, s.longDown())
-	})
+	s.w.clk.AfterFunc(time.Duration(s.r.IntN(2000))*time.Microsecond, s.chainFirst(def))
 }
 
 // chainStep takes the first backup's link down once the first fallback round ran.
@@ -449,9 +468,10 @@ func (s *runner) chainStep() {
 		return
 	}
 	for _, h := range s.w.hosts {
-		if h.fo.Stats().Fallbacks > 0 {
-			s.chainLeft--
-			s.down(s.r.IntN(2)*len(s.w.hosts[0].nics)+1, s.longDown())
+		if st := h.fo.Stats(); st.Fallbacks > 0 || st.Refused > 0 {
+			if s.down(s.r.IntN(2)*len(s.w.hosts[0].nics)+1, s.longDown()) {
+				s.chainLeft-- // else a short down holds that link: try again next step
+			}
 			return
 		}
 	}
@@ -498,15 +518,20 @@ func (s *runner) ackLoss() {
 // draw.
 //
 // Inside yield (inYield) the contexts are not stepped: one of them is inside its own step.
-func (s *runner) tick(inYield bool) {
+func (s *runner) tick(inYield bool) error {
 	d := time.Duration(s.r.IntN(20)) * time.Microsecond
 	if s.r.IntN(2) == 0 && s.idle(!inYield) {
 		if next, ok := s.nextEvent(); ok {
 			d = max(d, next.Sub(s.w.clk.Now()))
+		} else if !inYield {
+			if err := s.stuckNow(); err != nil {
+				return err
+			}
 		}
 	}
 	s.w.clk.Advance(d)
 	s.record(evClock, uint64(d), 0, 0, 0)
+	return nil
 }
 
 // idle runs one step of everything that runs by itself (the contexts too, with ctxs) and
@@ -553,16 +578,17 @@ var ops = [...]verbs.WROpcode{verbs.WRRDMAWrite, verbs.WRRDMAWrite, verbs.WRRDMA
 func (s *runner) postOne() error {
 	e := s.w.ends[s.r.IntN(len(s.w.ends))]
 	op := ops[s.r.IntN(len(ops))]
-	if s.cfg.Failover && op.Atomic() {
-		// An atomic outstanding at a failure is not retransmitted (docs/FAILOVER.md, the
-		// boundary): its QP fails. Not in this workload yet.
-		op = verbs.WRRDMAWrite
+	inelig := false
+	if s.cfg.Failover {
+		// An atomic or ineligible WR outstanding at a failure is not retransmitted
+		// (docs/FAILOVER.md, the boundary): its QP fails. Only in a share of the runs.
+		op, inelig = s.riskyOp(e, op)
 	}
-	return s.postOn(e, op, false)
+	return s.postOn(e, op, false, inelig)
 }
 
-func (s *runner) postOn(e *end, op verbs.WROpcode, signal bool) error {
-	p, err, ok := e.post(s.r, op, signal)
+func (s *runner) postOn(e *end, op verbs.WROpcode, signal, inelig bool) error {
+	p, err, ok := e.post(s.r, op, signal, inelig)
 	if !ok {
 		return nil
 	}
@@ -573,6 +599,9 @@ func (s *runner) postOn(e *end, op verbs.WROpcode, signal bool) error {
 			return nil
 		}
 		return s.violation("post %v on host %d pair %d: %v", op, e.host, e.pair, err)
+	}
+	if err := s.postAccepted(e, op); err != nil {
+		return err
 	}
 	switch op {
 	case verbs.WRRDMAWrite:
@@ -585,6 +614,9 @@ func (s *runner) postOn(e *end, op verbs.WROpcode, signal bool) error {
 		s.res.FAA++
 	}
 	s.res.Posts++
+	if inelig {
+		s.res.Ineligible++
+	}
 	s.record(evPost, uint64(e.host)<<8|uint64(e.pair), uint64(op), p.wrid, b2u(p.signaled))
 	return nil
 }
@@ -656,7 +688,9 @@ func (s *runner) sendDone(e *end, wc *verbs.WC) error {
 	if wc.Status != verbs.WCSuccess {
 		s.res.Errors++
 		if s.cfg.Failover {
-			return s.violation("host %d pair %d: wr_id %d completed with %v over the failover layer", e.host, e.pair, wc.WRID, wc.Status)
+			if err := s.errAllowed(e, "send", wc.WRID, wc.Status); err != nil {
+				return err
+			}
 		}
 		e.failed = true
 		e.sq = append(e.sq[:0], e.sq[k+1:]...)
@@ -703,7 +737,7 @@ func (s *runner) check(e *end, p *sent) error {
 func (s *runner) recvDone(e *end, wc *verbs.WC) error {
 	if wc.Status != verbs.WCSuccess {
 		if s.cfg.Failover {
-			return s.violation("host %d pair %d: receive wr_id %d completed with %v over the failover layer", e.host, e.pair, wc.WRID&^recvTag, wc.Status)
+			return s.errAllowed(e, "receive", wc.WRID&^recvTag, wc.Status)
 		}
 		return nil // flushed: this end's QP failed
 	}
@@ -745,6 +779,9 @@ func (s *runner) quiet() bool {
 		}
 		for _, e := range s.w.ends {
 			q := e.qp.(*failover.QP)
+			if q.SendState() == failover.SendFailed || q.RecvState() == failover.RecvFailed {
+				continue // refused for an unsafe WR (risky.go): it stays failed
+			}
 			if q.SendState() != failover.SendDefault || q.RecvState() != failover.RecvDefault {
 				return false
 			}
@@ -773,10 +810,10 @@ func (s *runner) outstanding() string {
 func (s *runner) final() error {
 	for _, e := range s.w.ends {
 		got := e.peer.counter()
-		if !e.failed && got != e.addSum {
+		if !e.failed && !e.refused && got != e.addSum {
 			return s.violation("host %d pair %d: the peer's counter is %d, the completed adds sum to %d", e.host, e.pair, got, e.addSum)
 		}
-		if e.failed && (got < e.addSum || got > e.addPosted) {
+		if (e.failed || e.refused) && (got < e.addSum || got > e.addPosted) {
 			return s.violation("host %d pair %d: the peer's counter is %d, outside [%d, %d]", e.host, e.pair, got, e.addSum, e.addPosted)
 		}
 	}
