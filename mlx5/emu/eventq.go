@@ -207,6 +207,9 @@ func (q *eventQueue) close() {
 	q.pending = nil
 	q.cond.Broadcast()
 	q.mu.Unlock()
+	// The writer may be blocked sending into a full socket that the application does not
+	// read: shutting our end down makes that send fail (EPIPE) instead of waiting for ever.
+	_ = unix.Shutdown(q.oursFd, unix.SHUT_WR)
 	<-q.done
 	q.ours.Close()
 }

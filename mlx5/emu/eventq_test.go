@@ -69,3 +69,37 @@ func TestEventQueueWithdrawBehindFullSocket(t *testing.T) {
 		t.Fatal("withdraw hung behind a full socket")
 	}
 }
+
+// TestEventQueueCloseBehindFullSocket: closing a queue whose writer is blocked on a socket the
+// application never reads returns (the writer's send fails once the emulator's end is shut
+// down), and the application's end then reads the events that fitted, then end of file.
+func TestEventQueueCloseBehindFullSocket(t *testing.T) {
+	q, err := newEventQueue("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(q.userFd)
+	for i := range 20000 {
+		q.pushAsync(uint64(i), 9)
+	}
+	done := make(chan struct{})
+	go func() { q.close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // a failure guard only: it returns in milliseconds
+		t.Fatal("close hung behind a full socket")
+	}
+	buf := make([]byte, 64)
+	for i := 0; ; i++ {
+		n, _, _, _, err := unix.Recvmsg(q.userFd, buf, nil, unix.MSG_DONTWAIT)
+		if err != nil || n == 0 {
+			if err != nil {
+				t.Fatalf("after %d events: %v, want end of file", i, err)
+			}
+			break
+		}
+		if got := binary.NativeEndian.Uint64(buf); got != uint64(i) {
+			t.Fatalf("event %d names %d", i, got)
+		}
+	}
+}
