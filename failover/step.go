@@ -9,8 +9,9 @@ import (
 	"github.com/shift-rdma/shift/provider"
 )
 
-// Step runs a stepped context's background work once (Options.Stepped): the engine's queued
-// transitions; then, for each backup device in chain order, its shadow verbs when a scan is
+// Step runs a stepped context's background work once (Options.Stepped): the default
+// device's async events (async_step.go) and the watchdog's timer (watchdog_step.go); the
+// engine's queued transitions; then, for each backup device in chain order, its async events (bkdead.go), its shadow verbs when a scan is
 // woken or due, and the completions waiting on its CQs (polled: a stepped context reads no
 // completion channel); then what that queued on the engine. It reports whether it did
 // anything. Only the simulation's one goroutine may call it, never from inside Yield.
@@ -18,8 +19,15 @@ func (c *Context) Step() bool {
 	if !c.opts.Stepped {
 		return false
 	}
-	ran := c.eng.runQueued()
+	ran := c.async.step()
+	c.stepWatchdog()
+	if c.eng.runQueued() {
+		ran = true
+	}
 	for _, b := range c.bks {
+		if b.stepEvents() {
+			ran = true
+		}
 		if b.stepScan() {
 			ran = true
 		}

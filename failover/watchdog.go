@@ -35,6 +35,9 @@ type wdState struct {
 	since time.Time // since when nothing changed; zero: not watching (idle)
 }
 
+// wdPeriod is how often the watchdog scans for bound.
+func wdPeriod(bound time.Duration) time.Duration { return max(bound/4, time.Millisecond) }
+
 func (c *Context) startWatchdog() {
 	if c.opts.CQWatchdog == 0 {
 		c.opts.CQWatchdog = DefaultCQWatchdog
@@ -45,7 +48,7 @@ func (c *Context) startWatchdog() {
 	c.wdDone = make(chan struct{})
 	go func() {
 		defer close(c.wdDone)
-		t := time.NewTicker(max(c.opts.CQWatchdog/4, time.Millisecond))
+		t := time.NewTicker(wdPeriod(c.opts.CQWatchdog))
 		defer t.Stop()
 		for {
 			select {
