@@ -143,10 +143,13 @@ func (q *eventQueue) withdraw(match func(ev []byte) bool) int {
 		}
 	}
 	// The writer may be blocked sending into a full socket (an application that stopped
-	// reading): drain it first so that the send completes, then wait for the writer.
+	// reading): drain it so that the send completes, then wait for the writer. With more
+	// events pending than the socket holds the writer refills it and blocks again before
+	// this wakes: drain again each time.
 	drain()
 	for q.writing {
 		q.cond.Wait()
+		drain()
 	}
 	drain()
 	queued = append(queued, q.pending...)

@@ -41,3 +41,32 @@ func TestEventQueueOneEventPerRead(t *testing.T) {
 		t.Errorf("empty queue read: %v, want EAGAIN", err)
 	}
 }
+
+// An application that never reads its channel lets more events pend than the socket holds:
+// the writer refills the socket from its pending list after each drain and blocks again.
+// withdraw (a CQ destroyed) must still return: it drains whenever the writer is blocked.
+// It waited for the writer after one drain only, and hung in a simulation's Close whose
+// stepped failover context never read its backup device's channel.
+func TestEventQueueWithdrawBehindFullSocket(t *testing.T) {
+	q, err := newEventQueue("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		unix.Close(q.userFd) // first: a writer blocked on the full socket then returns
+		q.close()
+	}()
+	for i := range 20000 {
+		q.pushComp(uint64(i % 2))
+	}
+	done := make(chan int, 1)
+	go func() { done <- q.withdraw(compFor(1)) }()
+	select {
+	case n := <-done:
+		if n == 0 {
+			t.Errorf("withdrew no event")
+		}
+	case <-time.After(30 * time.Second): // a failure guard only
+		t.Fatal("withdraw hung behind the writer")
+	}
+}
