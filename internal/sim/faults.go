@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"time"
 )
 
 // The faults of issue 14 beyond the fabric's (nicfault.go, kvfault.go, pause.go): a NIC dying
@@ -43,8 +44,12 @@ type faultState struct {
 	// nic is the NIC fault drawn (nicNone, nicKill, nicHang, nicBackupKill) and host the
 	// host it hits; bkLeft is 1 while a backup's death waits for the first fallback.
 	nic, host, bkLeft int
-	paused            [2]bool
-	log               []event // the fault events, for a violation's report
+	// left counts the faults scheduled and not yet begun: the workload goes on until they
+	// did (as the chained failure's chainLeft), so a fault drawn late is not drawn for
+	// nothing after a short run ended.
+	left   int
+	paused [2]bool
+	log    []event // the fault events, for a violation's report
 }
 
 // fault records a fault event in the trace and in the run's list of faults.
@@ -92,6 +97,30 @@ func (s *runner) drawFaults() {
 	s.nicFault()
 	s.kvFault()
 	s.pauseFault()
+}
+
+// faultAt draws the instant of a fault: in the first 10 ms after the shadows are built (a
+// run's traffic lasts from about 10 ms, without a long link down, to a few hundred).
+func (s *runner) faultAt() time.Duration {
+	return time.Duration(s.fx.r.IntN(10_000)) * time.Microsecond
+}
+
+// fallbackAt takes one host's default link down past the RC reach at d from now, so that a
+// fallback runs inside a fault's window (the KV store down, a host paused): what the fault
+// must not cost is the fallback's.
+func (s *runner) fallbackAt(d time.Duration) {
+	i := s.fx.r.IntN(2) * len(s.w.hosts[0].nics)
+	long := time.Duration(140+s.fx.r.IntN(60)) * time.Millisecond // as longDown: past the 134 ms reach
+	s.after(d, func() { s.down(i, long) })
+}
+
+// after runs fn at d from now, as a fault the run waits for (left).
+func (s *runner) after(d time.Duration, fn func()) {
+	s.fx.left++
+	s.w.clk.AfterFunc(d, func() {
+		s.fx.left--
+		fn()
+	})
 }
 
 // faultStep runs, each step, what waits for a condition rather than a time (a backup's death

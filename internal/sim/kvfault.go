@@ -24,8 +24,9 @@ import (
 //
 // Drawn in a modest share of failover runs: a window during the set-up (the store down or
 // slow from the start for up to 50 ms of virtual time: the shadows wait for it, errNotYet,
-// and are built once it is back), or a window after it, at an instant in the first 30 ms,
-// lasting up to 200 ms or for the rest of the run. Invariant: no error completion, nothing
+// and are built once it is back), or a window after it, at an instant in the first 10 ms,
+// lasting up to 300 ms or for the rest of the run, with a default link down past the RC
+// reach drawn at its start so that a fallback runs inside it. Invariant: no error completion, nothing
 // lost, duplicated or reordered. Once the shadows are built the fallbacks, chains and
 // recoveries must not need the store: the peers' MR entries are cached at shadow time, and a
 // fallback must never wait for the store (issue 12 §5).
@@ -141,17 +142,20 @@ func (s *runner) kvSetupFault() {
 	s.w.clk.AfterFunc(time.Duration(1+s.fx.r.IntN(50))*time.Millisecond, func() { s.setKV(kvUp, 0) })
 }
 
-// kvFault: in a share of runs the store is faulty from an instant in the first 30 ms after
-// the set-up, for up to 200 ms or for the rest of the run.
+// kvFault: in a share of runs the store is faulty from an instant in the first 10 ms after
+// the set-up, for up to 300 ms or for the rest of the run, and a default link goes down past
+// the RC reach within 10 ms of the window's start, so that the fallback (134 ms later) runs
+// while the store is faulty in most of these runs.
 func (s *runner) kvFault() {
 	if s.fx.r.IntN(100) >= 8 {
 		return
 	}
 	mode, lat := s.drawKVMode()
-	at := time.Duration(s.fx.r.IntN(30_000)) * time.Microsecond
-	d := time.Duration(1+s.fx.r.IntN(200)) * time.Millisecond
+	at := s.faultAt()
+	d := time.Duration(1+s.fx.r.IntN(300)) * time.Millisecond
 	forever := s.fx.r.IntN(2) == 0
-	s.w.clk.AfterFunc(at, func() {
+	s.fallbackAt(at + time.Duration(s.fx.r.IntN(10_000))*time.Microsecond)
+	s.after(at, func() {
 		s.setKV(mode, lat)
 		if !forever {
 			s.w.clk.AfterFunc(d, func() { s.setKV(kvUp, 0) })

@@ -22,8 +22,8 @@ import (
 //     (the default's death drawn with it, so that there is one): the QPs chain to the second
 //     backup. Invariant: as for a death.
 //
-// Each in a modest share of failover runs, at a virtual instant drawn in the first 30 ms
-// after the shadows are built (a run's traffic lasts about 80 ms).
+// Each in a modest share of failover runs, at a virtual instant drawn in the first 10 ms
+// after the shadows are built.
 
 const (
 	nicNone = iota
@@ -51,21 +51,22 @@ func (s *runner) nicFault() {
 		return
 	}
 	s.fx.host = s.fx.r.IntN(2)
-	at := time.Duration(s.fx.r.IntN(30_000)) * time.Microsecond
+	at := s.faultAt()
 	h := s.fx.host
 	d := s.w.hosts[h].nics[0]
 	switch s.fx.nic {
 	case nicKill, nicBackupKill:
-		s.w.clk.AfterFunc(at, func() {
+		s.after(at, func() {
 			s.res.Faults.Kills++
 			s.fault(fxKill, uint64(h), 0, 0)
 			d.Kill()
 		})
 		if s.fx.nic == nicBackupKill {
 			s.fx.bkLeft = 1
+			s.fx.left++ // until the backup died (backupKillStep)
 		}
 	case nicHang:
-		s.w.clk.AfterFunc(at, func() {
+		s.after(at, func() {
 			s.res.Faults.Hangs++
 			s.fault(fxHang, uint64(h), 0, 0)
 			d.Hang()
@@ -78,6 +79,7 @@ func (s *runner) backupKillStep() {
 	for _, h := range s.w.hosts {
 		if h.fo.Stats().Fallbacks > 0 {
 			s.fx.bkLeft = 0
+			s.fx.left--
 			hb := s.fx.r.IntN(2)
 			s.res.Faults.BackupKills++
 			s.fault(fxBackupKill, uint64(hb), 1, 0)

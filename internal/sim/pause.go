@@ -9,9 +9,10 @@ import "time"
 // Nothing polls, posts or runs its transitions, so a peer's fallback notification waits for
 // the pause to end.
 //
-// The pause is drawn in a modest share of failover runs: a host, an instant in the first
-// 30 ms after the shadows are built, a length of 1 to 200 ms. That is shorter than
-// HandshakeTimeout (2 s here: a peer waiting for our reply in a fallback round gives up
+// The pause is drawn in a modest share of failover runs: a host, a length of 1 to 200 ms, a
+// default link down past the RC reach in the first 10 ms after the shadows are built, and
+// the pause's start 100 to 160 ms after it, around the fallback that down starts. The
+// pause is shorter than HandshakeTimeout (2 s here: a peer waiting for our reply in a fallback round gives up
 // after it) and than the completion watchdog's bound (at least 268 ms here: a peer whose
 // SEND waits in RNR for our receives must not take its own NIC for hung). Invariant: the
 // pause costs nothing (no error completion, nothing lost, duplicated or reordered).
@@ -33,9 +34,13 @@ func (s *runner) pauseFault() {
 		return
 	}
 	h := s.fx.r.IntN(2)
-	at := time.Duration(s.fx.r.IntN(30_000)) * time.Microsecond
+	down := s.faultAt()
+	s.fallbackAt(down)
+	// The fallback starts when the RC reach (134 ms) runs out after the link went down: the
+	// pause begins around then, before or after.
+	at := down + time.Duration(100_000+s.fx.r.IntN(60_000))*time.Microsecond
 	d := time.Duration(1+s.fx.r.IntN(int(maxPause/time.Millisecond))) * time.Millisecond
-	s.w.clk.AfterFunc(at, func() {
+	s.after(at, func() {
 		s.res.Faults.Pauses++
 		s.fx.paused[h] = true
 		s.fault(fxPause, uint64(h), uint64(d), 0)

@@ -236,7 +236,7 @@ func (s *runner) run() error {
 	for ; s.step < s.cfg.MaxSteps; s.step++ {
 		s.chainStep()
 		s.faultStep()
-		draining := posts >= s.cfg.Ops && s.chainLeft == 0
+		draining := posts >= s.cfg.Ops && s.chainLeft == 0 && s.fx.left == 0
 		if draining && !tailed {
 			tailed = true
 			// An unsignaled run at the end of a queue completes only with a signaled WR
@@ -757,7 +757,7 @@ func (s *runner) recvDone(e *end, wc *verbs.WC) error {
 // Over the failover layer the run also waits for every QP to be back on the default NIC with
 // every link up (the recovery is part of what is checked).
 func (s *runner) quiet() bool {
-	if s.chainLeft > 0 {
+	if s.chainLeft > 0 || s.fx.left > 0 {
 		return false
 	}
 	if s.cfg.Failover && s.cfg.Recovery && s.defaultsHealthy() {

@@ -66,10 +66,14 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.READ += res.READ
 		tot.FAA += res.FAA
 		tot.Virtual += res.Virtual
+		tot.Faults.add(res.Faults)
 	}
 	el := time.Since(start)
 	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks, %d chains, %d recoveries, %v virtual",
 		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Chains, tot.Recoveries, tot.Virtual)
+	if fo {
+		t.Logf("faults: %v", tot.Faults)
+	}
 }
 
 // The same seed gives the same trace; another seed another one. Over both layers; the
