@@ -100,6 +100,17 @@ func (q *QP) watchLocked(now time.Time, bound time.Duration) bool {
 		*w = wdState{}
 		return false
 	}
+	q.fifoMu.Lock()
+	queued := q.failQueued
+	q.fifoMu.Unlock()
+	if queued {
+		// An error completion of the default QP was polled and its fallback is queued on the
+		// engine: the NIC reported the failure, the QP is not silent. (A scan between the
+		// poll and the fallback took it for hung once the application had not polled for
+		// the bound, a process paused past it: found by internal/sim.)
+		*w = wdState{}
+		return false
+	}
 	done, due := q.def.SignaledDue()
 	if !due {
 		*w = wdState{} // idle: nothing is due
