@@ -1,9 +1,11 @@
 package failover
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,7 +59,9 @@ func (r *liveQPs) remove(q *QP) {
 	}
 }
 
-// all returns the live QPs (a copy: the caller takes their locks).
+// all returns the live QPs (a copy: the caller takes their locks), by QPN: the transitions
+// that walk them (a fallback of all, a chain off a dead backup, re-arm passes) run in the
+// same order every time, as a deterministic simulation needs (a map's order is random).
 func (r *liveQPs) all() []*QP {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -65,6 +69,7 @@ func (r *liveQPs) all() []*QP {
 	for _, q := range r.m {
 		qs = append(qs, q)
 	}
+	slices.SortFunc(qs, func(a, b *QP) int { return cmp.Compare(a.qpn, b.qpn) })
 	return qs
 }
 
