@@ -49,7 +49,11 @@ type faultState struct {
 	// nothing after a short run ended.
 	left   int
 	paused [2]bool
-	log    []event // the fault events, for a violation's report
+	// mute is 1 + the host whose application posts no send WR in the run (0: none): a hung
+	// NIC's peer with nothing outstanding towards it never learns of the hang from its own
+	// retry timer, so only the hung side's completion watchdog can find it.
+	mute int
+	log  []event // the fault events, for a violation's report
 }
 
 // fault records a fault event in the trace and in the run's list of faults.

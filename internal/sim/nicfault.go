@@ -17,7 +17,8 @@ import (
 //   - A default NIC hangs (nic.Device.Hang): no CQE, no event, no packet, link up. Only the
 //     completion watchdog can tell (Options.CQWatchdog, a timer on the virtual clock in a
 //     stepped context, failover/watchdog_step.go), and the peer's retry timer when the peer
-//     has traffic towards it. Invariant: as for a death.
+//     has traffic towards it: in half of these runs the peer posts no send WR at all, so
+//     that only the watchdog can. Invariant: as for a death.
 //   - With two backups, the first backup NIC of one host dies once the first fallback ran
 //     (the default's death drawn with it, so that there is one): the QPs chain to the second
 //     backup. Invariant: as for a death.
@@ -51,6 +52,9 @@ func (s *runner) nicFault() {
 		return
 	}
 	s.fx.host = s.fx.r.IntN(2)
+	if s.fx.nic == nicHang && s.fx.r.IntN(2) == 0 {
+		s.fx.mute = 1 + (1 - s.fx.host) // the peer sends nothing: only the watchdog can tell
+	}
 	at := s.faultAt()
 	h := s.fx.host
 	d := s.w.hosts[h].nics[0]
@@ -99,3 +103,6 @@ func (s *runner) defaultsHealthy() bool {
 	}
 	return true
 }
+
+// muted reports whether host h's application posts no send WR in this run (faultState.mute).
+func (s *runner) muted(h int) bool { return s.fx.mute == h+1 }

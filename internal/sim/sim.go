@@ -567,7 +567,7 @@ var ops = [...]verbs.WROpcode{verbs.WRRDMAWrite, verbs.WRRDMAWrite, verbs.WRRDMA
 func (s *runner) postOne() error {
 	e := s.w.ends[s.r.IntN(len(s.w.ends))]
 	op := ops[s.r.IntN(len(ops))]
-	if s.paused(e.host) {
+	if s.paused(e.host) || s.muted(e.host) {
 		return nil
 	}
 	if s.cfg.Failover && op.Atomic() {
