@@ -216,6 +216,7 @@ type Context struct {
 	async                 *asyncFwd
 	wdDone                chan struct{} // closed when the watchdog goroutine returned (nil: none)
 	wdArmed               bool          // a stepped context's watchdog timer is pending (watchdog_step.go; engine only)
+	stepEventsAt          time.Time     // the instant Step last read the async descriptors (step.go)
 	linkWG                sync.WaitGroup
 	linkWatcher           probe.Watcher
 	linkWhy               string // why there is no link watcher (LinkWatch)
