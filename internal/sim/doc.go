@@ -18,6 +18,27 @@
 // equals the sum of the adds that completed, exactly when the QP never failed); every
 // signaled WR completes before the run ends (nothing stuck).
 //
-// Not simulated yet: the failover layer (its engine, probes, timers and backup event loops
-// still run on goroutines and the wall clock) and completion channels.
+// Over the failover layer (Config.Failover) each host has a default NIC and one or two
+// backups, and the contexts are stepped (failover.Options.Stepped): the engine, the shadow
+// verbs, the probes, the completion watchdog and the async events run in Context.Step and on
+// the virtual clock. Besides the fabric's faults, each run draws from a second stream of its
+// seed (faults.go), so that a seed drawing none runs as before and the replay command replays
+// them all:
+//
+//   - nicfault.go: a default NIC dying (DEVICE_FATAL) or hanging silently (the watchdog, or
+//     the peer's retry timer and the drain's hang bound, must find it; in half of the hang
+//     runs the peer posts nothing), and, with two backups, a backup dying after the first
+//     fallback (its QPs chain to the second);
+//   - kvfault.go: the KV store down or slow (a call takes virtual time while the world runs,
+//     or fails as past KVTimeout), during the set-up or around a fallback;
+//   - pause.go: one host's application and context not stepped for 1 to 200 ms around a
+//     fallback, its NICs running on (shorter than HandshakeTimeout and the watchdog's
+//     bound).
+//
+// For all of them the invariant is the link down's: no error completion, nothing lost,
+// duplicated or reordered. The run waits for its drawn faults to begin; with recovery it
+// does not wait for QPs to come back to a dead or hung default NIC.
+//
+// Not simulated yet: completion channels, the link watcher, a backup NIC hanging, a pause
+// longer than HandshakeTimeout (whose documented outcome is the QP's errors).
 package sim
