@@ -127,6 +127,16 @@ func (s *runner) after(d time.Duration, fn func()) {
 	})
 }
 
+// faultShare is the percentage of runs that draw a KV window or a pause: 8, or 4 with
+// recovery, where the default link down that comes with them makes a run about ten times
+// longer (every QP must come back: 40,000-70,000 steps against 2,000-10,000).
+func (s *runner) faultShare() int {
+	if s.cfg.Recovery {
+		return 4
+	}
+	return 8
+}
+
 // faultStep runs, each step, what waits for a condition rather than a time (a backup's death
 // after the first fallback).
 func (s *runner) faultStep() {

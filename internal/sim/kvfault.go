@@ -147,7 +147,7 @@ func (s *runner) kvSetupFault() {
 // the RC reach within 10 ms of the window's start, so that the fallback (134 ms later) runs
 // while the store is faulty in most of these runs.
 func (s *runner) kvFault() {
-	if s.fx.r.IntN(100) >= 8 {
+	if s.fx.r.IntN(100) >= s.faultShare() {
 		return
 	}
 	mode, lat := s.drawKVMode()

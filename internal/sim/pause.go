@@ -30,7 +30,7 @@ const maxPause = 200 * time.Millisecond
 
 // pauseFault draws the run's pause.
 func (s *runner) pauseFault() {
-	if s.fx.r.IntN(100) >= 8 {
+	if s.fx.r.IntN(100) >= s.faultShare() {
 		return
 	}
 	h := s.fx.r.IntN(2)
