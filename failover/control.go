@@ -59,9 +59,10 @@ func (r *liveQPs) remove(q *QP) {
 	}
 }
 
-// all returns the live QPs (a copy: the caller takes their locks), by QPN: the transitions
-// that walk them (a fallback of all, a chain off a dead backup, re-arm passes) run in the
-// same order every time, as a deterministic simulation needs (a map's order is random).
+// all returns the live QPs (a copy: the caller takes their locks), in QPN order: the re-arm,
+// a failed control endpoint and the watchers act on them in this order, and a stepped context
+// must do the same thing in the same order every run (a map's order differs from run to run,
+// and runs of the simulation with two backups did not replay).
 func (r *liveQPs) all() []*QP {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -143,15 +143,15 @@ func (q *eventQueue) withdraw(match func(ev []byte) bool) int {
 		}
 	}
 	// The writer may be blocked sending into a full socket (an application that stopped
-	// reading): drain it so that the send completes, then wait for the writer. With more
-	// events pending than the socket holds the writer refills it and blocks again before
-	// this wakes: drain again each time.
+	// reading): drain it first so that the send completes, then wait for the writer. Drain
+	// again before each wait: while this waited for the lock, the writer may have sent more
+	// of the pending events and filled the socket again, and a wait without room waits for
+	// ever (a stepped simulation that never reads the async file, at a CQ's destroy).
 	drain()
 	for q.writing {
 		q.cond.Wait()
 		drain()
 	}
-	drain()
 	queued = append(queued, q.pending...)
 	q.pending = nil
 	var kept [][]byte
