@@ -725,6 +725,7 @@ func (q *QP) refuseLocked(err error) {
 	q.defStopped = true
 	_ = q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	q.passThroughLocked()
+	q.flushDeadLocked() // a dead device flushes nothing (deadflush.go)
 	q.giveUpSetLocked()
 }
 
