@@ -78,10 +78,11 @@ func (s *runner) nicFault() {
 	}
 }
 
-// backupKillStep kills one host's first backup NIC once a fallback ran.
+// backupKillStep kills one host's first backup NIC once a fallback ran (or was refused: then
+// none may come, and the run must not wait for it).
 func (s *runner) backupKillStep() {
 	for _, h := range s.w.hosts {
-		if h.fo.Stats().Fallbacks > 0 {
+		if st := h.fo.Stats(); st.Fallbacks > 0 || st.Refused > 0 {
 			s.fx.bkLeft = 0
 			s.fx.left--
 			hb := s.fx.r.IntN(2)
