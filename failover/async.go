@@ -54,6 +54,10 @@ func newAsyncFwd(c *Context) (*asyncFwd, error) {
 	_ = unix.SetNonblock(fds[1], true)
 	_ = unix.Shutdown(fds[1], unix.SHUT_RD)
 	f := &asyncFwd{c: c, src: c.def.AsyncFD(), app: fds[0], ours: fds[1], stopR: p[0], stopW: p[1], done: make(chan struct{})}
+	if c.opts.Stepped {
+		close(f.done) // no reader goroutine: Context.Step reads the events (async_step.go)
+		return f, nil
+	}
 	go f.run()
 	return f, nil
 }
@@ -135,7 +139,7 @@ func (f *asyncFwd) flushLocked() {
 // make libibverbs hand the application a freed struct ibv_qp.
 func (f *asyncFwd) withdraw(h uint64) {
 	if f == nil {
-		return // a stepped context has none
+		return // a Context not made by Open has none
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -175,7 +179,7 @@ func qpEvent(t verbs.AsyncEventType) bool {
 // with the provider context.
 func (f *asyncFwd) close() {
 	if f == nil {
-		return // a stepped context has none
+		return // a Context not made by Open has none
 	}
 	f.mu.Lock()
 	if f.closed {
@@ -245,8 +249,7 @@ func (c *Context) qpOf(pq verbs.QP) *QP {
 // AsyncFD is the descriptor of the default device's async events, forwarded unchanged after
 // SHIFT read them (async.go): one struct ib_uverbs_async_event_desc per read, pollable. It is
 // non-blocking, as the provider's is; a C provider may make it blocking for libibverbs.
-// A stepped context reads no async events and forwards none: the default device's own
-// descriptor is given then.
+// A stepped context reads and forwards them in Step (async_step.go).
 func (c *Context) AsyncFD() int {
 	if c.async == nil {
 		return c.def.AsyncFD()

@@ -145,8 +145,8 @@ func (q *QP) drainSetLocked(bs *bkSet) bool {
 			}
 			n += len(outR)
 		}
-		if n == 0 || q.c.now().After(deadline) {
-			return true
+		if n == 0 || bs.dev.dead.Load() || q.c.now().After(deadline) {
+			return true // a dead device completes nothing more (bkdead.go)
 		}
 		if !q.pauseLocked(&pace) {
 			return false

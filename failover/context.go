@@ -121,9 +121,10 @@ type Options struct {
 	// (internal/sim): the caller runs its background work with Step (the engine's queued
 	// transitions, the backup devices' completions and shadow verbs), a wait for a NIC's
 	// completions calls Yield instead of sleeping, the probes of a fallen-back QP's default
-	// path are Clock timers that queue their steps on the engine, and what watches the
-	// outside world does not run: the link watcher, the async event files, the completion
-	// watchdog, the status and control files. Use it with a manual Clock.
+	// path are Clock timers that queue their steps on the engine, so is the completion
+	// watchdog's scan, Step reads the default device's async events without blocking, and
+	// the link watcher, the backups' port events and the status and control files do not
+	// run. Use it with a manual Clock.
 	Stepped bool
 	// Yield, with Stepped, lets the world move while SHIFT waits for a NIC: the simulator
 	// runs its other steps (the NICs, the fabric, the clock) and returns; nil returns at
@@ -217,6 +218,8 @@ type Context struct {
 	portEvents            atomic.Bool
 	async                 *asyncFwd
 	wdDone                chan struct{} // closed when the watchdog goroutine returned (nil: none)
+	wdArmed               bool          // a stepped context's watchdog timer is pending (watchdog_step.go; engine only)
+	stepEventsAt          time.Time     // the instant Step last read the async descriptors (step.go)
 	linkWG                sync.WaitGroup
 	linkWatcher           probe.Watcher
 	linkWhy               string // why there is no link watcher (LinkWatch)
@@ -353,23 +356,22 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		}
 		c.bks = append(c.bks, b)
 	}
-	if !opts.Stepped {
-		if c.async, err = newAsyncFwd(c); err != nil {
-			for _, o := range c.bks {
-				_ = o.close()
-			}
-			c.releaseInject()
-			return nil, err
+	if c.async, err = newAsyncFwd(c); err != nil {
+		for _, o := range c.bks {
+			_ = o.close()
 		}
+		c.releaseInject()
+		return nil, err
 	}
 	if inj := opts.Inject; inj.N > 0 {
 		c.Inject(inj.QPN, inj.N)
 	}
 	if opts.Stepped {
-		// No watchers of the outside world (Options.Stepped): no async event files, link
-		// watcher, control or status file, watchdog; Step runs the engine.
+		// No watchers of the outside world (Options.Stepped): no link watcher, control or
+		// status file; Step runs the engine, reads the async events and arms the watchdog.
 		c.backups = backups
 		c.eng.stepped = true
+		c.startStepWatchdog()
 		return c, nil
 	}
 	c.joinControl() // fully open: switch requests may reach its QPs

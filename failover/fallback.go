@@ -356,6 +356,7 @@ func (q *QP) drainLocked() error {
 		}
 	}
 	var waitFrom int64 // when the drain first found WQEs without completion
+	var dw drainWatch
 	defer func() {
 		if waitFrom != 0 {
 			q.tDrain.Add(q.c.now().UnixNano() - waitFrom)
@@ -398,6 +399,9 @@ func (q *QP) drainLocked() error {
 			// above; the WRs left are reposted, and the peer's receive counter says
 			// which of the two-sided ones it delivered.
 			return nil
+		}
+		if q.drainStalled(&dw, rung+len(q.outRecvs)) {
+			return nil // the device hung (drainhang.go): dead from now on
 		}
 		if q.c.now().After(deadline) {
 			return fmt.Errorf("failover: QP %#x: drain: %d sends and %d receives without completion after %v: %w",
@@ -618,6 +622,7 @@ func (q *QP) resetDefaultLocked() {
 	}
 	deadline := q.c.now().Add(2 * time.Second)
 	pace := q.c.pacer()
+	var dw drainWatch
 	for {
 		for _, cq := range []*CQ{q.scq, q.rcq} {
 			cq.mu.Lock()
@@ -634,6 +639,9 @@ func (q *QP) resetDefaultLocked() {
 		}
 		if (rung == 0 && len(q.outRecvs) == 0) || q.c.defDead.Load() || q.c.now().After(deadline) {
 			break
+		}
+		if q.drainStalled(&dw, rung+len(q.outRecvs)) {
+			break // the device hung (drainhang.go)
 		}
 		if !q.pauseLocked(&pace) {
 			return // the QP is gone: nothing to reset
@@ -717,6 +725,7 @@ func (q *QP) refuseLocked(err error) {
 	q.defStopped = true
 	_ = q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	q.passThroughLocked()
+	q.flushDeadLocked() // a dead device flushes nothing (deadflush.go)
 	q.giveUpSetLocked()
 }
 

@@ -408,7 +408,7 @@ func (b *backupDev) dropBuilds() {
 }
 
 // watchPort starts the goroutine that reads the backup device's async events: PORT_ACTIVE
-// of the port in use asks for a re-arm pass. Without it (no pipe) the passes read the
+// of the port in use asks for a re-arm pass, DEVICE_FATAL chains off the device (bkdead.go). Without it (no pipe) the passes read the
 // port's state themselves.
 func (b *backupDev) watchPort(ctx context.Context) {
 	var p [2]int
@@ -472,9 +472,7 @@ func (b *backupDev) readPortEvents(stopR int) {
 			if n != len(buf) {
 				continue
 			}
-			if ev := b.ctx.DecodeAsyncEvent(buf); ev.Type == verbs.EventPortActive && ev.Port == int(b.c.opts.Port) {
-				b.kickRearm()
-			}
+			b.onAsyncEvent(b.ctx.DecodeAsyncEvent(buf)) // bkdead.go
 		}
 	}
 }

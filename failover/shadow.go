@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shift-rdma/shift/provider"
@@ -25,6 +26,8 @@ type shadowOp struct {
 // goroutines (shadow verbs, completion events).
 type backupDev struct {
 	c *Context
+	// dead: the device raised DEVICE_FATAL (bkdead.go): nothing waits for its completions.
+	dead atomic.Bool
 	// idx is the device's place in the backup chain (Options.Backups order): the backup QP
 	// set of index idx of every QP lives on it, and connects to the peer's set idx.
 	idx int

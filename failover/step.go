@@ -9,17 +9,35 @@ import (
 	"github.com/shift-rdma/shift/provider"
 )
 
-// Step runs a stepped context's background work once (Options.Stepped): the engine's queued
-// transitions; then, for each backup device in chain order, its shadow verbs when a scan is
-// woken or due, and the completions waiting on its CQs (polled: a stepped context reads no
-// completion channel); then what that queued on the engine. It reports whether it did
-// anything. Only the simulation's one goroutine may call it, never from inside Yield.
+// Step runs a stepped context's background work once (Options.Stepped): the default
+// device's async events (async_step.go) and the watchdog's timer (watchdog_step.go); the
+// engine's queued transitions; then, for each backup device in chain order, its async
+// events (bkdead.go), its shadow verbs when a scan is woken or due, and the completions
+// waiting on its CQs (polled: a stepped context reads no completion channel); then what
+// that queued on the engine. It reports whether it did anything. Only the simulation's one
+// goroutine may call it, never from inside Yield.
+//
+// The async descriptors are read once per instant of the clock (a read is a system call,
+// and Step runs several times per instant): an event raised at an instant already read is
+// read at the next one. In the simulation every event is raised by a timer, so its instant
+// is always a new one.
 func (c *Context) Step() bool {
 	if !c.opts.Stepped {
 		return false
 	}
-	ran := c.eng.runQueued()
+	events := false
+	if now := c.now(); !now.Equal(c.stepEventsAt) {
+		c.stepEventsAt, events = now, true
+	}
+	ran := events && c.async.step()
+	c.stepWatchdog()
+	if c.eng.runQueued() {
+		ran = true
+	}
 	for _, b := range c.bks {
+		if events && b.stepEvents() {
+			ran = true
+		}
 		if b.stepScan() {
 			ran = true
 		}

@@ -35,6 +35,9 @@ type wdState struct {
 	since time.Time // since when nothing changed; zero: not watching (idle)
 }
 
+// wdPeriod is how often the watchdog scans for bound.
+func wdPeriod(bound time.Duration) time.Duration { return max(bound/4, time.Millisecond) }
+
 func (c *Context) startWatchdog() {
 	if c.opts.CQWatchdog == 0 {
 		c.opts.CQWatchdog = DefaultCQWatchdog
@@ -45,7 +48,7 @@ func (c *Context) startWatchdog() {
 	c.wdDone = make(chan struct{})
 	go func() {
 		defer close(c.wdDone)
-		t := time.NewTicker(max(c.opts.CQWatchdog/4, time.Millisecond))
+		t := time.NewTicker(wdPeriod(c.opts.CQWatchdog))
 		defer t.Stop()
 		for {
 			select {
@@ -94,6 +97,17 @@ func (q *QP) watchLocked(now time.Time, bound time.Duration) bool {
 	if q.destroyed || q.tracked || q.mach.sendState() != SendDefault {
 		// After a fallback the default QP's WRs are SHIFT's to account (by position): the
 		// watchdog covers QPs that never left it.
+		*w = wdState{}
+		return false
+	}
+	q.fifoMu.Lock()
+	queued := q.failQueued
+	q.fifoMu.Unlock()
+	if queued {
+		// An error completion of the default QP was polled and its fallback is queued on the
+		// engine: the NIC reported the failure, the QP is not silent. (A scan between the
+		// poll and the fallback took it for hung once the application had not polled for
+		// the bound, a process paused past it: found by internal/sim.)
 		*w = wdState{}
 		return false
 	}

@@ -20,15 +20,35 @@
 // or packet is pending while a signaled WR or an expected receive is outstanding is stuck at
 // once (stuck.go, ErrStuck).
 //
-// Over the failover layer (Config.Failover, with Recovery and Backups): a link down past the
-// RC reach costs the application nothing. A quarter of the seeds also post FETCH_AND_ADD and
-// WRs flagged failover.SendIneligible, which the layer must not retransmit (risky.go): a
-// fallback that goes through left none of them to the backup (every add posted ran once, every
-// ineligible WRITE and READ had run), a refusal comes only with one outstanding, and error
-// completions come only on a pair so refused, once its QP failed. Memory stays bounded
-// (memory.go): the failover QPs' and CQs' queues within a bound of their capacity, and, across
-// seeds, the live Go heap (heap_test.go).
+// Over the failover layer (Config.Failover) each host has a default NIC and one or two
+// backups, and the contexts are stepped (failover.Options.Stepped): the engine, the shadow
+// verbs, the probes, the completion watchdog and the async events run in Context.Step and on
+// the virtual clock. A link down past the RC reach costs the application nothing. A quarter
+// of the seeds also post FETCH_AND_ADD and WRs flagged failover.SendIneligible, which the
+// layer must not retransmit (risky.go): a fallback that goes through left none of them to the
+// backup (every add posted ran once, every ineligible WRITE and READ had run), a refusal comes
+// only with one outstanding, and error completions come only on a pair so refused, once its
+// QP failed. Memory stays bounded (memory.go): the failover QPs' and CQs' queues within a
+// bound of their capacity, and, across seeds, the live Go heap (heap_test.go).
 //
-// Not simulated yet: the failover layer's link watcher and async events (a stepped context
-// reads neither) and completion channels.
+// Besides the fabric's faults, each run draws from a second stream of its seed (faults.go),
+// so that a seed drawing none runs as before and the replay command replays them all:
+//
+//   - nicfault.go: a default NIC dying (DEVICE_FATAL) or hanging silently (the watchdog, or
+//     the peer's retry timer and the drain's hang bound, must find it; in half of the hang
+//     runs the peer posts nothing), and, with two backups, a backup dying after the first
+//     fallback (its QPs chain to the second);
+//   - kvfault.go: the KV store down or slow (a call takes virtual time while the world runs,
+//     or fails as past KVTimeout), during the set-up or around a fallback;
+//   - pause.go: one host's application and context not stepped for 1 to 200 ms around a
+//     fallback, its NICs running on (shorter than HandshakeTimeout and the watchdog's
+//     bound).
+//
+// For all of them the invariant is the link down's: no error completion (but on a pair
+// refused for an unsafe WR), nothing lost, duplicated or reordered. The run waits for its
+// drawn faults to begin; with recovery it does not wait for QPs to come back to a dead or
+// hung default NIC.
+//
+// Not simulated yet: completion channels, the link watcher, a backup NIC hanging, a pause
+// longer than HandshakeTimeout (whose documented outcome is the QP's errors).
 package sim

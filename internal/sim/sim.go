@@ -48,13 +48,14 @@ type Result struct {
 	Trace                  uint64        // hash of every event, in order
 	Loss, Reorder          float64
 	QPs                    int
-	Fallbacks              uint64 // the failover layer's fallback rounds (Failover)
-	Recoveries             uint64 // send sides back on the default NIC (Failover)
-	Chains                 uint64 // moves from a failed backup to the next (Failover)
-	Refused                uint64 // fallbacks refused (Failover: an unsafe WR outstanding)
-	Ineligible             int    // posts flagged failover.SendIneligible
-	MaxQueue, MaxCQQueue   int    // the largest failover QP and CQ queue seen (memory.go)
-	WRITE, SEND, READ, FAA int    // posts of each kind (WRITE_WITH_IMM counted as SEND)
+	Fallbacks              uint64      // the failover layer's fallback rounds (Failover)
+	Recoveries             uint64      // send sides back on the default NIC (Failover)
+	Chains                 uint64      // moves from a failed backup to the next (Failover)
+	Refused                uint64      // fallbacks refused (Failover: an unsafe WR outstanding)
+	Ineligible             int         // posts flagged failover.SendIneligible
+	MaxQueue, MaxCQQueue   int         // the largest failover QP and CQ queue seen (memory.go)
+	WRITE, SEND, READ, FAA int         // posts of each kind (WRITE_WITH_IMM counted as SEND)
+	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
 }
 
 // Violation is a broken invariant, with the events that led to it.
@@ -104,10 +105,11 @@ const (
 	evAckLoss
 	evCtx
 	evYield
+	evFault
 )
 
 var evNames = [...]string{evPost: "post", evWC: "wc", evRecvWC: "recv-wc", evNIC: "nic", evDeliver: "deliver",
-	evClock: "clock", evDown: "link-down", evUp: "link-up", evRecv: "post-recv", evPostErr: "post-err", evAckLoss: "ack-loss", evCtx: "ctx-step", evYield: "yield"}
+	evClock: "clock", evDown: "link-down", evUp: "link-up", evRecv: "post-recv", evPostErr: "post-err", evAckLoss: "ack-loss", evCtx: "ctx-step", evYield: "yield", evFault: "fault"}
 
 type event struct {
 	step       int
@@ -139,6 +141,7 @@ type runner struct {
 	// rr draws the unsafe WRs of a risky run (risky.go) on a stream of its own.
 	rr    *rand.Rand
 	risky bool
+	fx    faultState // NIC, KV and pause faults (faults.go)
 }
 
 func (s *runner) record(kind int, a, b, c, d uint64) {
@@ -156,6 +159,7 @@ func (s *runner) violation(format string, args ...any) *Violation {
 	for i := max(0, s.nev-len(s.tail)); i < s.nev; i++ {
 		v.Tail = append(v.Tail, s.tail[i%len(s.tail)].String())
 	}
+	v.Tail = append(v.Tail, s.faultLog()...)
 	if s.cfg.Failover {
 		for _, e := range s.w.ends {
 			if q, ok := e.qp.(*failover.QP); ok {
@@ -206,6 +210,7 @@ func Run(cfg Config) (Result, error) {
 	s.w = w
 	s.res.Seed, s.res.QPs = cfg.Seed, cfg.QPs
 	err = s.run()
+	s.endFaults()
 	if cfg.Failover {
 		for _, h := range w.hosts {
 			st := h.fo.Stats()
@@ -221,9 +226,11 @@ func Run(cfg Config) (Result, error) {
 }
 
 func (s *runner) run() error {
+	s.setupFaults()
 	if err := s.shadows(); err != nil {
 		return err
 	}
+	s.drawFaults()
 	s.faults()
 	s.chainFaults()
 	for _, e := range s.w.ends {
@@ -236,7 +243,8 @@ func (s *runner) run() error {
 	posts, tailed := 0, false
 	for ; s.step < s.cfg.MaxSteps; s.step++ {
 		s.chainStep()
-		draining := posts >= s.cfg.Ops && s.chainLeft == 0
+		s.faultStep()
+		draining := posts >= s.cfg.Ops && s.chainLeft == 0 && s.fx.left == 0
 		if draining && !tailed {
 			tailed = true
 			// An unsignaled run at the end of a queue completes only with a signaled WR
@@ -359,6 +367,9 @@ func (s *runner) deliver() {
 }
 
 func (s *runner) ctxStep(h int) {
+	if s.paused(h) {
+		return
+	}
 	if fo := s.w.hosts[h].fo; fo != nil && fo.Step() {
 		s.record(evCtx, uint64(h), 0, 0, 0)
 	}
@@ -523,6 +534,9 @@ func (s *runner) tick(inYield bool) error {
 	if s.r.IntN(2) == 0 && s.idle(!inYield) {
 		if next, ok := s.nextEvent(); ok {
 			d = max(d, next.Sub(s.w.clk.Now()))
+			if inYield {
+				d = min(d, yieldJump) // the waiting thread polls (yieldJump, pause.go)
+			}
 		} else if !inYield {
 			if err := s.stuckNow(); err != nil {
 				return err
@@ -549,7 +563,7 @@ func (s *runner) idle(ctxs bool) bool {
 		busy = true
 	}
 	for h := range s.w.hosts {
-		if fo := s.w.hosts[h].fo; ctxs && fo != nil && fo.Step() {
+		if fo := s.w.hosts[h].fo; ctxs && fo != nil && !s.paused(h) && fo.Step() {
 			s.record(evCtx, uint64(h), 0, 0, 0)
 			busy = true
 		}
@@ -578,6 +592,9 @@ var ops = [...]verbs.WROpcode{verbs.WRRDMAWrite, verbs.WRRDMAWrite, verbs.WRRDMA
 func (s *runner) postOne() error {
 	e := s.w.ends[s.r.IntN(len(s.w.ends))]
 	op := ops[s.r.IntN(len(ops))]
+	if s.paused(e.host) || s.muted(e.host) {
+		return nil
+	}
 	inelig := false
 	if s.cfg.Failover {
 		// An atomic or ineligible WR outstanding at a failure is not retransmitted
@@ -623,6 +640,9 @@ func (s *runner) postOn(e *end, op verbs.WROpcode, signal, inelig bool) error {
 
 func (s *runner) replenish() error {
 	e := s.w.ends[s.r.IntN(len(s.w.ends))]
+	if s.paused(e.host) {
+		return nil
+	}
 	ok, err := e.postRecv()
 	if err != nil {
 		if errors.Is(err, verbs.ErrQPState) {
@@ -644,6 +664,9 @@ func b2u(b bool) uint64 {
 }
 
 func (s *runner) poll(h int) error {
+	if s.paused(h) {
+		return nil
+	}
 	n, err := s.w.hosts[h].cq.Poll(s.wcs[:])
 	if err != nil {
 		return s.violation("poll host %d: %v", h, err)
@@ -768,10 +791,10 @@ func (s *runner) recvDone(e *end, wc *verbs.WC) error {
 // Over the failover layer the run also waits for every QP to be back on the default NIC with
 // every link up (the recovery is part of what is checked).
 func (s *runner) quiet() bool {
-	if s.chainLeft > 0 {
+	if s.chainLeft > 0 || s.fx.left > 0 {
 		return false
 	}
-	if s.cfg.Failover && s.cfg.Recovery {
+	if s.cfg.Failover && s.cfg.Recovery && s.defaultsHealthy() {
 		for _, ep := range s.endpoints() {
 			if !ep.LinkUp() {
 				return false

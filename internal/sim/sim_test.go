@@ -77,6 +77,7 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.READ += res.READ
 		tot.FAA += res.FAA
 		tot.Virtual += res.Virtual
+		tot.Faults.add(res.Faults)
 	}
 	el := time.Since(start)
 	if n > heapMark {
@@ -87,6 +88,9 @@ func runSeeds(t *testing.T, fo bool) {
 	}
 	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d; %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %v virtual; largest failover queue %d (QP), %d (CQ)",
 		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
+	if fo {
+		t.Logf("faults: %v", tot.Faults)
+	}
 }
 
 // The same seed gives the same trace; another seed another one. Over both layers; the

@@ -57,6 +57,7 @@ type World struct {
 	ends  []*end // ends[2*i] on host 0, ends[2*i+1] on host 1: pair i
 	byQPN [2]map[uint32]*end
 	nics  []*nic.Device // every NIC, host by host
+	kv    *faultKV      // the store both hosts share
 }
 
 func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, yield func()) (w *World, err error) {
@@ -75,7 +76,8 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, y
 	if w.cl, err = emu.NewCluster(emu.ClusterConfig{Hosts: 2, NICs: nics, Register: true, Prefix: prefix, Clock: w.clk, Stepped: true}); err != nil {
 		return nil, err
 	}
-	store := kv.NewMem()
+	w.kv = &faultKV{m: kv.NewMem()} // faults drawn by the runner (kvfault.go)
+	store := w.kv
 	for h := range 2 {
 		def := fmt.Sprintf("%s%d", prefix, h*nics)
 		var opts *failover.Options
@@ -86,7 +88,7 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, y
 			}
 			opts = &failover.Options{Backups: bks, KV: store,
 				Job: fmt.Sprintf("sim%d", n), Clock: w.clk, Stepped: true, Yield: yield,
-				HandshakeTimeout: 2 * time.Second, DrainTimeout: 10 * time.Second,
+				HandshakeTimeout: 2 * time.Second, DrainTimeout: 10 * time.Second, CQWatchdog: watchdogBound,
 				// Without recovery, no probe within a run.
 				ProbeInterval: time.Hour, ProbeMaxInterval: time.Hour}
 			if recovery {

@@ -1,0 +1,45 @@
+package failover
+
+import "github.com/shift-rdma/shift/provider/verbs"
+
+// A QP that fails on a dead default device (docs/FAILOVER.md "Dead NICs"). A refused fallback
+// (an atomic or ineligible WR outstanding, the peer's refusal) hands the application the
+// default QP's completions as they are, after moving it to ERR so that its WRs flush: a dead
+// device writes no flush, and the application waited for ever for WRs it had posted (found
+// by internal/sim with a default NIC killed while such a WR was outstanding). SHIFT knows
+// the device is dead (defDead), so it completes them itself, as the flush would have: every
+// send WR of the application still outstanding and every receive, with WR_FLUSH_ERR, in
+// posting order.
+//
+// A hung device (not yet taken for dead when the QP fails) is not covered: its WRs wait.
+
+// flushDeadLocked completes the default QP's outstanding WRs with flush errors when the
+// default device is dead. q.mu held, the QP failed (pass-through).
+func (q *QP) flushDeadLocked() {
+	if !q.c.defDead.Load() {
+		return
+	}
+	q.defOutstandingLocked()
+	var sends []verbs.WC
+	for _, w := range q.outSends {
+		if w.Internal || w.Completed {
+			continue // SHIFT's own WQEs, or one whose completion was polled already
+		}
+		sends = append(sends, verbs.WC{WRID: w.WRID, Status: verbs.WCWRFlushErr, QPNum: q.qpn})
+	}
+	var recvs []verbs.WC
+	for _, r := range q.def.OutstandingRecvs(nil) {
+		if r.WRID == ctrlWRID {
+			continue // SHIFT's control RECV
+		}
+		recvs = append(recvs, verbs.WC{WRID: r.WRID, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPNum: q.qpn})
+	}
+	q.scq.mu.Lock()
+	q.scq.buf = append(q.scq.buf, sends...)
+	q.scq.mu.Unlock()
+	q.rcq.mu.Lock()
+	q.rcq.buf = append(q.rcq.buf, recvs...)
+	q.rcq.mu.Unlock()
+	q.scq.raise()
+	q.rcq.raise()
+}

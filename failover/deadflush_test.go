@@ -1,0 +1,55 @@
+package failover
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// TestDeadNICRefusedFlushes: the default NIC dies with an atomic outstanding, so the fallback
+// is refused and the QP fails; the dead NIC writes no flush, and SHIFT completes every WR the
+// application still had outstanding with a flush error itself (deadflush.go), sends in posting
+// order and the receive. Before, the application waited for them for ever (found by
+// internal/sim, a default NIC killed in a run posting FETCH_ADD over the failover layer).
+func TestDeadNICRefusedFlushes(t *testing.T) {
+	e := newEnv(t, 256)
+	a, _ := e.pairs(t, 1, smallCap)
+	qa := a[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	nic := e.cl.Hosts[0].Devices[0].NIC()
+	// Hung first, so that nothing posted next executes; then dead, which says so.
+	nic.Hang()
+	if err := qa.PostRecv([]verbs.RecvWR{{WRID: 30, SGL: []verbs.SGE{ha.mr.SGE(512, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := qa.PostSend([]verbs.SendWR{
+		{WRID: 10, Opcode: verbs.WRAtomicFetchAdd, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 8)},
+			RemoteAddr: hb.mr.Addr() + 64, RKey: hb.mr.RKey(), CompareAdd: 7},
+		{WRID: 11, Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(64, 64)}, RemoteAddr: hb.mr.Addr() + 128, RKey: hb.mr.RKey()},
+		{WRID: 12, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(128, 64)}, RemoteAddr: hb.mr.Addr() + 256, RKey: hb.mr.RKey()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	nic.Kill()
+	ws := waitN(t, ha.cq, 4)
+	var sends []uint64
+	recv := false
+	for _, w := range ws {
+		if w.Status == verbs.WCSuccess {
+			t.Fatalf("completion %+v: want an error", w)
+		}
+		if w.WRID == 30 {
+			recv = true
+			continue
+		}
+		sends = append(sends, w.WRID)
+	}
+	if !recv || len(sends) != 3 || sends[0] != 10 || sends[1] != 11 || sends[2] != 12 {
+		t.Fatalf("completions %+v: want wr_id 10, 11, 12 in order and the receive 30", ws)
+	}
+	if qa.SendState() != SendFailed || !errors.Is(qa.Err(), ErrNotSafe) {
+		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
+	}
+	expectNoMore(t, ha.cq)
+}

@@ -1,0 +1,55 @@
+package sim
+
+import "testing"
+
+// TestFaultSeeds replays, twice each, failover seeds of TestFailoverSeeds that draw the
+// faults of faults.go (the same seed gives the same trace with them too), and checks that
+// each still draws its fault: a change of the workload or of the fault mix may need other
+// seeds here. Several are the seeds that found the SHIFT bugs these faults showed:
+//
+//   - 10 (two backups): a default NIC hung while the peer's traffic timed out first; the
+//     drain of the hung default QP waited DrainTimeout and the peer gave up at its
+//     HandshakeTimeout (failover/drainhang.go).
+//   - 14, 238 (two backups): a backup NIC died after the fallback; the chain waited for the
+//     dead set's flushes, and a QP still on its default path kept the dead set for its next
+//     fallback (failover/bkdead.go).
+//   - 1903 (recovery): a host paused past the watchdog's bound took its working NIC for hung
+//     on resuming (failover/watchdog.go, the queued failure).
+//   - 1171 (recovery): the emulator's event queue hung in Close behind a backup channel
+//     nobody read (mlx5/emu/eventq.go, withdraw).
+//
+// 25 is a hang whose peer posts nothing: only the completion watchdog finds it.
+func TestFaultSeeds(t *testing.T) {
+	cases := []struct {
+		seed uint64
+		want func(FaultCounts) bool
+	}{
+		{13, func(f FaultCounts) bool { return f.Kills > 0 }},
+		{10, func(f FaultCounts) bool { return f.Hangs > 0 }},
+		{25, func(f FaultCounts) bool { return f.Hangs > 0 }},
+		{14, func(f FaultCounts) bool { return f.BackupKills > 0 }},
+		{238, func(f FaultCounts) bool { return f.BackupKills > 0 }},
+		{17, func(f FaultCounts) bool { return f.KVDowns > 0 }},
+		{4, func(f FaultCounts) bool { return f.KVSlows > 0 }},
+		{41, func(f FaultCounts) bool { return f.Pauses > 0 }},
+		{1903, func(f FaultCounts) bool { return f.Pauses > 0 }},
+		{1171, func(f FaultCounts) bool { return f.Pauses > 0 }},
+	}
+	for _, tc := range cases {
+		cfg := seedConfig(tc.seed, true)
+		a, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a != b {
+			t.Errorf("seed %d: two runs differ:\n%+v\n%+v", tc.seed, a, b)
+		}
+		if !tc.want(a.Faults) {
+			t.Errorf("seed %d no longer draws its fault: %v", tc.seed, a.Faults)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package sim
+
+import "time"
+
+// The peer process pausing (issue 14): one host's application and failover context are not
+// stepped for a while (a process descheduled, stopped by a debugger, swapped out, in a long
+// GC), while its NICs and the fabric go on as hardware does: its NIC ACKs, answers READs and
+// lands WRITEs; SENDs that find no receive get RNR NAKs (rnr_retry 7: retried for ever).
+// Nothing polls, posts or runs its transitions, so a peer's fallback notification waits for
+// the pause to end.
+//
+// The pause is drawn in a modest share of failover runs: a host, a length of 1 to 200 ms, a
+// default link down past the RC reach in the first 10 ms after the shadows are built, and
+// the pause's start 100 to 160 ms after it, around the fallback that down starts. The
+// pause is shorter than HandshakeTimeout (2 s here: a peer waiting for our reply in a fallback round gives up
+// after it) and than the completion watchdog's bound (at least 268 ms here: a peer whose
+// SEND waits in RNR for our receives must not take its own NIC for hung). Invariant: the
+// pause costs nothing (no error completion, nothing lost, duplicated or reordered).
+
+// yieldJump bounds a jump of the clock inside yield, while SHIFT waits for a NIC. The waiting
+// thread polls (every 50 µs in production, failover/pace.go) and checks deadlines of its own
+// that are no timers of the clock: a drain takes a device that retires nothing for its bound
+// for hung (failover/drainhang.go). A jump to the next timer, seconds ahead when the world is
+// idle (a peer's HandshakeTimeout), skipped that bound and let the peer give up first: a
+// process waiting in a poll loop is not a paused one.
+const yieldJump = time.Millisecond
+
+// maxPause bounds a pause: under the watchdog's effective bound and HandshakeTimeout.
+const maxPause = 200 * time.Millisecond
+
+// pauseFault draws the run's pause.
+func (s *runner) pauseFault() {
+	if s.fx.r.IntN(100) >= s.faultShare() {
+		return
+	}
+	h := s.fx.r.IntN(2)
+	down := s.faultAt()
+	s.fallbackAt(down)
+	// The fallback starts when the RC reach (134 ms) runs out after the link went down: the
+	// pause begins around then, before or after.
+	at := down + time.Duration(100_000+s.fx.r.IntN(60_000))*time.Microsecond
+	d := time.Duration(1+s.fx.r.IntN(int(maxPause/time.Millisecond))) * time.Millisecond
+	s.after(at, func() {
+		s.res.Faults.Pauses++
+		s.fx.paused[h] = true
+		s.fault(fxPause, uint64(h), uint64(d), 0)
+		s.w.clk.AfterFunc(d, func() {
+			s.fx.paused[h] = false
+			s.fault(fxResume, uint64(h), 0, 0)
+		})
+	})
+}
+
+// paused reports whether host h's process is paused: neither its application nor its
+// context runs.
+func (s *runner) paused(h int) bool { return s.fx.paused[h] }
+
+// endFaults ends the faults that would touch the teardown (the store is back for Close).
+func (s *runner) endFaults() {
+	if s.w.kv != nil {
+		s.w.kv.mode = kvUp
+	}
+}
