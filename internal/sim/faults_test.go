@@ -61,3 +61,17 @@ func TestFaultSeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestFlappingBackupSeed replays seed 14092 of the failover mix (one backup, its default
+// NIC dead, a pause): the simulation's fault model drew short downs on one backup path so
+// close together that each of the 8 tries of a backup QP's WR met one and the QP failed with
+// retry exceeded (flapGap, sim.go). The seed must pass and must still meet the gap.
+func TestFlappingBackupSeed(t *testing.T) {
+	res, err := Run(seedConfig(14092, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Flaps == 0 || res.Faults.Kills == 0 || res.Faults.Pauses == 0 {
+		t.Errorf("seed 14092 no longer draws a short down too close to the last on a backup path, with a NIC death and a pause: %d flaps, %v", res.Flaps, res.Faults)
+	}
+}

@@ -44,6 +44,7 @@ type Result struct {
 	Errors                 int // error completions (a link down past the RC retry reach)
 	LinkDowns, LongDowns   int
 	AckLosses              int           // bursts of dropped ACKs
+	Flaps                  int           // short downs of a backup path not drawn (flapGap)
 	Virtual                time.Duration // virtual time the run took
 	Trace                  uint64        // hash of every event, in order
 	Loss, Reorder          float64
@@ -138,6 +139,9 @@ type runner struct {
 	// ackGen counts each endpoint's bursts of lost ACKs (ackLoss), so that the end of one
 	// does not cut a later one short.
 	ackGen []uint64
+	// pathUp is, over the failover layer, when the latest link down on each backup path
+	// (backup n of both hosts, indexed by n) ends (linkFault, flapGap).
+	pathUp []time.Time
 	// rr draws the unsafe WRs of a risky run (risky.go) on a stream of its own.
 	rr    *rand.Rand
 	risky bool
@@ -428,9 +432,30 @@ func (s *runner) linkFault() {
 	nics := len(s.w.hosts[0].nics)
 	if s.r.IntN(5) == 0 && (!s.cfg.Failover || i%nics != nics-1) {
 		d = s.longDown()
+	} else if n := i % nics; s.cfg.Failover && n > 0 && n < len(s.pathUp) && s.w.clk.Now().Before(s.pathUp[n].Add(flapGap)) {
+		s.res.Flaps++ // a flapping backup path (flapGap): not drawn
+		return
 	}
 	s.down(i, d)
 }
+
+// flapGap is the least time a backup path is up between two of its short downs over the
+// failover layer: more than one RC retransmission timeout (16.8 ms), so that of two
+// consecutive tries of a WR at most one meets a down.
+//
+// Short downs are drawn at a rate per step, each on any endpoint, independently: a busy
+// run draws one every 7 ms or so. Seed 14092 (one backup, its default NIC dead) drew eight
+// on one host's backup link and one on the peer's in 100 ms, each 0.5 to 8 ms long: the
+// ACK of a backup QP's last try that got through (62 ms) and each of the six
+// retransmissions after it, 16.8 ms apart, met one of them, and the QP failed with retry
+// exceeded at 179 ms (its 134 ms reach), although the links were up most of that time and
+// the peer's QP had received and ACKed everything. To RC, as to real hardware, a link that
+// flaps in step with the retry timer is a link down for longer than the reach, and with
+// one backup the last backup's failure is the QP's documented error. The invariant that
+// short downs cost nothing holds for downs RC can ride out, so a backup path's short downs
+// leave a try between them; a default path's, on which a failure only starts a fallback,
+// are not bounded.
+const flapGap = 20 * time.Millisecond
 
 // longDown is a link down past the RC reach.
 func (s *runner) longDown() time.Duration {
@@ -452,6 +477,14 @@ func (s *runner) down(i int, d time.Duration) bool {
 	s.res.LinkDowns++
 	ep.SetLinkUp(false)
 	s.record(evDown, uint64(i), uint64(d), 0, 0)
+	if nics := len(s.w.hosts[0].nics); s.cfg.Failover && i%nics > 0 {
+		if s.pathUp == nil {
+			s.pathUp = make([]time.Time, nics)
+		}
+		if end := s.w.clk.Now().Add(d); end.After(s.pathUp[i%nics]) {
+			s.pathUp[i%nics] = end
+		}
+	}
 	s.w.clk.AfterFunc(d, func() {
 		ep.SetLinkUp(true)
 		s.record(evUp, uint64(i), 0, 0, 0)
