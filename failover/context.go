@@ -217,9 +217,10 @@ type Context struct {
 	// port in use falls back as a link-down event does.
 	portEvents            atomic.Bool
 	async                 *asyncFwd
-	wdDone                chan struct{} // closed when the watchdog goroutine returned (nil: none)
-	wdArmed               bool          // a stepped context's watchdog timer is pending (watchdog_step.go; engine only)
-	stepEventsAt          time.Time     // the instant Step last read the async descriptors (step.go)
+	wdDone                chan struct{}          // closed when the watchdog goroutine returned (nil: none)
+	wdArmed               bool                   // a stepped context's watchdog timer is pending (watchdog_step.go; engine only)
+	stepEventsAt          time.Time              // the instant Step last read the async descriptors (step.go)
+	stepLinkEvents        <-chan probe.LinkEvent // Options.LinkEvents, read by Step (link_step.go; nil once closed)
 	linkWG                sync.WaitGroup
 	linkWatcher           probe.Watcher
 	linkWhy               string // why there is no link watcher (LinkWatch)
@@ -371,6 +372,10 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 		// status file; Step runs the engine, reads the async events and arms the watchdog.
 		c.backups = backups
 		c.eng.stepped = true
+		if opts.LinkEvents != nil {
+			c.portEvents.Store(true) // as with a watchLinks goroutine
+			c.stepLinkEvents = opts.LinkEvents
+		}
 		c.startStepWatchdog()
 		return c, nil
 	}

@@ -27,11 +27,18 @@ func (c *Context) watchLinks(events <-chan probe.LinkEvent) {
 			if !ok {
 				return
 			}
-			c.linkEvents.Add(1)
-			if !ev.Up {
-				c.eng.doNow(func() { c.fallBackAll(&c.linkFallbacks) })
-			}
+			c.onLinkEvent(ev)
 		}
+	}
+}
+
+// onLinkEvent acts on one link event of the default NIC: a down event falls back every QP
+// with traffic on it (on the engine; the reader runs it when the engine is idle, a stepped
+// context queues it for its Step).
+func (c *Context) onLinkEvent(ev probe.LinkEvent) {
+	c.linkEvents.Add(1)
+	if !ev.Up {
+		c.eng.doNow(func() { c.fallBackAll(&c.linkFallbacks) })
 	}
 }
 

@@ -10,7 +10,8 @@ import (
 )
 
 // Step runs a stepped context's background work once (Options.Stepped): the default
-// device's async events (async_step.go) and the watchdog's timer (watchdog_step.go); the
+// device's async events (async_step.go), the link events of Options.LinkEvents
+// (link_step.go) and the watchdog's timer (watchdog_step.go); the
 // engine's queued transitions; then, for each backup device in chain order, its async
 // events (bkdead.go), its shadow verbs when a scan is woken or due, and the completions
 // waiting on its CQs (polled: a stepped context reads no completion channel); then what
@@ -30,6 +31,9 @@ func (c *Context) Step() bool {
 		c.stepEventsAt, events = now, true
 	}
 	ran := events && c.async.step()
+	if c.stepLinks() {
+		ran = true
+	}
 	c.stepWatchdog()
 	if c.eng.runQueued() {
 		ran = true

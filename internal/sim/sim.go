@@ -57,6 +57,9 @@ type Result struct {
 	MaxQueue, MaxCQQueue   int         // the largest failover QP and CQ queue seen (memory.go)
 	WRITE, SEND, READ, FAA int         // posts of each kind (WRITE_WITH_IMM counted as SEND)
 	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
+	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
+	// down event started (Failover, in the runs with link events: linkwatch.go).
+	LinkEvents, LinkFallbacks uint64
 }
 
 // Violation is a broken invariant, with the events that led to it.
@@ -207,7 +210,8 @@ func Run(cfg Config) (Result, error) {
 	}
 	s.cfg = cfg
 	s.drawRisk()
-	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, s.yield)
+	links := cfg.Failover && drawLinkWatch(cfg.Seed)
+	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, s.yield)
 	if err != nil {
 		return Result{}, err
 	}
@@ -221,6 +225,8 @@ func Run(cfg Config) (Result, error) {
 			s.res.Fallbacks += st.Fallbacks
 			s.res.Recoveries += st.Recoveries
 			s.res.Chains += st.Chains
+			s.res.LinkEvents += st.LinkEvents
+			s.res.LinkFallbacks += st.LinkFallbacks
 			s.res.Refused += st.Refused
 		}
 	}

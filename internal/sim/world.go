@@ -56,11 +56,13 @@ type World struct {
 	hosts [2]*host
 	ends  []*end // ends[2*i] on host 0, ends[2*i+1] on host 1: pair i
 	byQPN [2]map[uint32]*end
-	nics  []*nic.Device // every NIC, host by host
-	kv    *faultKV      // the store both hosts share
+	// unwatch stops the fabric's link watchers feeding the contexts' link events.
+	unwatch []func()
+	nics    []*nic.Device // every NIC, host by host
+	kv      *faultKV      // the store both hosts share
 }
 
-func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, yield func()) (w *World, err error) {
+func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, links bool, yield func()) (w *World, err error) {
 	w = &World{clk: clock.NewManual(epoch)}
 	defer func() {
 		if err != nil {
@@ -95,6 +97,11 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, y
 				// Probes every few ms of virtual time, so that QPs come back to the default
 				// NIC within a run, with traffic still going.
 				opts.ProbeInterval, opts.ProbeMaxInterval = 2*time.Millisecond, 20*time.Millisecond
+			}
+			if links {
+				ch, cancel := linkEvents(w.cl.Endpoint(h, 0, 1), def)
+				w.unwatch = append(w.unwatch, cancel)
+				opts.LinkEvents = ch
 			}
 		}
 		if w.hosts[h], err = openHost(def, qps, opts); err != nil {
@@ -203,6 +210,9 @@ func (h *host) close() error {
 
 // Close releases everything the world made.
 func (w *World) Close() error {
+	for _, cancel := range w.unwatch {
+		cancel()
+	}
 	var errs []error
 	for _, e := range w.ends {
 		errs = append(errs, e.qp.Destroy())
