@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -226,9 +228,15 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 		q.chainRepost = true
 	}
 	q.defStopped = true
-	// A dead device fails the command (EIO) and executes nothing anyway.
+	// A dead device fails the command (EIO) and executes nothing anyway. Its EIO may come
+	// before SHIFT read the device's DEVICE_FATAL: a link event (the ports of a dead NIC go
+	// down) or a flush started this round first (simulation seed 10,000 with link events: the
+	// round was refused and both QPs failed). The kernel answers EIO for a device that is gone.
 	if err := q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil && !q.c.defDead.Load() {
-		return fmt.Errorf("failover: QP %#x: move default QP to ERR: %w", q.qpn, err)
+		if !errors.Is(err, unix.EIO) {
+			return fmt.Errorf("failover: QP %#x: move default QP to ERR: %w", q.qpn, err)
+		}
+		q.c.defDead.Store(true)
 	}
 	if err := q.drainLocked(); err != nil {
 		return err
