@@ -84,17 +84,5 @@ func (q *QP) skipDeadSetLocked() {
 	if j < 0 {
 		return
 	}
-	old := q.cs()
-	q.scq.mu.Lock()
-	if q.rcq != q.scq {
-		q.rcq.mu.Lock()
-	}
-	q.fifoMu.Lock()
-	old.dead = true
-	q.cur.Store(int32(j))
-	q.fifoMu.Unlock()
-	if q.rcq != q.scq {
-		q.rcq.mu.Unlock()
-	}
-	q.scq.mu.Unlock()
+	q.leaveSetLocked(j, false)
 }

@@ -80,19 +80,7 @@ func (q *QP) nextSetLocked() int {
 // not the old set delivered its notification or reply.
 func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
 	old := q.cs()
-	q.scq.mu.Lock()
-	if q.rcq != q.scq {
-		q.rcq.mu.Lock()
-	}
-	q.fifoMu.Lock()
-	old.dead = true
-	old.stash = nil
-	q.cur.Store(int32(j))
-	q.fifoMu.Unlock()
-	if q.rcq != q.scq {
-		q.rcq.mu.Unlock()
-	}
-	q.scq.mu.Unlock()
+	q.leaveSetLocked(j, true)
 	// The control endpoint is shared with the other QPs towards the peer: it stays.
 	if p := old.qp.Load(); p != nil {
 		_ = p.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
@@ -152,4 +140,26 @@ func (q *QP) drainSetLocked(bs *bkSet) bool {
 			return false
 		}
 	}
+}
+
+// leaveSetLocked marks the set in use dead and makes set j the one in use, under both CQ
+// mutexes and fifoMu, which the pollers hold while they route a backup completion by set
+// (dropStash: the old set's stashed completions go with it). q.mu held.
+func (q *QP) leaveSetLocked(j int, dropStash bool) {
+	old := q.cs()
+	q.scq.mu.Lock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Lock()
+	}
+	q.fifoMu.Lock()
+	old.dead = true
+	if dropStash {
+		old.stash = nil
+	}
+	q.cur.Store(int32(j))
+	q.fifoMu.Unlock()
+	if q.rcq != q.scq {
+		q.rcq.mu.Unlock()
+	}
+	q.scq.mu.Unlock()
 }

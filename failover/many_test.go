@@ -25,8 +25,10 @@ func TestManyQPsBothSides(t *testing.T) {
 	const perCtx = 8
 	e := newEnv(t, 64)
 	// 512 QPs on a loaded 2-core machine: ACK timeouts long enough that a healthy path never
-	// runs out of retries (detection still takes well under a second).
-	e.attr.Timeout, e.attr.RetryCnt = 14, 5
+	// runs out of retries. 67 ms × 6 tries (400 ms) was not: in a CI run beside the
+	// simulation's package a backup QP exceeded its retries (the emulated NICs starved of the
+	// CPU). 134 ms × 8 tries: detection by the RC timer takes about a second.
+	e.attr.Timeout, e.attr.RetryCnt = 15, 7
 	cp := verbs.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}
 	var qps [2][]*QP
 	var ctxs [2][]*testHost
