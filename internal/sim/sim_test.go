@@ -11,12 +11,20 @@ import (
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
-// seeds is how many seeds TestSeeds runs: SHIFT_SIM_SEEDS, or 10,000.
-func seeds() int {
+// seeds is how many seeds TestSeeds (fo false) or TestFailoverSeeds runs: SHIFT_SIM_SEEDS
+// for both, or 2,000 over the provider and 10,000 over the failover layer. The failover
+// layer is what the simulation is for; its 10,000 seeds alone are the issue's CI budget
+// (inside the full `make test` the package took 266–296 s with 10,000 of each, too close
+// to five minutes on the 2-core machine), and the provider's invariants, which the failover
+// seeds check again over it, have run 10,000 seeds per CI run since the simulation began.
+func seeds(fo bool) int {
 	if n, err := strconv.Atoi(os.Getenv("SHIFT_SIM_SEEDS")); err == nil && n > 0 {
 		return n
 	}
-	return 10000
+	if fo {
+		return 10000
+	}
+	return 2000
 }
 
 // TestSeeds runs many seeds over the provider; any broken invariant fails with the replay
@@ -47,7 +55,7 @@ func seedConfig(seed uint64, fo bool) Config {
 }
 
 func runSeeds(t *testing.T, fo bool) {
-	n := seeds()
+	n := seeds(fo)
 	start := time.Now()
 	var tot Result
 	var heap0 uint64
