@@ -65,7 +65,6 @@ func newAsyncFwd(c *Context) (*asyncFwd, error) {
 // run reads the default device's events until the context closes.
 func (f *asyncFwd) run() {
 	defer close(f.done)
-	var b [16]byte
 	srcOpen := true
 	for {
 		fds := []unix.PollFd{{Fd: int32(f.stopR), Events: unix.POLLIN}, {Fd: int32(f.src), Events: unix.POLLIN}}
@@ -91,24 +90,7 @@ func (f *asyncFwd) run() {
 		if fds[1].Revents == 0 {
 			continue
 		}
-		for {
-			n, err := unix.Read(f.src, b[:])
-			if err == unix.EINTR {
-				continue
-			}
-			if err == unix.EAGAIN {
-				break
-			}
-			if err != nil || n == 0 {
-				srcOpen = false // the device's file is gone: nothing more will come
-				break
-			}
-			if n != len(b) {
-				continue // not an event record: the kernel writes whole ones only
-			}
-			f.forward(b)
-			f.c.onAsyncEvent(f.c.def.DecodeAsyncEvent(b))
-		}
+		_, srcOpen = readEvents(f.src, f.handle)
 	}
 }
 

@@ -1,7 +1,5 @@
 package failover
 
-import "golang.org/x/sys/unix"
-
 // A stepped context (Options.Stepped) has the forwarder without its reader goroutine: Step
 // reads the default device's async descriptor without blocking (it is non-blocking) and
 // forwards and acts on each event as run does. The emulator writes an event into the
@@ -22,21 +20,12 @@ func (f *asyncFwd) step() bool {
 	}
 	f.flushLocked() // the application may have read some of those the full socket kept
 	f.mu.Unlock()
-	var b [16]byte
-	got := false
-	for {
-		n, err := unix.Read(f.src, b[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return got // EAGAIN: nothing more; another error: the descriptor is gone
-		}
-		if n != len(b) {
-			continue // not an event record: the kernel writes whole ones only
-		}
-		got = true
-		f.forward(b)
-		f.c.onAsyncEvent(f.c.def.DecodeAsyncEvent(b))
-	}
+	got, _ := readEvents(f.src, f.handle)
+	return got
+}
+
+// handle forwards one event of the default device to the application and acts on it.
+func (f *asyncFwd) handle(ev [16]byte) {
+	f.forward(ev)
+	f.c.onAsyncEvent(f.c.def.DecodeAsyncEvent(ev))
 }

@@ -1,10 +1,6 @@
 package failover
 
-import (
-	"golang.org/x/sys/unix"
-
-	"github.com/shift-rdma/shift/provider/verbs"
-)
+import "github.com/shift-rdma/shift/provider/verbs"
 
 // A backup device that dies (docs/FAILOVER.md "Dead NICs"). A dead NIC writes no CQE and
 // sends nothing, so the side whose backup died learns of it from nothing on that device:
@@ -59,22 +55,12 @@ func (c *Context) chainOffDead(b *backupDev) {
 // descriptor is non-blocking; readPortEvents is the goroutine's loop) and reports whether
 // there was one.
 func (b *backupDev) stepEvents() bool {
-	var buf [16]byte // struct ib_uverbs_async_event_desc
-	got := false
-	for {
-		n, err := unix.Read(b.ctx.AsyncFD(), buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return got
-		}
-		if n == len(buf) {
-			got = true
-			b.onAsyncEvent(b.ctx.DecodeAsyncEvent(buf))
-		}
-	}
+	got, _ := readEvents(b.ctx.AsyncFD(), b.handleEvent)
+	return got
 }
+
+// handleEvent acts on one event record of the backup device's descriptor.
+func (b *backupDev) handleEvent(ev [16]byte) { b.onAsyncEvent(b.ctx.DecodeAsyncEvent(ev)) }
 
 // skipDeadSetLocked points q's next fallback at the next backup set, q's set in use being on
 // a dead device and q still on its default path; with none left the set stays (that

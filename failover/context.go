@@ -314,6 +314,9 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 	if opts.HandshakeTimeout == 0 {
 		opts.HandshakeTimeout = 10 * time.Second
 	}
+	if opts.CQWatchdog == 0 {
+		opts.CQWatchdog = DefaultCQWatchdog
+	}
 	if err := recoveryDefaults(&opts); err != nil {
 		return nil, err
 	}
@@ -376,7 +379,6 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 			c.portEvents.Store(true) // as with a watchLinks goroutine
 			c.stepLinkEvents = opts.LinkEvents
 		}
-		c.startStepWatchdog()
 		return c, nil
 	}
 	c.joinControl() // fully open: switch requests may reach its QPs

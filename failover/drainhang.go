@@ -31,7 +31,7 @@ func (c *Context) drainHangBound() time.Duration {
 	return min(c.opts.CQWatchdog, c.opts.HandshakeTimeout/2)
 }
 
-// stalled counts the drain's progress (left WQEs without completion) and reports whether the
+// drainStalled counts the drain's progress (left WQEs without completion) and reports whether the
 // device is hung; then it marks it dead and queues the fallback of every QP on it.
 func (q *QP) drainStalled(w *drainWatch, left int) bool {
 	now := q.c.now()

@@ -113,7 +113,7 @@ func (b *backupDev) kickRearm() {
 
 // serviceRearm runs a re-arm pass when one is due and returns when to look again (0:
 // nothing left). Shadow goroutine.
-func (b *backupDev) serviceRearm(ctx context.Context) time.Duration {
+func (b *backupDev) serviceRearm() time.Duration {
 	r := &b.rearm
 	if r.wanted.Swap(false) {
 		r.busy, r.due, r.poll = true, time.Time{}, rearmPollMin
@@ -125,7 +125,7 @@ func (b *backupDev) serviceRearm(ctx context.Context) time.Duration {
 	if now.Before(r.due) {
 		return r.due.Sub(now)
 	}
-	if r.busy = b.rearmPass(ctx); !r.busy {
+	if r.busy = b.rearmPass(); !r.busy {
 		return 0
 	}
 	d := r.poll
@@ -135,7 +135,7 @@ func (b *backupDev) serviceRearm(ctx context.Context) time.Duration {
 
 // rearmPass rebuilds what it can of the device's dead sets and failed endpoints; it reports
 // whether something is left.
-func (b *backupDev) rearmPass(ctx context.Context) bool {
+func (b *backupDev) rearmPass() bool {
 	c, i, r := b.c, b.idx, &b.rearm
 	// Per peer context: the QPs whose set i is dead. A failed endpoint that a live QP still
 	// names is rebuilt too; one that none names (its peer's QPs went away) is left as it is.
@@ -163,7 +163,7 @@ func (b *backupDev) rearmPass(ctx context.Context) bool {
 		return true // the link is still down: PORT_ACTIVE or the next look
 	}
 	for peer, qs := range work {
-		b.rearmPeer(ctx, peer, qs)
+		b.rearmPeer(peer, qs)
 	}
 	return true // the next pass finds what is left, or nothing
 }
@@ -188,7 +188,7 @@ func (q *QP) setDead(i int) bool {
 
 // rearmPeer rebuilds the device's endpoint towards peer when it must be, then the dead
 // sets of qs on it.
-func (b *backupDev) rearmPeer(ctx context.Context, peer uint64, qs []*QP) {
+func (b *backupDev) rearmPeer(peer uint64, qs []*QP) {
 	b.epMu.Lock()
 	ep := b.eps[peer]
 	b.epMu.Unlock()
@@ -201,7 +201,7 @@ func (b *backupDev) rearmPeer(ctx context.Context, peer uint64, qs []*QP) {
 		}
 	}
 	for _, q := range qs {
-		b.rearmSet(ctx, q, ep)
+		b.rearmSet(q, ep)
 	}
 }
 
@@ -265,7 +265,7 @@ func (b *backupDev) rearmEndpoint(old *ctlEndpoint) *ctlEndpoint {
 // rearmSet builds q's set on this device again: a fresh backup data QP, published under the
 // set's next generation, connected to the peer's of the same generation once it is there,
 // then put in place of the dead one (installSet).
-func (b *backupDev) rearmSet(ctx context.Context, q *QP, ep *ctlEndpoint) {
+func (b *backupDev) rearmSet(q *QP, ep *ctlEndpoint) {
 	c, i, r := b.c, b.idx, &b.rearm
 	bs := q.sets[i]
 	st := r.sets[q]
@@ -408,8 +408,8 @@ func (b *backupDev) dropBuilds() {
 }
 
 // watchPort starts the goroutine that reads the backup device's async events: PORT_ACTIVE
-// of the port in use asks for a re-arm pass, DEVICE_FATAL chains off the device (bkdead.go). Without it (no pipe) the passes read the
-// port's state themselves.
+// of the port in use asks for a re-arm pass, DEVICE_FATAL chains off the device (bkdead.go).
+// Without it (no pipe) the passes read the port's state themselves.
 func (b *backupDev) watchPort(ctx context.Context) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
@@ -443,7 +443,6 @@ func (b *backupDev) watchPort(ctx context.Context) {
 // descriptor fails.
 func (b *backupDev) readPortEvents(stopR int) {
 	src := b.ctx.AsyncFD()
-	var buf [16]byte // struct ib_uverbs_async_event_desc
 	for {
 		fds := []unix.PollFd{{Fd: int32(stopR), Events: unix.POLLIN}, {Fd: int32(src), Events: unix.POLLIN}}
 		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
@@ -458,21 +457,8 @@ func (b *backupDev) readPortEvents(stopR int) {
 			}
 			continue
 		}
-		for {
-			n, err := unix.Read(src, buf[:])
-			if err == unix.EINTR {
-				continue
-			}
-			if err == unix.EAGAIN {
-				break
-			}
-			if err != nil || n == 0 {
-				return
-			}
-			if n != len(buf) {
-				continue
-			}
-			b.onAsyncEvent(b.ctx.DecodeAsyncEvent(buf)) // bkdead.go
+		if _, open := readEvents(src, b.handleEvent); !open {
+			return
 		}
 	}
 }

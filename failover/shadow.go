@@ -179,7 +179,7 @@ func (b *backupDev) shadowLoop(ctx context.Context) {
 func (b *backupDev) scan(ctx context.Context) (refresh time.Duration, blocked, progressed, empty bool) {
 	// The peers' MR entries first: keys a lookup missed, and listings that are due.
 	refresh = b.serviceMRs(ctx)
-	if d := b.serviceRearm(ctx); d > 0 && (refresh <= 0 || d < refresh) {
+	if d := b.serviceRearm(); d > 0 && (refresh <= 0 || d < refresh) {
 		refresh = d // rebuilding what failed: look again then (rearm.go)
 	}
 	b.mu.Lock()

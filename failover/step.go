@@ -11,12 +11,12 @@ import (
 
 // Step runs a stepped context's background work once (Options.Stepped): the default
 // device's async events (async_step.go), the link events of Options.LinkEvents
-// (link_step.go) and the watchdog's timer (watchdog_step.go); the
-// engine's queued transitions; then, for each backup device in chain order, its async
-// events (bkdead.go), its shadow verbs when a scan is woken or due, and the completions
-// waiting on its CQs (polled: a stepped context reads no completion channel); then what
-// that queued on the engine. It reports whether it did anything. Only the simulation's one
-// goroutine may call it, never from inside Yield.
+// (link_step.go) and the watchdog's timer (watchdog_step.go); the engine's queued
+// transitions; then, for each backup device in chain order, its async events (bkdead.go),
+// its shadow verbs when a scan is woken or due, and the completions waiting on its CQs
+// (polled: a stepped context reads no completion channel); then what that queued on the
+// engine. It reports whether it did anything. Only the simulation's one goroutine may call
+// it, never from inside Yield.
 //
 // The async descriptors are read once per instant of the clock (a read is a system call,
 // and Step runs several times per instant): an event raised at an instant already read is

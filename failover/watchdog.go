@@ -39,9 +39,6 @@ type wdState struct {
 func wdPeriod(bound time.Duration) time.Duration { return max(bound/4, time.Millisecond) }
 
 func (c *Context) startWatchdog() {
-	if c.opts.CQWatchdog == 0 {
-		c.opts.CQWatchdog = DefaultCQWatchdog
-	}
 	if c.opts.CQWatchdog < 0 {
 		return
 	}

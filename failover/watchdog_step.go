@@ -7,13 +7,6 @@ package failover
 // timer pending, so a simulation that finds work without a timer finds it stuck. The scan and
 // its bound are the goroutine's (watchdogScan, every CQWatchdog/4).
 
-// startStepWatchdog sets the stepped watchdog's bound (CQWatchdog, as startWatchdog does).
-func (c *Context) startStepWatchdog() {
-	if c.opts.CQWatchdog == 0 {
-		c.opts.CQWatchdog = DefaultCQWatchdog
-	}
-}
-
 // stepWatchdog arms the watchdog's next scan when none is pending, the watchdog is on, the
 // default device is not already taken for dead, and a QP has something to watch.
 func (c *Context) stepWatchdog() {
