@@ -6,6 +6,7 @@ import (
 
 	"github.com/shift-rdma/shift/probe"
 	"github.com/shift-rdma/shift/provider"
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // Link events (paper §4.2: detect a failure before the RC retry timer does). With
@@ -43,11 +44,15 @@ func (c *Context) onLinkEvent(ev probe.LinkEvent) {
 }
 
 // fallBackAll starts the fallback of every QP with a part on the default NIC (a link event,
-// a port or device failure), counting each in n.
+// a port or device failure), counting each in n. A QP the application has not yet moved to
+// RTR is left alone: nothing of it can be in flight, it has no peer to follow it, and moving
+// it to ERR failed the application's own connect (ib_write_bw: "Failed to modify QP to RTR"
+// when the link went down during its set-up). Once connected it falls back on its first
+// error completion, as it would without a link watcher.
 func (c *Context) fallBackAll(n *atomic.Uint64) {
 	for _, q := range c.live.all() {
 		q.mu.Lock()
-		if !q.destroyed {
+		if !q.destroyed && q.rtrAttr.State == verbs.QPStateRTR {
 			st, rs := q.mach.sendState(), q.mach.recvState()
 			if st == SendDefault || st == SendWaitDrained || rs == RecvDefault {
 				n.Add(1)

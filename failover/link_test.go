@@ -2,6 +2,7 @@ package failover
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -82,5 +83,65 @@ func TestLinkWatchDefault(t *testing.T) {
 	ev := newEnvCfg(t, 64, nil, true)
 	if got := ev.hosts[0].ctx.LinkWatch(); got != "events" {
 		t.Errorf("LinkEvents: %q", got)
+	}
+}
+
+// TestLinkDownBeforeConnect: the default link goes down while the application is still
+// connecting its QPs (both in INIT). SHIFT leaves them alone, the application's connect
+// succeeds, and once the link is back its traffic runs on the default NIC. Moving such a QP
+// to ERR failed the application's modify to RTR.
+func TestLinkDownBeforeConnect(t *testing.T) {
+	e := newEnvCfg(t, 256, recoverOpts, true)
+	ha, hb := e.hosts[0], e.hosts[1]
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	qa, err := as[*QP](ha.pd.CreateQP(verbs.QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: cp}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: cp}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aa, ab := e.attr, e.attr
+	aa.GIDIndex, ab.GIDIndex = ha.gidIdx, hb.gidIdx
+	for _, q := range []struct {
+		qp *QP
+		a  verbs.ConnectAttr
+	}{{qa, aa}, {qb, ab}} {
+		if err := verbs.ToInit(q.qp, q.a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.linkDown(0)
+	waitFor(t, "the link event", func() bool { return ha.ctx.Stats().LinkEvents > 0 }, func() string { return e.describe(qa, qb) })
+	ha.ctx.eng.wait(func() {}) // the event's fallback pass, queued or running, is over
+	if st := ha.ctx.Stats(); st.LinkFallbacks != 0 || st.Fallbacks != 0 || qa.Default().State() != verbs.QPStateInit {
+		t.Fatalf("a QP in INIT was taken down: default QP %v, %+v", qa.Default().State(), st)
+	}
+	ea := verbs.Endpoint{QPN: qa.QPN(), PSN: 0x100, GID: ha.gid}
+	eb := verbs.Endpoint{QPN: qb.QPN(), PSN: 0x8100, GID: hb.gid}
+	if err := verbs.ToRTR(qa, aa, eb); err != nil {
+		t.Fatalf("connect with the link down: %v", err)
+	}
+	if err := verbs.ToRTS(qa, aa, ea.PSN); err != nil {
+		t.Fatalf("connect with the link down: %v", err)
+	}
+	if err := verbs.ToRTR(qb, ab, ea); err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ToRTS(qb, ab, eb.PSN); err != nil {
+		t.Fatal(err)
+	}
+	e.linkUp(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, h := range e.hosts {
+		if err := h.ctx.WaitShadow(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 50, size: 512, failAt: -1, seed: 24})
+	if !allDefault(qa, qb) {
+		t.Fatalf("left the default path: %s", e.describe(qa, qb))
 	}
 }

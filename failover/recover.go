@@ -150,9 +150,13 @@ func (q *QP) probeBegin() (res int, gen uint64, posted bool) {
 	}
 	switch q.mach.sendState() {
 	case SendFallback:
-		if q.pinned || q.peerPinned || q.awaitReply {
+		if q.pinned || q.peerPinned || q.awaitReply || q.rtsAttr.State != verbs.QPStateRTS {
 			// Pinned to the backup, or a reset round waits for the peer's reply (until it
-			// comes the peer's responder may still hold PSNs a new probe would reuse).
+			// comes the peer's responder may still hold PSNs a new probe would reuse), or the
+			// application never moved the QP to RTS (perftest's bandwidth servers stay in
+			// RTR): it has no sends to bring back, and no first send PSN the peer's responder
+			// expects, so a probe could only fail and start a reset round that takes the
+			// peer's sends off the default path it just recovered (TestReceiveOnlyPeer).
 			q.mu.Unlock()
 			q.pollAsideBoth()
 			return probeIdle, 0, false

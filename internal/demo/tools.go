@@ -68,6 +68,7 @@ type ToolResult struct {
 	Err      error         // how the client ended (nil: exit 0)
 	EndedAt  time.Duration // when it ended
 	Failure  string        // the client's error line, if it failed
+	Log      string        // the head of the client's standard error (the provider's and perftest's complaints, a crash's report), if it failed
 	AvgMBps  float64       // perftest's result line, if it finished
 	Duration time.Duration
 }
@@ -255,6 +256,7 @@ func runTool(ctx context.Context, c ToolsConfig, n *toolNet, m Mode) (*ToolResul
 	out := cli.out.String()
 	if r.Err != nil {
 		r.Failure = failureLine(cli.log.String() + out)
+		r.Log = headOf(cli.log.String(), 16<<10)
 	} else if bw, err := toolrun.ParseBW(out); err == nil {
 		r.AvgMBps = bw.AvgMBps
 	} else {
@@ -279,6 +281,14 @@ func railBytes(pid int, rails [2]string) ([2]uint64, error) {
 		out[i] = st.TxBytes + st.RxBytes
 	}
 	return out, nil
+}
+
+// headOf is the first n bytes of s, where a crash says what it was.
+func headOf(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "\n[...]"
 }
 
 // failureLine is the line of perftest's output that says why it stopped.

@@ -1,0 +1,74 @@
+package failover
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// TestReceiveOnlyPeer: perftest's bandwidth servers leave their QP in RTR (only the client
+// moves to RTS). After a fallback and the link's return the sender recovers and stays on the
+// default path, and the receive-only side never probes: it has no sends to bring back and no
+// first send PSN the sender's responder expects. Its probes went out with PSN 0 of each
+// incarnation, were never acknowledged, and each failure started a reset round that took
+// the sender off the default path it had just recovered (ib_write_bw through the plugin fell
+// back again about every second after the link came back).
+func TestReceiveOnlyPeer(t *testing.T) {
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	e := newEnvWith(t, 256, recoverOpts)
+	ha, hb := e.hosts[0], e.hosts[1]
+	a, err := as[*QP](ha.pd.CreateQP(verbs.QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: cp}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: cp}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ea := verbs.Endpoint{QPN: a.QPN(), PSN: 0x123456, GID: ha.gid}
+	eb := verbs.Endpoint{QPN: b.QPN(), PSN: 0x654321, GID: hb.gid}
+	aa, ab := e.attr, e.attr
+	aa.GIDIndex, ab.GIDIndex = ha.gidIdx, hb.gidIdx
+	if err := verbs.Connect(a, aa, ea, eb); err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ToInit(b, ab); err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ToRTR(b, ab, ea); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, h := range e.hosts {
+		if err := h.ctx.WaitShadow(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	runStream(t, e, a, b, stream{mode: modeWrite, msgs: 200, size: 2048, failAt: 60, failHost: 1, seed: 51})
+	if a.SendState() != SendFallback || b.RecvState() != RecvFallback {
+		t.Fatalf("states after the failure: %s", e.describe(a, b))
+	}
+	e.linkUp(1)
+	waitFor(t, "the sender back on the default path", func() bool {
+		return a.SendState() == SendDefault && b.RecvState() == RecvDefault
+	}, func() string { return e.describe(a, b) })
+	before := ha.ctx.Stats()
+	// Long enough for several of the receive-only side's probe intervals (10–80 ms here).
+	for i := range 3 {
+		runStream(t, e, a, b, stream{mode: modeWrite, msgs: 200, size: 2048, failAt: -1, seed: 52 + uint64(i)})
+	}
+	sa, sb := ha.ctx.Stats(), hb.ctx.Stats()
+	if sb.Probes != 0 || sb.ProbeFailures != 0 {
+		t.Fatalf("the receive-only side probed: %+v", sb)
+	}
+	if sa.Fallbacks != before.Fallbacks || sa.Reposted != before.Reposted || a.SendState() != SendDefault {
+		t.Fatalf("the sender left the default path without a failure: before %+v after %+v", before, sa)
+	}
+	if b.SendState() != SendFallback {
+		t.Fatalf("receive-only side's send state %v; want Fallback (nothing to bring back)", b.SendState())
+	}
+}
