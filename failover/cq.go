@@ -29,9 +29,11 @@ type CQ struct {
 	handle uint64 // user handle of its completion events
 
 	// gate is the fast path's gate (gate.go): gateOwn, or a word outside Go's heap that a C
-	// data path reads too (ShareGate).
+	// data path reads too (ShareGate); the CQ's own word again once destroyed.
 	gate    *atomic.Uint32
 	gateOwn atomic.Uint32
+	// destroyed: Destroy succeeded; SHIFT's late work no longer polls the CQ (mu).
+	destroyed bool
 
 	// last caches the QP of the last completion (rdma-core's cur_rsc); poller-owned.
 	last *QP
@@ -123,7 +125,7 @@ func (c *Context) CreateCQ(a verbs.CQInitAttr) (verbs.CQ, error) {
 // WC buffer is empty and the default CQ alone holds the application's completions, so a
 // default CQ whose next entry (at the consumer index in its doorbell record) is still the
 // device's means Poll would return nothing. Call it right after CreateCQ, before a QP uses
-// the CQ; w must stay valid until the CQ is destroyed.
+// the CQ; w must stay valid until Destroy returns, and SHIFT never touches it afterwards.
 func (cq *CQ) ShareGate(w *atomic.Uint32) {
 	w.Store(cq.gate.Load())
 	cq.gate = w
@@ -137,14 +139,26 @@ func (cq *CQ) Default() *provider.CQ { return cq.def }
 
 // Destroy is ibv_destroy_cq on both devices.
 func (cq *CQ) Destroy() error {
+	cq.mu.Lock()
 	if err := cq.def.Destroy(); err != nil {
+		cq.mu.Unlock()
 		return fmt.Errorf("failover: destroy_cq: %w", err)
 	}
+	// SHIFT's work still under way for this CQ (a backup CQ's late completions, a queued
+	// kick, the flushes of a failed set) leaves it alone from here on, and what still
+	// touches its gate touches the CQ's own word: a C data path frees the word it shared
+	// (ShareGate) as soon as destroy_cq returns.
+	cq.destroyed = true
+	cq.gateOwn.Store(gateClosed)
+	cq.gate = &cq.gateOwn
+	cq.mu.Unlock()
 	if cq.ev.ch != nil {
 		cq.ev.ch.unbind(cq)
 	}
 	cq.c.record("destroy_cq", func(b *backupDev) error {
+		cq.mu.Lock() // no poll under the mutex (onBackupEvent) is inside the ring it frees
 		bcq := cq.bk[b.idx].Swap(nil)
+		cq.mu.Unlock()
 		if bcq == nil {
 			return nil
 		}
@@ -272,7 +286,7 @@ func (cq *CQ) pushLocked(w verbs.WC) { cq.buf = append(cq.buf, w) }
 // while the gate is closed: with the gate open (or busy) the fast path owns the default CQ,
 // and a reopen (which also holds cq.mu) cannot happen while this runs.
 func (cq *CQ) pollDefaultLocked() error {
-	if cq.gate.Load() != gateClosed {
+	if cq.destroyed || cq.gate.Load() != gateClosed {
 		return nil
 	}
 	for {
@@ -395,7 +409,7 @@ func (cq *CQ) pollBackupLocked() error {
 // set the QP left are dropped, their WRs reposted elsewhere.
 func (cq *CQ) pollBackupDevLocked(i int) error {
 	b := cq.bk[i].Load()
-	if b == nil {
+	if b == nil || cq.destroyed {
 		return nil
 	}
 	bq := *cq.bqps[i].Load()
@@ -501,6 +515,10 @@ func (cq *CQ) runPending() {
 // onBackupEvent runs on backup device i's event goroutine.
 func (cq *CQ) onBackupEvent(i int) {
 	cq.mu.Lock()
+	if cq.destroyed {
+		cq.mu.Unlock()
+		return
+	}
 	// Re-arm before polling so a completion after the poll raises a new event; under the
 	// mutex because arming reads the consumer index the poller writes.
 	if b := cq.bk[i].Load(); b != nil {

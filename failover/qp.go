@@ -509,6 +509,9 @@ func (q *QP) Destroy() error {
 		q.hsTimer.Stop()
 	}
 	q.destroyed = true
+	// A probe waiting for its completion ends now (probeWait): it would poll the CQs, which
+	// the application may destroy next, until the context closed.
+	q.probeRes.CompareAndSwap(0, 2)
 	// A destroyed QP no longer keeps its CQs off the fast path (its gates stay closed).
 	q.unmarkSlowLocked()
 	q.mu.Unlock()
