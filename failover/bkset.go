@@ -102,8 +102,7 @@ func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
 	// round under way on the old set, if any, starts again on the new one; when the peer's
 	// notification came on it, we answer it instead, as its receiver.
 	q.chainRepost = true
-	q.awaitReply = false
-	q.resetOnReply = false
+	_ = q.mach.roundEvent(EvRoundOver) // defined in every round state
 	q.roundLocked(peer, fromPeer, true)
 }
 

@@ -169,7 +169,7 @@ func (w *controlWatcher) serve(qpn, op uint32) unix.Errno {
 		return unix.ENOENT
 	}
 	q.mu.Lock()
-	destroyed, pinned := q.destroyed, q.pinned
+	destroyed, pinned := q.destroyed, q.mach.pinState().local()
 	q.mu.Unlock()
 	if destroyed {
 		return unix.ENOENT // Destroy runs: it leaves the registry next

@@ -429,7 +429,7 @@ func (q *QP) ctlFailed(i int, wc verbs.WC) {
 	if int(q.cur.Load()) != i || q.destroyed {
 		return
 	}
-	if q.mach.sendState() == SendDefault && q.mach.recvState() == RecvDefault && !q.awaitReply {
+	if q.mach.sendState() == SendDefault && q.mach.recvState() == RecvDefault && q.mach.roundState() == RoundIdle {
 		return
 	}
 	bs := q.sets[i]

@@ -11,9 +11,9 @@ func (q *QP) debugState() string {
 		q.rcq.mu.Lock()
 	}
 	q.fifoMu.Lock()
-	s := fmt.Sprintf("QP %#x: slow %v tracked %v defMode %d awaitReply %v resetOnReply %v gen %d defFrom %d twoSided %d twoOff %d rPosted %d recvDone %d "+
+	s := fmt.Sprintf("QP %#x: slow %v tracked %v defMode %d round %v pin %v gen %d defFrom %d twoSided %d twoOff %d rPosted %d recvDone %d "+
 		"backup %d recvKinds %v sendKinds %v bkLog %d dSendKinds %v dRecvKinds %v pending %d failQueued %v bkFailQueued %v gates s%d r%d cq%d/%d buf %d",
-		q.qpn, q.slow, q.tracked, q.defMode, q.awaitReply, q.resetOnReply, q.defGen.Load(), q.defFrom, q.twoSided, q.twoOff,
+		q.qpn, q.slow, q.tracked, q.defMode, q.mach.roundState(), q.mach.pinState(), q.defGen.Load(), q.defFrom, q.twoSided, q.twoOff,
 		q.rPosted.Load(), q.recvDone, q.cur.Load(), q.cs().recvKinds, q.cs().sendKinds, len(q.bkLog), q.dSendKinds, q.dRecvKinds, len(q.pending), q.failQueued, q.cs().failQueued,
 		q.sendGate.state.Load(), q.recvGate.state.Load(), q.scq.gate.Load(), q.rcq.gate.Load(), len(q.rcq.buf)-q.rcq.head)
 	q.fifoMu.Unlock()

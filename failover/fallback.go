@@ -79,24 +79,25 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		}
 		return
 	}
-	if fromPeer && peer.reply && !q.awaitReply {
+	rd := q.mach.roundState()
+	if fromPeer && peer.reply && rd == RoundIdle {
 		return // a duplicate reply, resent on a later backup: its round is over
 	}
 	if fromPeer && peer.refused {
 		// The peer will not follow: what this side holds for it cannot be delivered.
-		q.awaitReply = false
+		_ = q.mach.roundEvent(EvRoundOver)
 		q.failLocked(verbs.WCRetryExcErr, fmt.Errorf("failover: QP %#x: the peer refused the fallback: %w", q.qpn, ErrFailed))
 		return
 	}
 	if fromPeer && peer.pinned {
-		q.peerPinned = true // the peer switched on purpose: no probing until it comes back
+		_ = q.mach.pinEvent(EvPeerPinned) // the peer switched on purpose: no probing until it comes back
 	}
-	if fromPeer && q.awaitReply {
+	if fromPeer && rd != RoundIdle {
 		if st == SendHandshake && q.rkeysFirstLocked(peer, fromPeer, chain) {
 			t0 = q.c.now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
 			return
 		}
-		q.awaitReply = false
+		_ = q.mach.roundEvent(EvRoundOver)
 		q.nextGen = genAfter(q.defGen.Load(), peer.gen)
 		if !peer.reply {
 			// Both notified at once: each takes the later incarnation, plus one.
@@ -105,13 +106,12 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		switch {
 		case st == SendHandshake:
 			q.repostSendsLocked(peer)
-		case q.resetOnReply:
-			q.resetOnReply = false
+		case rd == RoundAwaitReset:
 			q.resetDefaultLocked()
 		}
 		return
 	}
-	if !chain && (st == SendHandshake || q.awaitReply) {
+	if !chain && (st == SendHandshake || rd != RoundIdle) {
 		return // this fallback is under way
 	}
 	if fromPeer {
@@ -187,13 +187,13 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		}
 		return
 	}
-	q.awaitReply = true
+	_ = q.mach.roundEvent(EvNotified) // Idle here: a round under way returned above
 	if st == SendHandshake {
 		return // the reply reposts what waits since the round began (its timer runs)
 	}
 	if !sendPart {
 		// Nothing of ours to repost: the reply only says the peer's default QP was reset.
-		q.resetOnReply = true
+		_ = q.mach.roundEvent(EvNothingToRepost)
 		return
 	}
 	if q.hsTimer != nil {
@@ -439,7 +439,7 @@ func (q *QP) notifyRefusalLocked() {
 func (q *QP) notifyLocked(stale int, reply bool) error {
 	q.rcq.mu.Lock()
 	m := ctlMsg{count: uint32(q.recvDone) & countMask, stale: uint32(stale), reply: reply, gen: uint32(q.defGen.Load()),
-		pinned: q.pinned && !reply}
+		pinned: q.mach.pinState().local() && !reply}
 	q.rcq.mu.Unlock()
 	if reply {
 		m.gen = uint32(q.nextGen)
@@ -479,7 +479,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	if q.hsTimer != nil {
 		q.hsTimer.Stop()
 	}
-	q.awaitReply = false
+	_ = q.mach.roundEvent(EvRoundOver)
 	peerCount, stale := peer.count&countMask, int(peer.stale)
 	q.tRepost.Store(q.c.now().UnixNano())
 	q.tCtl.Store(q.tPoll.Load())

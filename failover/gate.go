@@ -106,7 +106,7 @@ func (q *QP) cqs() []*CQ {
 // buffer with no QP of the CQ left slow (reopenCQLocked): completions SHIFT buffered must be
 // returned before the fast path returns newer ones.
 func (q *QP) reopenLocked() bool {
-	if !q.slow || q.destroyed || q.pinned || q.awaitReply || len(q.pending) > 0 {
+	if !q.slow || q.destroyed || q.mach.pinState().local() || q.mach.roundState() != RoundIdle || len(q.pending) > 0 {
 		return false
 	}
 	if q.mach.sendState() != SendDefault || q.mach.recvState() != RecvDefault {

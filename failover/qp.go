@@ -153,21 +153,15 @@ type QP struct {
 	// posting order since its last reset (fifoMu); the fence (q.mu, its own lock inside).
 	dSendKinds []uint8
 	dRecvKinds []uint8
-	awaitReply bool // q.mu: our notification is out, the peer's has not come
-	// q.mu: reset the default QP when the peer's notification comes (a round in which
-	// nothing of ours is reposted).
-	resetOnReply bool
-	fn           *fence.Fence
-	probing      bool          // q.mu: a probe goroutine runs for this QP
-	destroyed    bool          // q.mu
-	pinned       bool          // q.mu: kept on the backup by SwitchToBackup (no probing)
-	peerPinned   bool          // q.mu: the peer's SwitchToBackup moved us: no probing until its recovery notification
-	tracked      bool          // q.mu: the default QP's WRs are classified by position (defTracked)
-	slow         bool          // q.mu: off the fast path, counted in the CQs' slow (gate.go)
-	defGen       atomic.Uint64 // default QP incarnation (resets, ctlMsg.gen)
-	nextGen      uint64        // q.mu: the incarnation this round's reset takes (0: defGen+1)
-	probeRes     atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
-	wsCount      int           // WRs posted in WaitSignaled
+	fn         *fence.Fence
+	probing    bool          // q.mu: a probe goroutine runs for this QP
+	destroyed  bool          // q.mu
+	tracked    bool          // q.mu: the default QP's WRs are classified by position (defTracked)
+	slow       bool          // q.mu: off the fast path, counted in the CQs' slow (gate.go)
+	defGen     atomic.Uint64 // default QP incarnation (resets, ctlMsg.gen)
+	nextGen    uint64        // q.mu: the incarnation this round's reset takes (0: defGen+1)
+	probeRes   atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
+	wsCount    int           // WRs posted in WaitSignaled
 	// The completion watchdog's view of the QP (watchdog.go; watchdog goroutine).
 	wd wdState
 	// respRefused: the default QP's responder refused a request of the peer
@@ -339,6 +333,12 @@ func (q *QP) SendState() SendState { return q.mach.sendState() }
 
 // RecvState is the receive side's state.
 func (q *QP) RecvState() RecvState { return q.mach.recvState() }
+
+// RoundState is the QP's part in a reset round.
+func (q *QP) RoundState() RoundState { return q.mach.roundState() }
+
+// PinState says who switched the QP to the backup on purpose.
+func (q *QP) PinState() PinState { return q.mach.pinState() }
 
 // BackupReady reports whether the backup QP in use is connected to the peer's backup QP.
 func (q *QP) BackupReady() bool { return q.cs().ready.Load() }

@@ -1,8 +1,11 @@
 package failover
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,10 +153,12 @@ func (b *backupDev) rearmPass() bool {
 			work[ep.peer] = []*QP{}
 		}
 	}
-	// Builds whose set no longer needs them (the QP was destroyed or failed).
-	for q, st := range r.sets {
+	// Builds whose set no longer needs them (the QP was destroyed or failed). Both maps are
+	// walked in a fixed order (QPN, peer), so that a simulated run replays exactly.
+	built := slices.SortedFunc(maps.Keys(r.sets), func(x, y *QP) int { return cmp.Compare(x.qpn, y.qpn) })
+	for _, q := range built {
 		if !q.rearmable(i) || c.live.lookup(q.qpn) != q {
-			b.dropBuild(q, st)
+			b.dropBuild(q, r.sets[q])
 		}
 	}
 	if len(work) == 0 {
@@ -162,8 +167,8 @@ func (b *backupDev) rearmPass() bool {
 	if a, err := b.ctx.QueryPort(c.opts.Port); err != nil || a.State != verbs.PortActive {
 		return true // the link is still down: PORT_ACTIVE or the next look
 	}
-	for peer, qs := range work {
-		b.rearmPeer(peer, qs)
+	for _, peer := range slices.Sorted(maps.Keys(work)) {
+		b.rearmPeer(peer, work[peer])
 	}
 	return true // the next pass finds what is left, or nothing
 }

@@ -150,7 +150,7 @@ func (q *QP) probeBegin() (res int, gen uint64, posted bool) {
 	}
 	switch q.mach.sendState() {
 	case SendFallback:
-		if q.pinned || q.peerPinned || q.awaitReply || q.rtsAttr.State != verbs.QPStateRTS {
+		if q.mach.pinState() != PinNone || q.mach.roundState() != RoundIdle || q.rtsAttr.State != verbs.QPStateRTS {
 			// Pinned to the backup, or a reset round waits for the peer's reply (until it
 			// comes the peer's responder may still hold PSNs a new probe would reuse), or the
 			// application never moved the QP to RTS (perftest's bandwidth servers stay in
@@ -250,7 +250,7 @@ func (q *QP) probeEnd(res int32, gen uint64) int {
 		q.probing = false
 		return probeDone
 	}
-	if res == 1 && q.defGen.Load() == gen && !q.awaitReply && q.def.State() == verbs.QPStateRTS {
+	if res == 1 && q.defGen.Load() == gen && q.mach.roundState() == RoundIdle && q.def.State() == verbs.QPStateRTS {
 		if _, err := q.mach.sendEvent(EvProbeOK); err != nil {
 			q.probing = false
 			return probeDone
@@ -272,7 +272,7 @@ func (q *QP) probeEnd(res int32, gen uint64) int {
 		return probeOK
 	}
 	q.c.probeFails.Add(1)
-	if q.defGen.Load() == gen && !q.awaitReply {
+	if q.defGen.Load() == gen && q.mach.roundState() == RoundIdle {
 		// The default QP is (or is about to be) in ERR: reconnecting it means a reset, and
 		// only a round resets it (fallbackLocked): the peer's responder is reset with it.
 		q.fallbackLocked(ctlMsg{}, false)
@@ -555,10 +555,10 @@ func (q *QP) recoverRecv(gen uint64) {
 		return
 	}
 	q.c.recvRecoveries.Add(1)
-	if q.peerPinned {
+	if q.mach.pinState().peer() {
 		// The peer came back from its switch: our sends may follow, once a probe says the
 		// default path works.
-		q.peerPinned = false
+		_ = q.mach.pinEvent(EvPeerBack)
 		if q.mach.sendState() == SendFallback {
 			q.startProbeLocked()
 		}

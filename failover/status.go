@@ -80,6 +80,10 @@ type QPStatus struct {
 	QPN       uint32 `json:"qpn"` // the default QP's number
 	SendState string `json:"send_state"`
 	RecvState string `json:"recv_state"`
+	// Round is its part in a reset round (RoundState), Pin who switched it to the backup on
+	// purpose (PinState).
+	Round string `json:"round"`
+	Pin   string `json:"pin"`
 	// NIC is the device the QP's send side uses: the default device in Default, the backup
 	// from the fallback until the recovery completes, "" when the QP failed.
 	NIC         string   `json:"nic"`
@@ -171,6 +175,7 @@ func (q *QP) status(now time.Time, chain []string) QPStatus {
 		chain = chain[i:]
 	}
 	s := QPStatus{QPN: q.qpn, SendState: ss.String(), RecvState: rs.String(), BackupChain: chain,
+		Round: q.mach.roundState().String(), Pin: q.mach.pinState().String(),
 		BackupReady: q.cs().ready.Load(),
 		Fallbacks:   q.stats.fallbacks.Load(), Recoveries: q.stats.recoveries.Load(),
 		Reposted: q.stats.reposted.Load(), Refused: q.stats.refused.Load(), Probes: q.stats.probes.Load(),

@@ -28,7 +28,7 @@ func (q *QP) switchToBackup() error {
 	if st, rs := q.mach.sendState(), q.mach.recvState(); st != SendDefault || rs != RecvDefault || q.destroyed {
 		return fmt.Errorf("failover: switch QP %#x to the backup: %w: states %v/%v", q.qpn, verbs.ErrQPState, st, rs)
 	}
-	q.pinned = true
+	_ = q.mach.pinEvent(EvSwitchBackup) // defined in every pin state
 	q.fallbackLocked(ctlMsg{}, false)
 	if q.mach.sendState() == SendFailed {
 		return fmt.Errorf("failover: switch QP %#x to the backup: %w", q.qpn, q.failErr)
@@ -43,7 +43,7 @@ func (q *QP) SwitchToDefault() {
 	q.c.eng.wait(func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		q.pinned = false
+		_ = q.mach.pinEvent(EvSwitchDefault)
 		if q.mach.sendState() == SendFallback {
 			q.startProbeLocked()
 		}

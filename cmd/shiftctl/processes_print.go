@@ -36,7 +36,7 @@ func (r *processReport) writeTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "PID\tDEVICE\tQPN\tSEND\tRECV\tNIC\tBACKUP_QPN\tREADY\tFALLBACKS\tRECOVERIES\tREPOSTED\tREFUSED\tPROBES\tON_BACKUP\tLAST_EVENT")
+	fmt.Fprintln(tw, "PID\tDEVICE\tQPN\tSEND\tRECV\tROUND\tPIN\tNIC\tBACKUP_QPN\tREADY\tFALLBACKS\tRECOVERIES\tREPOSTED\tREFUSED\tPROBES\tON_BACKUP\tLAST_EVENT")
 	rows := 0
 	for _, p := range r.Processes {
 		for _, q := range p.QPs {
@@ -50,8 +50,8 @@ func (r *processReport) writeTable(w io.Writer) error {
 				last = q.LastEvent + "@" + q.LastEventTime.Format("15:04:05.000")
 			}
 			onBackup := time.Duration(q.TimeOnBackup * float64(time.Second)).Round(time.Millisecond)
-			fmt.Fprintf(tw, "%d\t%s\t%#x\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%v\t%s\n", p.PID, p.Device, q.QPN,
-				q.SendState, q.RecvState, dash(q.NIC), bq, strconv.FormatBool(q.BackupReady), q.Fallbacks,
+			fmt.Fprintf(tw, "%d\t%s\t%#x\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%v\t%s\n", p.PID, p.Device, q.QPN,
+				q.SendState, q.RecvState, dash(q.Round), dash(q.Pin), dash(q.NIC), bq, strconv.FormatBool(q.BackupReady), q.Fallbacks,
 				q.Recoveries, q.Reposted, q.Refused, q.Probes, onBackup, last)
 		}
 	}

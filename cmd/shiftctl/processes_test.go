@@ -136,7 +136,7 @@ func TestStatusProcesses(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
 	}
-	if !hasRow(out.String(), me, l.prefix+"0", qpn, "Default", "Default", l.prefix+"0") {
+	if !hasRow(out.String(), me, l.prefix+"0", qpn, "Default", "Default", "Idle", "None", l.prefix+"0") {
 		t.Errorf("no row for QP %s on the default NIC:\n%s", qpn, out.String())
 	}
 
@@ -177,7 +177,7 @@ func TestStatusProcesses(t *testing.T) {
 		t.Fatalf("-w table: exit %d: %s", code, errw.String())
 	}
 	if strings.Count(out.String(), "=== shiftctl status, report ") != 2 ||
-		!hasRow(out.String(), me, l.prefix+"0", qpn, "Fallback", "Fallback", l.prefix+"1") {
+		!hasRow(out.String(), me, l.prefix+"0", qpn, "Fallback", "Fallback", "Idle", "Local", l.prefix+"1") {
 		t.Errorf("-w table:\n%s", out.String())
 	}
 	for _, bad := range [][]string{{"-w", "-1s"}, {"-n", "2"}, {"-w", "1s", "-n", "-1"}} {
