@@ -96,6 +96,10 @@ func shiftGoOpenContext(sctx *C.struct_shift_context, ibdev, uv *C.char, cmdFD C
 		c.v.Close()
 		return failLoud(op+": clear O_NONBLOCK on the async fd", err)
 	}
+	if !cfg.noSigFix {
+		sigFixStart()
+		c.sigFix = true
+	}
 	sctx._go = handleOf(c)
 	sctx.vctx.context.async_fd = C.int(c.v.AsyncFD())
 	sctx.vctx.context.num_comp_vectors = C.int(max(c.prov.NumCompVectors(), 1))
@@ -138,6 +142,9 @@ func shiftGoCloseContext(sctx *C.struct_shift_context) {
 	}
 	if err := c.v.Close(); err != nil {
 		fail("close "+c.name, err)
+	}
+	if c.sigFix {
+		sigFixStop()
 	}
 	release(sctx._go)
 }

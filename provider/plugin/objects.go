@@ -25,7 +25,9 @@ type devctx struct {
 	v    verbs.Context
 	prov *provider.Context // the plain provider, or SHIFT's default context
 	fo   *failover.Context // SHIFT mode
-	mu   sync.Mutex        // guards imported
+	// sigFix: this context counts in sigstack.go's users (SHIFT_SIGNAL_ONSTACK not 0).
+	sigFix bool
+	mu     sync.Mutex // guards imported
 	// imported are the kernel completion channels libibverbs created on the command fd
 	// (hardware, plain mode), wrapped once each.
 	imported map[*C.struct_ibv_comp_channel]verbs.CompChannel
