@@ -24,9 +24,7 @@ type config struct {
 	shift  bool // SHIFT mode: SHIFT_BACKUP set, or SHIFT=1
 	gidIdx int  // SHIFT_GID_INDEX, -1: each device's preferred GID
 	debug  bool // SHIFT_DEBUG=1: control-path errors on stderr
-	// SHIFT_SIGNAL_ONSTACK=0: leave the application's signal handlers as they are
-	// (sigstack.go).
-	noSigFix bool
+
 	// SHIFT_LINK_WATCH: the link watcher of each default device: "1" required, "0" (or
 	// "off") none, unset the library's default (on for hardware devices with a netdev).
 	watch, noWatch bool
@@ -46,13 +44,6 @@ type config struct {
 var loadConfig = sync.OnceValues(func() (config, error) {
 	c := config{gidIdx: -1, debug: os.Getenv("SHIFT_DEBUG") == "1"}
 	var err error
-	switch s := os.Getenv("SHIFT_SIGNAL_ONSTACK"); s {
-	case "", "1":
-	case "0":
-		c.noSigFix = true
-	default:
-		return c, fmt.Errorf("SHIFT_SIGNAL_ONSTACK=%q: want 1 (on, the default) or 0 (off)", s)
-	}
 	if c.env, err = shiftenv.Read(os.Getenv); err != nil {
 		return c, err
 	}

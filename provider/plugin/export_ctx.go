@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shift-rdma/shift/failover"
+	"github.com/shift-rdma/shift/internal/cshared"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 	"github.com/shift-rdma/shift/uverbs"
@@ -96,9 +97,11 @@ func shiftGoOpenContext(sctx *C.struct_shift_context, ibdev, uv *C.char, cmdFD C
 		c.v.Close()
 		return failLoud(op+": clear O_NONBLOCK on the async fd", err)
 	}
-	if !cfg.noSigFix {
-		sigFixStart()
-		c.sigFix = true
+	// The application's signal handlers must not run on the Go runtime's stacks
+	// (internal/cshared).
+	if c.sigRelease, err = cshared.KeepHandlersOnStack(); err != nil {
+		c.v.Close()
+		return failLoud(op, err)
 	}
 	sctx._go = handleOf(c)
 	sctx.vctx.context.async_fd = C.int(c.v.AsyncFD())
@@ -143,9 +146,7 @@ func shiftGoCloseContext(sctx *C.struct_shift_context) {
 	if err := c.v.Close(); err != nil {
 		fail("close "+c.name, err)
 	}
-	if c.sigFix {
-		sigFixStop()
-	}
+	c.sigRelease()
 	release(sctx._go)
 }
 

@@ -65,7 +65,7 @@ func TestForkWithoutExec(t *testing.T) {
 
 // TestSignalHandlerWithoutAltStack runs bench/sigcheck.c: SIGALRM every 20 µs, handled by a
 // handler installed with signal() (no SA_ONSTACK, as perftest's -D installs its own), while
-// WRITEs go through the plugin. Without the plugin adding SA_ONSTACK (sigstack.go;
+// WRITEs go through the plugin. Without the plugin adding SA_ONSTACK (internal/cshared/sigstack.go;
 // SHIFT_SIGNAL_ONSTACK=0) the handler ran on goroutine stacks and the program crashed within
 // 0.1 s in both modes, in SHIFT mode with SIGABRT as ib_write_bw did in CI.
 func TestSignalHandlerWithoutAltStack(t *testing.T) {

@@ -25,9 +25,10 @@ type devctx struct {
 	v    verbs.Context
 	prov *provider.Context // the plain provider, or SHIFT's default context
 	fo   *failover.Context // SHIFT mode
-	// sigFix: this context counts in sigstack.go's users (SHIFT_SIGNAL_ONSTACK not 0).
-	sigFix bool
-	mu     sync.Mutex // guards imported
+	// sigRelease ends this context's part in keeping the application's signal handlers off
+	// the Go runtime's stacks (cshared.KeepHandlersOnStack).
+	sigRelease func()
+	mu         sync.Mutex // guards imported
 	// imported are the kernel completion channels libibverbs created on the command fd
 	// (hardware, plain mode), wrapped once each.
 	imported map[*C.struct_ibv_comp_channel]verbs.CompChannel

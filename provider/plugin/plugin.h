@@ -158,7 +158,4 @@ int shift_plugin_destroy_comp_channel(struct ibv_comp_channel *ch);
 int shift_is_plugin_context(struct ibv_context *ctx);
 void shift_free_context(struct ibv_context *ctx);
 
-/* sigstack.c: adds SA_ONSTACK to every installed handler that lacks it; returns how many. */
-int shift_sig_onstack(void);
-
 #endif

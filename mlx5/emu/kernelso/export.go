@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shift-rdma/shift/internal/cshared"
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/mlx5/emu/emuhost"
 	"github.com/shift-rdma/shift/uverbs"
@@ -31,6 +32,9 @@ var state struct {
 	mu    sync.Mutex
 	files map[int]*emu.File   // by command descriptor
 	maps  map[uintptr]mapping // by address
+	// sig ends each open descriptor's part in keeping the program's signal handlers off the
+	// Go runtime's stacks (cshared.KeepHandlersOnStack).
+	sig map[int]func()
 }
 
 type mapping struct {
@@ -47,6 +51,7 @@ func host() (*emuhost.Host, error) {
 		state.err = err
 		state.files = map[int]*emu.File{}
 		state.maps = map[uintptr]mapping{}
+		state.sig = map[int]func(){}
 	})
 	return state.host, state.err
 }
@@ -88,8 +93,13 @@ func shiftKernelOpen(path *C.char, flags C.int) C.long {
 	if d == nil {
 		return C.SHIFT_EMU_NOT_OURS
 	}
+	release, err := cshared.KeepHandlersOnStack()
+	if err != nil {
+		return fail("open "+C.GoString(path), err)
+	}
 	f, err := d.Open()
 	if err != nil {
+		release()
 		return fail("open "+C.GoString(path), err)
 	}
 	fd := f.Fd()
@@ -99,6 +109,7 @@ func shiftKernelOpen(path *C.char, flags C.int) C.long {
 	}
 	state.mu.Lock()
 	state.files[fd] = f
+	state.sig[fd] = release
 	state.mu.Unlock()
 	C.shift_emu_fd_set(C.int(fd), 1)
 	return C.long(fd)
@@ -177,8 +188,9 @@ func shiftKernelMunmap(addr unsafe.Pointer, length C.size_t) C.long {
 //export shiftKernelClose
 func shiftKernelClose(fd C.int) C.long {
 	state.mu.Lock()
-	f := state.files[int(fd)]
+	f, release := state.files[int(fd)], state.sig[int(fd)]
 	delete(state.files, int(fd))
+	delete(state.sig, int(fd))
 	for a, m := range state.maps {
 		if m.f == f {
 			delete(state.maps, a) // the kernel keeps them mapped; the emulated pages go with the file
@@ -188,6 +200,7 @@ func shiftKernelClose(fd C.int) C.long {
 	if f == nil {
 		return -C.long(unix.EBADF)
 	}
+	release()
 	// Unmarked before the descriptor is closed: a descriptor number reused by another
 	// thread's open must not be taken for ours.
 	C.shift_emu_fd_set(fd, 0)

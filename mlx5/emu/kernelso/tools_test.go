@@ -151,3 +151,19 @@ func TestLibmlx5CQE128(t *testing.T) {
 	lib := tooltest.Mode{Kernel: true, Extra: []string{"MLX5_CQE_SIZE=128"}}
 	tooltest.RunMatrix(t, tools, h, h, lib, lib, "k0", "k1", "127.0.0.1")
 }
+
+// TestLibmlx5SignalHandler runs the plugin's bench/sigcheck.c on Debian's libmlx5 over this
+// library: SIGALRM every 20 µs, handled by a handler installed with signal() (no
+// SA_ONSTACK), while WRITEs go through the emulated kernel and NIC, whose Go code runs on the
+// program's threads and the runtime's. The library gives the handler SA_ONSTACK while a
+// device is open (internal/cshared); with SHIFT_SIGNAL_ONSTACK=0 the program crashed
+// (SIGSEGV) in the one run tried.
+func TestLibmlx5SignalHandler(t *testing.T) {
+	h := connectx(t, 2)
+	bin := tooltest.Harness(t, "sigcheck")
+	out, err := h.Start(t, libmlx5, bin, "-d", "k0", "-D", "k1").Wait(3 * time.Minute)
+	if err != nil || !strings.Contains(out, "sigcheck: ok") || strings.Contains(out, "did not get SA_ONSTACK") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(out))
+}

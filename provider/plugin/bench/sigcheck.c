@@ -2,14 +2,14 @@
  * sigcheck: an application's signal handler installed without SA_ONSTACK (perftest's
  * signal(SIGALRM, catch_alarm) for -D) in a process using libmlx5-shift.
  *
- *   sigcheck -d DEV -D PEER [-n WRITES]
+ *   sigcheck -d DEV -D PEER
  *
  * The handler runs on whatever stack the interrupted thread was on: with the plugin's data
  * path in Go that is often a goroutine's stack, which is small and has Go memory right below
  * it. A timer delivers SIGALRM every 20 µs while two connected QPs carry WRITEs through the
  * plugin (ibv_post_send and ibv_poll_cq enter Go in SHIFT mode); the handler uses a frame of
  * the size perftest's does, plus the signal frame the kernel pushes. The timer starts once
- * the plugin has given the handler SA_ONSTACK (sigstack.go), as perftest's first alarm comes
+ * the plugin has given the handler SA_ONSTACK (internal/cshared), as perftest's first alarm comes
  * a second or more after its signal(). Prints "sigcheck: ok" with the signals delivered and
  * exits 0, or crashes.
  */
@@ -37,13 +37,11 @@ int main(int argc, char **argv)
 	struct ibv_sge sge;
 	struct ibv_send_wr wr = { 0 }, *bad;
 	struct ibv_wc wc[16];
-	long n = 200000, posted = 0, done = 0;
+	const long n = 200000;
+	long posted = 0, done = 0;
 	double start;
 	int err, r;
 
-	for (int i = 1; i + 1 < argc; i++)
-		if (strcmp(argv[i], "-n") == 0)
-			n = atol(argv[i + 1]);
 	dev_args(argc, argv, &dev, &peer);
 	setup(&a, dev, 64);
 	setup(&b, peer, 64);
