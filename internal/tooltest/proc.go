@@ -130,16 +130,17 @@ func RunPair(t testing.TB, hs, hc *Host, ms, mc Mode, program string, args []str
 	t.Helper()
 	for try := 0; ; try++ {
 		r := runPair(t, hs, hc, ms, mc, program, args, port+try, sdev, cdev, addr, timeout)
-		if try == 2 || !perftestClockFailed(r) {
+		if try == 2 || !PerftestClockFailed(r.ClientErr, r.ServerErr) {
 			return r
 		}
 		t.Logf("tooltest: %s could not measure its CPU clock on this busy machine; running it again", program)
 	}
 }
 
-// perftestClockFailed reports a run in which perftest's own CPU-frequency measurement failed.
-func perftestClockFailed(r PairResult) bool {
-	for _, e := range []error{r.ClientErr, r.ServerErr} {
+// PerftestClockFailed reports a run in which perftest's own CPU-frequency measurement failed,
+// from the errors of its processes (Proc.Wait's, which carry the output).
+func PerftestClockFailed(errs ...error) bool {
+	for _, e := range errs {
 		if e != nil && strings.Contains(e.Error(), "Can't produce a report") && strings.Contains(e.Error(), "Correlation coefficient") {
 			return true
 		}

@@ -63,46 +63,63 @@ func TestFailoverUnderTools(t *testing.T) {
 	tooltest.RequireTools(t, "ib_write_bw", "ib_send_bw", "ibv_rc_pingpong")
 	b := tooltest.BuildPlugin(t)
 	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
-	def, bk := p.Rails[0][0], p.Rails[1][0] // host A's ends
 	for _, lr := range failoverRuns() {
 		t.Run(lr.name, func(t *testing.T) {
-			// The status files (and the default KV store) go to a runtime directory of the
-			// test's own, where this test reads them as shiftctl status does.
-			xdg := t.TempDir()
-			m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("fail-%d", port()), Extra: []string{"SHIFT_DEBUG=1", "XDG_RUNTIME_DIR=" + xdg}}
-			pt := port()
-			srv := p.B.Start(t, m, lr.name, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, lr.args...)...)
-			if err := srv.WaitListening(pt, 20*time.Second); err != nil {
-				out, _ := srv.Wait(time.Second)
-				t.Fatalf("server: %v\n%s", err, out)
+			for try := 0; ; try++ {
+				cout, cerr, sout, serr := failoverRun(t, p, lr)
+				if try < 2 && tooltest.PerftestClockFailed(cerr, serr) {
+					// Its data path ran through; perftest could not time it on this busy
+					// machine (tooltest.RunPair does the same).
+					t.Logf("%s could not measure its CPU clock on this busy machine; running it again", lr.name)
+					continue
+				}
+				if cerr != nil || serr != nil {
+					t.Fatalf("client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", cerr, serr, cout, sout)
+				}
+				lr.check(t, cout)
+				return
 			}
-			cli := p.A.Start(t, m, lr.name, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(lr.args, p.CtlAddr(1))...)...)
-			d0, err := p.Traffic(0, def.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.WaitTraffic(0, def.Name, d0, 1<<20, cli, 20*time.Second); err != nil {
-				t.Fatalf("before the failure: %v\n%s", err, cli.Output())
-			}
-			b0, _ := p.Traffic(0, bk.Name)
-			def.SetUp(t, false)
-			if err := p.WaitTraffic(0, bk.Name, b0, 1<<20, cli, 20*time.Second); err != nil {
-				t.Fatalf("with the default rail down, no traffic on the backup: %v\n%s", err, cli.Output())
-			}
-			waitStatusOnBackup(t, filepath.Join(xdg, "shift"), lr.name, cli)
-			def.SetUp(t, true)
-			d1, _ := p.Traffic(0, def.Name)
-			if err := p.WaitTraffic(0, def.Name, d1, 1<<20, cli, 20*time.Second); err != nil {
-				t.Fatalf("with the default rail back, no traffic on it: %v\n%s", err, cli.Output())
-			}
-			cout, cerr := cli.Wait(60 * time.Second)
-			sout, serr := srv.Wait(60 * time.Second)
-			if cerr != nil || serr != nil {
-				t.Fatalf("client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", cerr, serr, cout, sout)
-			}
-			lr.check(t, cout)
 		})
 	}
+}
+
+// failoverRun is one run of TestFailoverUnderTools: the rail goes down under the program
+// and comes back; it returns both programs' outputs and errors.
+func failoverRun(t *testing.T, p *tooltest.NetnsPair, lr linkRun) (cout string, cerr error, sout string, serr error) {
+	t.Helper()
+	def, bk := p.Rails[0][0], p.Rails[1][0] // host A's ends
+	// The status files (and the default KV store) go to a runtime directory of the
+	// test's own, where this test reads them as shiftctl status does.
+	xdg := t.TempDir()
+	m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("fail-%d", port()), Extra: []string{"SHIFT_DEBUG=1", "XDG_RUNTIME_DIR=" + xdg}}
+	pt := port()
+	srv := p.B.Start(t, m, lr.name, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, lr.args...)...)
+	if err := srv.WaitListening(pt, 20*time.Second); err != nil {
+		out, _ := srv.Wait(time.Second)
+		t.Fatalf("server: %v\n%s", err, out)
+	}
+	cli := p.A.Start(t, m, lr.name, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(lr.args, p.CtlAddr(1))...)...)
+	d0, err := p.Traffic(0, def.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitTraffic(0, def.Name, d0, 1<<20, cli, 20*time.Second); err != nil {
+		t.Fatalf("before the failure: %v\n%s", err, cli.Output())
+	}
+	b0, _ := p.Traffic(0, bk.Name)
+	def.SetUp(t, false)
+	if err := p.WaitTraffic(0, bk.Name, b0, 1<<20, cli, 20*time.Second); err != nil {
+		t.Fatalf("with the default rail down, no traffic on the backup: %v\n%s", err, cli.Output())
+	}
+	waitStatusOnBackup(t, filepath.Join(xdg, "shift"), lr.name, cli)
+	def.SetUp(t, true)
+	d1, _ := p.Traffic(0, def.Name)
+	if err := p.WaitTraffic(0, def.Name, d1, 1<<20, cli, 20*time.Second); err != nil {
+		t.Fatalf("with the default rail back, no traffic on it: %v\n%s", err, cli.Output())
+	}
+	cout, cerr = cli.Wait(60 * time.Second)
+	sout, serr = srv.Wait(60 * time.Second)
+	return cout, cerr, sout, serr
 }
 
 // TestPlainDiesOnLinkDown is the same failure without SHIFT: the program ends with a
