@@ -106,6 +106,13 @@ func (e *testEnv) pairs(t testing.TB, n int, cp verbs.QPCap) (a, b []*QP) {
 		qa, qb := e.connect(t, e.hosts[0], e.hosts[1], cp, uint32(0x100+i))
 		a, b = append(a, qa), append(b, qb)
 	}
+	e.waitShadows(t)
+	return a, b
+}
+
+// waitShadows waits until both hosts' shadow verbs have run.
+func (e *testEnv) waitShadows(t testing.TB) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, h := range e.hosts {
@@ -113,7 +120,6 @@ func (e *testEnv) pairs(t testing.TB, n int, cp verbs.QPCap) (a, b []*QP) {
 			t.Fatal(err)
 		}
 	}
-	return a, b
 }
 
 // linkDown takes the default NIC of host h off the fabric.
@@ -230,21 +236,29 @@ func (e *testEnv) device(n int) string {
 	return fmt.Sprintf("%s%d", e.prefix, n)
 }
 
-// connect creates and connects one QP pair between two host contexts.
-func (e *testEnv) connect(t testing.TB, ha, hb *testHost, cp verbs.QPCap, psn uint32) (*QP, *QP) {
+// createPair creates one QP pair, not connected, between two host contexts on their CQs,
+// and returns each side's connect attributes.
+func (e *testEnv) createPair(t testing.TB, ha, hb *testHost, cp verbs.QPCap) (qa, qb *QP, aa, ab verbs.ConnectAttr) {
 	t.Helper()
 	qa, err := as[*QP](ha.pd.CreateQP(verbs.QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: cp}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, err := as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: cp}))
+	qb, err = as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: cp}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	aa, ab = e.attr, e.attr
+	aa.GIDIndex, ab.GIDIndex = ha.gidIdx, hb.gidIdx
+	return qa, qb, aa, ab
+}
+
+// connect creates and connects one QP pair between two host contexts.
+func (e *testEnv) connect(t testing.TB, ha, hb *testHost, cp verbs.QPCap, psn uint32) (*QP, *QP) {
+	t.Helper()
+	qa, qb, aa, ab := e.createPair(t, ha, hb, cp)
 	ea := verbs.Endpoint{QPN: qa.QPN(), PSN: psn, GID: ha.gid}
 	eb := verbs.Endpoint{QPN: qb.QPN(), PSN: psn + 0x8000, GID: hb.gid}
-	aa, ab := e.attr, e.attr
-	aa.GIDIndex, ab.GIDIndex = ha.gidIdx, hb.gidIdx
 	if err := verbs.Connect(qa, aa, ea, eb); err != nil {
 		t.Fatal(err)
 	}

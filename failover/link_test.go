@@ -2,7 +2,6 @@ package failover
 
 import (
 	"bytes"
-	"context"
 	"testing"
 	"time"
 
@@ -94,16 +93,7 @@ func TestLinkDownBeforeConnect(t *testing.T) {
 	e := newEnvCfg(t, 256, recoverOpts, true)
 	ha, hb := e.hosts[0], e.hosts[1]
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	qa, err := as[*QP](ha.pd.CreateQP(verbs.QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: cp}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	qb, err := as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: cp}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	aa, ab := e.attr, e.attr
-	aa.GIDIndex, ab.GIDIndex = ha.gidIdx, hb.gidIdx
+	qa, qb, aa, ab := e.createPair(t, ha, hb, cp)
 	for _, q := range []struct {
 		qp *QP
 		a  verbs.ConnectAttr
@@ -133,13 +123,7 @@ func TestLinkDownBeforeConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.linkUp(0)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for _, h := range e.hosts {
-		if err := h.ctx.WaitShadow(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.waitShadows(t)
 	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 50, size: 512, failAt: -1, seed: 24})
 	if !allDefault(qa, qb) {
 		t.Fatalf("left the default path: %s", e.describe(qa, qb))

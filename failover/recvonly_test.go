@@ -1,9 +1,7 @@
 package failover
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -19,18 +17,9 @@ func TestReceiveOnlyPeer(t *testing.T) {
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	e := newEnvWith(t, 256, recoverOpts)
 	ha, hb := e.hosts[0], e.hosts[1]
-	a, err := as[*QP](ha.pd.CreateQP(verbs.QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: cp}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: cp}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, aa, ab := e.createPair(t, ha, hb, cp)
 	ea := verbs.Endpoint{QPN: a.QPN(), PSN: 0x123456, GID: ha.gid}
 	eb := verbs.Endpoint{QPN: b.QPN(), PSN: 0x654321, GID: hb.gid}
-	aa, ab := e.attr, e.attr
-	aa.GIDIndex, ab.GIDIndex = ha.gidIdx, hb.gidIdx
 	if err := verbs.Connect(a, aa, ea, eb); err != nil {
 		t.Fatal(err)
 	}
@@ -40,13 +29,7 @@ func TestReceiveOnlyPeer(t *testing.T) {
 	if err := verbs.ToRTR(b, ab, ea); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for _, h := range e.hosts {
-		if err := h.ctx.WaitShadow(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.waitShadows(t)
 
 	runStream(t, e, a, b, stream{mode: modeWrite, msgs: 200, size: 2048, failAt: 60, failHost: 1, seed: 51})
 	if a.SendState() != SendFallback || b.RecvState() != RecvFallback {
