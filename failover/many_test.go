@@ -15,7 +15,10 @@ import (
 // delivered exactly once and in order on every QP.
 func TestManyQPsBothSides(t *testing.T) {
 	nqp := 256
-	if testing.Short() {
+	if testing.Short() || raceBuild {
+		// Under the race detector the emulated NICs run several times slower: 256 QPs
+		// starved them past even the control QPs' retry reach (about a second) on the 2-core
+		// machine, and the test measured the detector, not SHIFT.
 		nqp = 32
 	}
 	const perPhase, msgSize = 8, 256
