@@ -31,8 +31,16 @@ func (e *testEnv) linkUp(h int) {
 }
 
 func (e *testEnv) describe(a, b *QP) string {
-	return fmt.Sprintf("A %v/%v def %v B %v/%v def %v; stats A %+v B %+v%s", a.SendState(), a.RecvState(), a.Default().State(),
-		b.SendState(), b.RecvState(), b.Default().State(), e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats(), e.wire(a, b))
+	return fmt.Sprintf("A %v/%v round %v probing %v gen %d def %v B %v/%v round %v probing %v gen %d def %v; stats A %+v B %+v%s",
+		a.SendState(), a.RecvState(), a.RoundState(), a.isProbing(), a.defGen.Load(), a.Default().State(),
+		b.SendState(), b.RecvState(), b.RoundState(), b.isProbing(), b.defGen.Load(), b.Default().State(),
+		e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats(), e.wire(a, b))
+}
+
+func (q *QP) isProbing() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.probing
 }
 
 // wire describes the transport counters of the default QPs of a (host 0) and b (host 1)
