@@ -103,8 +103,13 @@ func TestLinkDownBeforeConnect(t *testing.T) {
 		}
 	}
 	e.linkDown(0)
-	waitFor(t, "the link event", func() bool { return ha.ctx.Stats().LinkEvents > 0 }, func() string { return e.describe(qa, qb) })
-	ha.ctx.eng.wait(func() {}) // the event's fallback pass, queued or running, is over
+	// Both reports of the down, the link watcher's and the device's PORT_ERR: one read after
+	// the QPs are connected would rightly move them to the backup (the link is still down).
+	waitFor(t, "the link event and PORT_ERR", func() bool {
+		st := ha.ctx.Stats()
+		return st.LinkEvents > 0 && st.AsyncEvents > 0
+	}, func() string { return e.describe(qa, qb) })
+	ha.ctx.eng.wait(func() {}) // the events' fallback passes, queued or running, are over
 	if st := ha.ctx.Stats(); st.LinkFallbacks != 0 || st.Fallbacks != 0 || qa.Default().State() != verbs.QPStateInit {
 		t.Fatalf("a QP in INIT was taken down: default QP %v, %+v", qa.Default().State(), st)
 	}
