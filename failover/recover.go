@@ -90,11 +90,16 @@ func (q *QP) probeLoop() {
 
 // probeNext is when the probe runs again after a step's result (iv, the wait between
 // failed probes, doubles up to ProbeMaxInterval and starts over after a success), or done.
+// After a success (WaitSignaled) it looks again after FenceAfter, but at least every
+// ProbeInterval: a reset round the peer starts meanwhile (its own probe failed) puts the QP
+// back in Fallback, and its probing must go on (startProbeLocked finds this goroutine
+// running). Waiting the whole FenceAfter left the QP on the backup for it: an hour in
+// TestProbeAfterRoundInWaitSignaled.
 func probeNext(o *Options, res int, iv *time.Duration) (next time.Duration, done bool) {
 	switch res {
 	case probeOK:
 		*iv = o.ProbeInterval
-		return o.FenceAfter, false
+		return min(o.FenceAfter, o.ProbeInterval), false
 	case probeFailed:
 		*iv = min(2**iv, o.ProbeMaxInterval)
 		return *iv, false

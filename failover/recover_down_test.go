@@ -68,3 +68,44 @@ func TestDownDuringRecovery(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeAfterRoundInWaitSignaled: A's probe succeeded and A waits in WaitSignaled for the
+// application's next signaled WR (FenceAfter an hour), when B starts a round (as B does when
+// its own probe fails): A's default QP is reset with B's and A is back in Fallback. A must
+// probe again: its probe goroutine slept the whole FenceAfter, and A stayed on the backup for
+// it (TestDownDuringRecovery timed out so under the race detector, where B's probe failed
+// after A's had succeeded).
+func TestProbeAfterRoundInWaitSignaled(t *testing.T) {
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	e := newEnvWith(t, 256, func(h int, o *Options) {
+		recoverOpts(h, o)
+		if h == 0 {
+			o.FenceAfter, o.FenceAfterWRs = time.Hour, 1<<30 // host 0 waits for the application
+		}
+	})
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	runStream(t, e, qa, qb, stream{mode: modeWrite, msgs: 100, size: 512, failAt: 30, failHost: 1, seed: 3})
+	h0, h1 := e.hosts[0], e.hosts[1]
+	// An unsignaled WRITE left on the backup: A's backup is not idle, so A waits in
+	// WaitSignaled instead of fencing at once.
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 1 << 41, Opcode: verbs.WRRDMAWrite,
+		SGL: []verbs.SGE{h0.mr.SGE(bufSize-8192, 64)}, RemoteAddr: h1.mr.Addr() + bufSize - 8192, RKey: h1.mr.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	e.linkUp(1)
+	waitFor(t, "A in WaitSignaled", func() bool { return qa.SendState() == SendWaitSignaled && qb.SendState() == SendDefault },
+		func() string { return e.describe(qa, qb) })
+	probes := h0.ctx.Stats().Probes
+	qb.c.eng.wait(func() {
+		qb.mu.Lock()
+		qb.fallbackLocked(ctlMsg{}, false)
+		qb.mu.Unlock()
+	})
+	waitFor(t, "A probing again after B's round", func() bool {
+		return h0.ctx.Stats().Probes > probes && qa.SendState() == SendWaitSignaled
+	}, func() string { return e.describe(qa, qb) })
+	// The application's next signaled WR is the fence: both sides end on the default path.
+	runStream(t, e, qa, qb, stream{mode: modeWrite, msgs: 50, size: 512, failAt: -1, seed: 4})
+	waitFor(t, "both QPs back to Default", func() bool { return allDefault(qa, qb) }, func() string { return e.describe(qa, qb) })
+}
