@@ -17,26 +17,8 @@ func TestDownDuringRecovery(t *testing.T) {
 	for _, phase := range []SendState{SendWaitSignaled, SendWaitDrained} {
 		for _, mode := range []streamMode{modeWrite, modeSend} {
 			t.Run(fmt.Sprintf("%v/%v", phase, mode), func(t *testing.T) {
-				e := newEnvWith(t, 256, func(h int, o *Options) {
-					recoverOpts(h, o)
-					if h == 0 {
-						o.FenceAfter, o.FenceAfterWRs = time.Hour, 1<<30 // host 0 waits for the application
-					}
-				})
-				a, b := e.pairs(t, 1, cp)
-				qa, qb := a[0], b[0]
-				runStream(t, e, qa, qb, stream{mode: mode, msgs: 100, size: 512, failAt: 30, failHost: 1, seed: 1})
-				// An unsignaled WRITE left on the backup: no completion retires it, so the
-				// backup is not idle and A waits in WaitSignaled for the application's next
-				// signaled WR (an idle backup would let SHIFT fence at once).
+				e, qa, qb := waitSignaledPair(t, cp, mode, 1)
 				h0, h1 := e.hosts[0], e.hosts[1]
-				if err := qa.PostSend([]verbs.SendWR{{WRID: 1 << 41, Opcode: verbs.WRRDMAWrite,
-					SGL: []verbs.SGE{h0.mr.SGE(bufSize-8192, 64)}, RemoteAddr: h1.mr.Addr() + bufSize - 8192, RKey: h1.mr.RKey()}}); err != nil {
-					t.Fatal(err)
-				}
-				e.linkUp(1)
-				waitFor(t, "A in WaitSignaled", func() bool { return qa.SendState() == SendWaitSignaled && qb.SendState() == SendDefault },
-					func() string { return e.describe(qa, qb) })
 				if phase == SendWaitDrained {
 					// The application's signaled WR becomes the fence WR; the link goes
 					// down with the notification and the WRs behind it on the default QP.
@@ -77,25 +59,8 @@ func TestDownDuringRecovery(t *testing.T) {
 // after A's had succeeded).
 func TestProbeAfterRoundInWaitSignaled(t *testing.T) {
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	e := newEnvWith(t, 256, func(h int, o *Options) {
-		recoverOpts(h, o)
-		if h == 0 {
-			o.FenceAfter, o.FenceAfterWRs = time.Hour, 1<<30 // host 0 waits for the application
-		}
-	})
-	a, b := e.pairs(t, 1, cp)
-	qa, qb := a[0], b[0]
-	runStream(t, e, qa, qb, stream{mode: modeWrite, msgs: 100, size: 512, failAt: 30, failHost: 1, seed: 3})
-	h0, h1 := e.hosts[0], e.hosts[1]
-	// An unsignaled WRITE left on the backup: A's backup is not idle, so A waits in
-	// WaitSignaled instead of fencing at once.
-	if err := qa.PostSend([]verbs.SendWR{{WRID: 1 << 41, Opcode: verbs.WRRDMAWrite,
-		SGL: []verbs.SGE{h0.mr.SGE(bufSize-8192, 64)}, RemoteAddr: h1.mr.Addr() + bufSize - 8192, RKey: h1.mr.RKey()}}); err != nil {
-		t.Fatal(err)
-	}
-	e.linkUp(1)
-	waitFor(t, "A in WaitSignaled", func() bool { return qa.SendState() == SendWaitSignaled && qb.SendState() == SendDefault },
-		func() string { return e.describe(qa, qb) })
+	e, qa, qb := waitSignaledPair(t, cp, modeWrite, 3)
+	h0 := e.hosts[0]
 	probes := h0.ctx.Stats().Probes
 	qb.c.eng.wait(func() {
 		qb.mu.Lock()
@@ -108,4 +73,32 @@ func TestProbeAfterRoundInWaitSignaled(t *testing.T) {
 	// The application's next signaled WR is the fence: both sides end on the default path.
 	runStream(t, e, qa, qb, stream{mode: modeWrite, msgs: 50, size: 512, failAt: -1, seed: 4})
 	waitFor(t, "both QPs back to Default", func() bool { return allDefault(qa, qb) }, func() string { return e.describe(qa, qb) })
+}
+
+// waitSignaledPair: a stream in mode falls back (host 1's link down), the link comes back and
+// A (host 0, FenceAfter an hour) waits in WaitSignaled for the application's next signaled
+// WR while B is back on the default path.
+func waitSignaledPair(t *testing.T, cp verbs.QPCap, mode streamMode, seed uint64) (*testEnv, *QP, *QP) {
+	t.Helper()
+	e := newEnvWith(t, 256, func(h int, o *Options) {
+		recoverOpts(h, o)
+		if h == 0 {
+			o.FenceAfter, o.FenceAfterWRs = time.Hour, 1<<30 // host 0 waits for the application
+		}
+	})
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	runStream(t, e, qa, qb, stream{mode: mode, msgs: 100, size: 512, failAt: 30, failHost: 1, seed: seed})
+	// An unsignaled WRITE left on the backup: no completion retires it, so the backup is not
+	// idle and A waits in WaitSignaled for the application's next signaled WR (an idle backup
+	// would let SHIFT fence at once).
+	h0, h1 := e.hosts[0], e.hosts[1]
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 1 << 41, Opcode: verbs.WRRDMAWrite,
+		SGL: []verbs.SGE{h0.mr.SGE(bufSize-8192, 64)}, RemoteAddr: h1.mr.Addr() + bufSize - 8192, RKey: h1.mr.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	e.linkUp(1)
+	waitFor(t, "A in WaitSignaled", func() bool { return qa.SendState() == SendWaitSignaled && qb.SendState() == SendDefault },
+		func() string { return e.describe(qa, qb) })
+	return e, qa, qb
 }
