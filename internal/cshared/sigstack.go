@@ -38,9 +38,9 @@ import (
 // installs without SA_ONSTACK (signal() does: perftest's SIGALRM handler for -D, for one)
 // runs on whatever stack the interrupted thread is on. On the Go runtime's own threads, and on
 // the application's threads while they run a library's Go code (every post and poll of the
-// plugin in SHIFT mode, every emulated kernel call), that is a goroutine's stack: a few KiB
-// with other goroutines' stacks right below it. The kernel's signal frame (1–3.5 KiB with the
-// vector registers) and the handler's own frame then overwrite them, and the process crashes
+// plugin in SHIFT mode, every emulated kernel call), that is a goroutine's stack: small (2 KiB in
+// one crash report), with other goroutines' stacks right below it. The kernel's signal frame
+// (it holds the vector registers) and the handler's own frame then overwrite them, and the process crashes
 // later somewhere else: ib_write_bw -D through the plugin aborted after its result line, and
 // the plugin's bench/sigcheck.c (SIGALRM every 20 µs) crashed within 0.1 s in both modes. Go's
 // rule for C code in the same process is that every handler must be installed with
