@@ -147,9 +147,13 @@ type Stats struct {
 	ProbeFailures  uint64 // probes that did not complete successfully (path reset, retried)
 	Recoveries     uint64 // send sides back to Default through the fence
 	RecvRecoveries uint64 // receive sides back to Default on the peer's notification
-	ShiftFences    uint64 // fences SHIFT posted itself (no signaled application WR in time)
-	Fillers        uint64 // zero-length SENDs posted to consume the peer's stale backup receives
-	FastReopens    uint64 // QPs put back on the lock-free data path after a recovery
+	// RecvLateWaits counts the receive recoveries that found fewer messages received than
+	// the peer's notification counted, and polled the backup CQ until the rest came
+	// (recvcount.go); RecvLateTimeouts those that gave up after the bound.
+	RecvLateWaits, RecvLateTimeouts uint64
+	ShiftFences                     uint64 // fences SHIFT posted itself (no signaled application WR in time)
+	Fillers                         uint64 // zero-length SENDs posted to consume the peer's stale backup receives
+	FastReopens                     uint64 // QPs put back on the lock-free data path after a recovery
 	// LinkEvents counts the link events read from Options.LinkEvents; LinkFallbacks the
 	// fallbacks a down event started.
 	LinkEvents, LinkFallbacks uint64
@@ -207,6 +211,7 @@ type Context struct {
 	appErrors                                          atomic.Uint64
 
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
+	recvLateWaits, recvLateTimeouts                                      atomic.Uint64
 	fastReopens, resetRounds, chains                                     atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
 	asyncEvents, eventFallbacks, watchdogFallbacks                       atomic.Uint64
@@ -465,7 +470,8 @@ func (c *Context) Stats() Stats {
 	return Stats{Rearms: sets, CtlRearms: eps, Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), AppErrors: c.appErrors.Load(), Transitions: c.transitions.Load(),
 		Reposted: c.reposted.Load(), Skipped: c.skipped.Load(),
 		Probes: c.probes.Load(), ProbeFailures: c.probeFails.Load(), Recoveries: c.recoveries.Load(),
-		RecvRecoveries: c.recvRecoveries.Load(), ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
+		RecvRecoveries: c.recvRecoveries.Load(), RecvLateWaits: c.recvLateWaits.Load(), RecvLateTimeouts: c.recvLateTimeouts.Load(),
+		ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
 		FastReopens: c.fastReopens.Load(),
 		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(),
 		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),

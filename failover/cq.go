@@ -62,10 +62,12 @@ type CQ struct {
 	tableMu sync.Mutex // serialises map updates
 }
 
-// recovEvt is a peer's recovery notification and the default QP incarnation it arrived on.
+// recovEvt is a peer's recovery notification, the default QP incarnation it arrived on, and
+// the peer's two-sided count at its fence WR (the notification's immediate).
 type recovEvt struct {
-	q   *QP
-	gen uint64
+	q    *QP
+	gen  uint64
+	sent uint32
 }
 
 type bkFail struct {
@@ -373,7 +375,7 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w verbs.WC) {
 	}
 	if recv {
 		if q.popKind(&q.dRecvKinds) != kindApp {
-			cq.recov = append(cq.recov, recovEvt{q, q.defGen.Load()}) // the peer's recovery notification
+			cq.recov = append(cq.recov, recovEvt{q, q.defGen.Load(), w.Imm & countMask}) // the peer's recovery notification
 			return
 		}
 		q.recvDone++
@@ -502,7 +504,7 @@ func (cq *CQ) runPending() {
 		q.finishRecovery()
 	}
 	for _, r := range recov {
-		r.q.recoverRecv(r.gen)
+		r.q.recoverRecv(r.gen, r.sent)
 	}
 	for _, q := range toFail {
 		q.fallback(ctlMsg{}, false)

@@ -28,8 +28,9 @@
 // no signaled WR comes within Options.FenceAfter or Options.FenceAfterWRs WRs
 // (default 64 WRs or 10 ms; the plugin's SHIFT_FENCE_AFTER="<n>,<duration>"), SHIFT posts its own
 // signaled zero-length WRITE as the fence. The receiver, on the notification, polls the
-// backup CQ (the fence guarantees everything the peer sent there has landed) and reposts its
-// outstanding receives on the default QP. Each direction recovers on its own; a later
+// backup CQ until its receive counter reaches the count the notification carries (the
+// messages the peer sent up to its fence WR: acknowledged, but their CQEs may come after the
+// notification's, recvcount.go) and reposts its outstanding receives on the default QP. Each direction recovers on its own; a later
 // failure falls back again (the RECVs left on the backup are consumed by the peer's
 // zero-length filler SENDs, their number carried in the fallback notification).
 // SwitchToBackup and SwitchToDefault move a healthy QP on demand (paper §4.4). Stats counts

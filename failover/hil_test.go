@@ -145,5 +145,7 @@ func flapUnderStreams(t *testing.T, e *testEnv, mode streamMode, cycles int) {
 	if sa := e.hosts[0].ctx.Stats(); sa.Fallbacks < uint64(f.cycles) || sa.Recoveries < uint64(f.cycles) {
 		t.Fatalf("%d cycles: %+v", f.cycles, sa)
 	}
-	t.Logf("%d cycles; switch-back median %v, stall median %v", f.count, percentile(f.switchBack, 0.5), percentile(f.stall, 0.5))
+	sb := e.hosts[1].ctx.Stats()
+	t.Logf("%d cycles; switch-back median %v, stall median %v; receiver: %d receive recoveries, %d waited for late backup CQEs (%d gave up)",
+		f.count, percentile(f.switchBack, 0.5), percentile(f.stall, 0.5), sb.RecvRecoveries, sb.RecvLateWaits, sb.RecvLateTimeouts)
 }

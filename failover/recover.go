@@ -436,10 +436,13 @@ func (q *QP) beginFenceLocked(w verbs.SendWR, shift bool) error {
 	bs.sendKinds = append(bs.sendKinds, kind)
 	q.dSendKinds = append(q.dSendKinds, kindNotify)
 	q.fifoMu.Unlock()
-	q.rcq.mu.Lock()
-	count := uint32(q.recvDone)
-	q.rcq.mu.Unlock()
-	notify := verbs.SendWR{WRID: ctrlWRID, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, Imm: count}
+	// The immediate: how many two-sided messages we sent up to the fence WR, all on the
+	// backup (recvcount.go).
+	sent := q.twoSided
+	if !shift && twoSided(w.Opcode) {
+		sent++
+	}
+	notify := verbs.SendWR{WRID: ctrlWRID, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, Imm: sent & countMask}
 	// The fence WR's completion must not be polled before Begin: both under the send CQ's
 	// mutex, which every poller of the backup CQ holds.
 	q.scq.mu.Lock()
@@ -517,24 +520,21 @@ func (q *QP) finishRecovery() {
 }
 
 // recoverRecv moves the receive side back to the default QP on the peer's recovery
-// notification (runPending): every message the peer sent on the backup completed before the
-// notification (the peer's fence), so after polling the backup CQ the receive counter is
-// exact; the receives not consumed are reposted on the default QP, in order. Those left on
-// the backup RQ are marked stale: the next fallback's peer consumes them with fillers.
+// notification (runPending): every message the peer sent on the backup was received before
+// the notification (the peer's fence), and sent counts them; once the backup CQ gave their
+// completions (recvcount.go) the receive counter is exact, and the receives not consumed
+// are reposted on the default QP, in order. Those left on the backup RQ are marked stale:
+// the next fallback's peer consumes them with fillers.
 //
 // A notification found while a new fallback drains the default QP (gen is no longer the
 // default QP's incarnation, or the QP left RTS) is ignored: the receives stay on the backup
 // and the peer reposts from our receive counter.
-func (q *QP) recoverRecv(gen uint64) {
+func (q *QP) recoverRecv(gen uint64, sent uint32) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if s := q.def.State(); q.mach.recvState() != RecvFallback || gen != q.defGen.Load() ||
-		(s != verbs.QPStateRTS && s != verbs.QPStateRTR) {
+	if !q.recoverableLocked(gen) || !q.awaitReceivedLocked(gen, sent) {
 		return
 	}
-	q.rcq.mu.Lock()
-	_ = q.rcq.pollBackupLocked()
-	q.rcq.mu.Unlock()
 	q.fifoMu.Lock()
 	bs := q.cs()
 	for i, k := range bs.recvKinds {

@@ -53,6 +53,8 @@ type Device struct {
 	health  atomic.Uint32
 	onFatal func()
 	stepped bool
+	// late holds responder CQEs back (late.go).
+	late lateCQEs
 
 	mu      sync.Mutex // guards the maps and counters below
 	uars    map[uint32]*UAR

@@ -148,6 +148,9 @@ func (h *qpHost) RecvCompleted(c rc.RecvCompletion) {
 	}
 	// RoCE: the GRH is always present (l3/grh bits 29:28 = 1), source QPN in 23:0.
 	e.flagsRQPN = 1<<28 | c.SrcQPN&0xffffff
+	if q.dev.late.hold(q, &e, c.Solicited) {
+		return
+	}
 	q.rcq.push(&e, c.Solicited)
 }
 
