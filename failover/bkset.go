@@ -22,6 +22,10 @@ type bkSet struct {
 	// we send name it, and those we act on come from it.
 	peerQPN atomic.Uint32
 
+	// staleMarked counts the application RECVs ever left stale on the set's QP by a receive
+	// recovery, fillers the zero-length SENDs we ever posted on it to consume the peer's
+	// (stale.go; q.mu).
+	staleMarked, fillers uint32
 	// The kinds of the set's posted receives and signaled sends, in posting order (q.fifoMu).
 	recvKinds []uint8
 	sendKinds []uint8

@@ -27,7 +27,7 @@ import (
 // the peer's ctl/<P>/<own id>/<i>; the QP's backup set is ready once both its data QP and
 // the endpoint are connected.
 //
-// Messages (ctlmsg.go, version 2) name the receiver's default QPN and the sender's. The
+// Messages (ctlmsg.go, version 3) name the receiver's default QPN and the sender's. The
 // receiving endpoint acts on a message only for a live QP of its context with that QPN
 // whose backup set on this device uses this very endpoint and is connected to the sender's
 // QP; anything else (another context's QP, a destroyed or reconnected one, a forged or

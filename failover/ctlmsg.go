@@ -7,12 +7,14 @@ import (
 
 // The fallback notification travels on the shared control QP pair of a backup device
 // (ctlep.go) as a SEND of ctlMsgSize bytes, inline, into one of the peer's control receive
-// buffers: our receive counter, the number of stale receives on our backup QP that the
-// peer's fillers must consume, flags and incarnation, a magic word, and (since version 2,
-// when one control QP pair started to serve every QP between two contexts) the QP it is for
-// and the QP it comes from. It used to be the 32-bit immediate of a WRITE_WITH_IMM, which
-// left 8 bits for the stale count: an application that keeps more than 255 receives posted
-// (perftest's ib_send_bw posts 512) had its second fallback refused.
+// buffers: our receive counter, the number of stale receives our backup QP ever had (the
+// peer's fillers consume them: stale.go), flags and incarnation, a magic word, and (since
+// version 2, when one control QP pair started to serve every QP between two contexts) the QP
+// it is for and the QP it comes from. It used to be the 32-bit immediate of a
+// WRITE_WITH_IMM, which left 8 bits for the stale count: an application that keeps more than
+// 255 receives posted (perftest's ib_send_bw posts 512) had its second fallback refused.
+// Version 3 counts the stale receives since the set's QP was created rather than those left,
+// which the receiver could not know while fillers' completions were still to come.
 //
 //	 0 count | 4 stale | 8 flags (bits 0-2) and incarnation (bits 8-31) | 12 magic "SHFT" |
 //	16 version (8 bits) and the receiver's default QPN (24 bits) | 20 the sender's default QPN
@@ -23,7 +25,7 @@ import (
 const (
 	ctlMsgSize = 24
 	ctlMagic   = 0x53484654 // "SHFT"
-	ctlVersion = 2
+	ctlVersion = 3
 	// ctlRecvBase + slot is the wr_id of the control receive in that slot.
 	ctlRecvBase = 0x5348_4946_545f_5200 // "SHIFT_R" and the slot
 )
@@ -32,7 +34,7 @@ const (
 // value).
 type ctlMsg struct {
 	count uint32 // two-sided WRs received (24-bit serial arithmetic, see delivered)
-	stale uint32 // application receives left on the sender's backup QP
+	stale uint32 // application receives ever left stale on the sender's backup QP (stale.go)
 	// refused: the sender will not fall back (an unsafe WR of its own outstanding, its KV
 	// or backup not ready): the receiver's handshake fails now instead of at its timeout.
 	refused bool

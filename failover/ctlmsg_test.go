@@ -34,15 +34,16 @@ func TestCtlMsgRefused(t *testing.T) {
 		return b
 	}
 	for name, mut := range map[string]func([]byte) []byte{
-		"version 1 (16 bytes)": func(b []byte) []byte { return b[:16] },
-		"longer":               func(b []byte) []byte { return append(b, 0) },
-		"version 3":            func(b []byte) []byte { b[16] = 3; return b },
-		"version 0":            func(b []byte) []byte { b[16] = 0; return b },
-		"no magic":             func(b []byte) []byte { b[12] ^= 1; return b },
-		"reserved flag":        func(b []byte) []byte { b[11] |= 0x10; return b },
-		"to QPN 0":             func(b []byte) []byte { binary.BigEndian.PutUint32(b[16:], ctlVersion<<24); return b },
-		"from QPN 0":           func(b []byte) []byte { binary.BigEndian.PutUint32(b[20:], 0); return b },
-		"from QPN 25 bits":     func(b []byte) []byte { binary.BigEndian.PutUint32(b[20:], 1<<24|1); return b },
+		"version 1 (16 bytes)":   func(b []byte) []byte { return b[:16] },
+		"longer":                 func(b []byte) []byte { return append(b, 0) },
+		"version 2 (stale left)": func(b []byte) []byte { b[16] = 2; return b },
+		"version 4":              func(b []byte) []byte { b[16] = 4; return b },
+		"version 0":              func(b []byte) []byte { b[16] = 0; return b },
+		"no magic":               func(b []byte) []byte { b[12] ^= 1; return b },
+		"reserved flag":          func(b []byte) []byte { b[11] |= 0x10; return b },
+		"to QPN 0":               func(b []byte) []byte { binary.BigEndian.PutUint32(b[16:], ctlVersion<<24); return b },
+		"from QPN 0":             func(b []byte) []byte { binary.BigEndian.PutUint32(b[20:], 0); return b },
+		"from QPN 25 bits":       func(b []byte) []byte { binary.BigEndian.PutUint32(b[20:], 1<<24|1); return b },
 	} {
 		if m, err := parseCtlMsg(mut(good())); err == nil {
 			t.Errorf("%s: parsed %+v", name, m)

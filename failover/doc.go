@@ -83,8 +83,9 @@ package failover
 //     receive log, in order, behind the backup QP's control RECV.
 //   - READs before the last two-sided WR the peer received are read again (their response may
 //     have been lost), after that WR rather than before it.
-//   - Each fallback notification's immediate carries the receive counter modulo 2^24 (low
-//     bits) and the count of stale RECVs on the sender's backup RQ (high 8 bits).
+//   - Each fallback notification carries the receive counter modulo 2^24 and the number of
+//     RECVs the sender ever left stale on its backup QP (stale.go); the recovery
+//     notification's immediate the two-sided count at the fence (recvcount.go).
 //   - After the first fallback, the default QP's completions are classified by position too
 //     (defTracked): probes, notifications and application WRs in posting order; the lock-free
 //     fast paths stay closed and every call takes the QP or CQ mutex.

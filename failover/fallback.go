@@ -283,16 +283,6 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 			}
 		}
 	}
-	// The stale RECVs in front of where our receives go: the peer's fillers consume them.
-	q.fifoMu.Lock()
-	stale := 0
-	for _, k := range bs.recvKinds {
-		if k == kindApp {
-			break
-		}
-		stale++
-	}
-	q.fifoMu.Unlock()
 	if recvPart {
 		// Outstanding receives go to the backup QP behind its control RECV.
 		var recvs []verbs.RecvWR
@@ -312,7 +302,7 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 			}
 		}
 	}
-	if err := q.notifyLocked(stale, reply); err != nil {
+	if err := q.notifyLocked(reply); err != nil {
 		return err
 	}
 	if sendPart {
@@ -434,11 +424,12 @@ func (q *QP) notifyRefusalLocked() {
 	_ = q.sendCtlLocked(ctlMsg{refused: true, reply: true})
 }
 
-// notifyLocked posts the control SEND carrying our receive counter: a reply carries the
-// incarnation this round gives both default QPs (nextGen), a notification ours.
-func (q *QP) notifyLocked(stale int, reply bool) error {
+// notifyLocked posts the control SEND carrying our receive counter and the stale RECVs the
+// set's QP ever had (stale.go): a reply carries the incarnation this round gives both default
+// QPs (nextGen), a notification ours.
+func (q *QP) notifyLocked(reply bool) error {
 	q.rcq.mu.Lock()
-	m := ctlMsg{count: uint32(q.recvDone) & countMask, stale: uint32(stale), reply: reply, gen: uint32(q.defGen.Load()),
+	m := ctlMsg{count: uint32(q.recvDone) & countMask, stale: q.cs().staleMarked, reply: reply, gen: uint32(q.defGen.Load()),
 		pinned: q.mach.pinState().local() && !reply}
 	q.rcq.mu.Unlock()
 	if reply {
@@ -480,7 +471,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		q.hsTimer.Stop()
 	}
 	_ = q.mach.roundEvent(EvRoundOver)
-	peerCount, stale := peer.count&countMask, int(peer.stale)
+	peerCount := peer.count & countMask
 	q.tRepost.Store(q.c.now().UnixNano())
 	q.tCtl.Store(q.tPoll.Load())
 	cands, err := q.repostCandidatesLocked()
@@ -536,7 +527,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 			recount++
 		}
 	}
-	if err := q.postFillersLocked(stale); err != nil {
+	if err := q.postFillersLocked(peer.stale); err != nil {
 		if !errors.Is(err, errRoundGone) {
 			q.failLocked(verbs.WCGeneralErr, err)
 		}

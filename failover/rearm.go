@@ -386,6 +386,7 @@ func (q *QP) installSet(i int, p *provider.QP, ep *ctlEndpoint, peerQPN, gen uin
 	bs.dev.rearm.nSets.Add(1)
 	q.fifoMu.Lock()
 	bs.recvKinds, bs.sendKinds, bs.heldOps, bs.stash = nil, nil, nil, nil
+	bs.staleMarked, bs.fillers = 0, 0
 	bs.failQueued = false
 	bs.dead = false
 	q.fifoMu.Unlock()

@@ -540,6 +540,7 @@ func (q *QP) recoverRecv(gen uint64, sent uint32) {
 	for i, k := range bs.recvKinds {
 		if k == kindApp {
 			bs.recvKinds[i] = kindStale
+			bs.staleMarked++
 		}
 	}
 	q.fifoMu.Unlock()
@@ -570,32 +571,6 @@ func (q *QP) recoverRecv(gen uint64, sent uint32) {
 	}
 	q.reopenLocked() // if the send side is back too
 	q.rcq.raise()
-}
-
-// postFillersLocked posts n zero-length SENDs on the backup QP to consume the stale RECVs the
-// peer's backup RQ holds in front of its reposted receives (n from its notification).
-func (q *QP) postFillersLocked(n int) error {
-	bs := q.cs()
-	b := bs.qp.Load()
-	one := []verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRSend, Flags: verbs.SendSignaled}}
-	for range n {
-		q.fifoMu.Lock()
-		bs.sendKinds = append(bs.sendKinds, kindCtrl)
-		q.fifoMu.Unlock()
-		err := q.withRoomLocked(func() error {
-			q.scq.mu.Lock()
-			defer q.scq.mu.Unlock()
-			return b.PostSend(one)
-		})
-		if err != nil {
-			q.fifoMu.Lock()
-			bs.sendKinds = bs.sendKinds[:len(bs.sendKinds)-1]
-			q.fifoMu.Unlock()
-			return fmt.Errorf("failover: QP %#x: fillers: %w", q.qpn, err)
-		}
-		q.c.fillers.Add(1)
-	}
-	return nil
 }
 
 // SwitchBackLatency is the last recovery's time from probe success to Default (0: none yet).

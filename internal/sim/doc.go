@@ -41,9 +41,12 @@
 //     fallback (its QPs chain to the second);
 //   - kvfault.go: the KV store down or slow (a call takes virtual time while the world runs,
 //     or fails as past KVTimeout), during the set-up or around a fallback;
-//   - pause.go: one host's application and context not stepped for 1 to 200 ms around a
-//     fallback, its NICs running on (shorter than HandshakeTimeout and the watchdog's
-//     bound).
+//   - pause.go: one host's application and context not stepped for 1 to 80 ms around a
+//     fallback, its NICs running on (shorter than HandshakeTimeout, the watchdog's bound,
+//     and what the peer's transport retries survive of RNR under loss);
+//   - latecqe.go: in a quarter of the runs, the receive CQEs of a backup QP whose receive
+//     side is on the backup held back 20 µs to 2 ms after their messages were acknowledged
+//     (as a responder may write its CQE after its ACK, and two NICs' CQEs come in no order).
 //
 // For all of them the invariant is the link down's: no error completion (but on a pair
 // refused for an unsafe WR), nothing lost, duplicated or reordered. The run waits for its

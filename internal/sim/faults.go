@@ -21,6 +21,7 @@ type FaultCounts struct {
 	KVSlows     int // windows in which every KV call took virtual time (or timed out)
 	KVRefused   int // KV calls that failed in those windows
 	Pauses      int // a host's process not stepped for a while
+	LateCQEs    int // holds of a backup QP's receive CQEs (latecqe.go)
 }
 
 func (f *FaultCounts) add(o FaultCounts) {
@@ -31,11 +32,12 @@ func (f *FaultCounts) add(o FaultCounts) {
 	f.KVSlows += o.KVSlows
 	f.KVRefused += o.KVRefused
 	f.Pauses += o.Pauses
+	f.LateCQEs += o.LateCQEs
 }
 
 func (f FaultCounts) String() string {
-	return fmt.Sprintf("%d NIC deaths, %d NIC hangs, %d backup deaths, %d KV downs, %d KV slow windows (%d KV calls failed), %d pauses",
-		f.Kills, f.Hangs, f.BackupKills, f.KVDowns, f.KVSlows, f.KVRefused, f.Pauses)
+	return fmt.Sprintf("%d NIC deaths, %d NIC hangs, %d backup deaths, %d KV downs, %d KV slow windows (%d KV calls failed), %d pauses, %d late-CQE holds",
+		f.Kills, f.Hangs, f.BackupKills, f.KVDowns, f.KVSlows, f.KVRefused, f.Pauses, f.LateCQEs)
 }
 
 // faultState is the run's state of these faults.
@@ -81,6 +83,8 @@ const (
 	fxKVUp
 	fxPause
 	fxResume
+	fxLateCQEs
+	fxLateRelease
 )
 
 // setupFaults starts the fault stream and draws the faults of the set-up (the KV store down
@@ -101,6 +105,7 @@ func (s *runner) drawFaults() {
 	s.nicFault()
 	s.kvFault()
 	s.pauseFault()
+	s.lateFault()
 }
 
 // faultAt draws the instant of a fault: in the first 10 ms after the shadows are built (a
@@ -143,4 +148,5 @@ func (s *runner) faultStep() {
 	if s.fx.bkLeft > 0 {
 		s.backupKillStep()
 	}
+	s.lateStep()
 }

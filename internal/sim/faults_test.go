@@ -21,6 +21,13 @@ import "testing"
 //     the queued failure).
 //   - 1171 (recovery): the emulator's event queue hung in Close behind a backup channel
 //     nobody read (mlx5/emu/eventq.go, withdraw).
+//   - 63 (recovery, two backups): late CQEs on the receiver's backup QP; a receive recovery
+//     that read its counter after one poll of the backup CQ lost the message whose CQE came
+//     after the peer's recovery notification (failover/recvcount.go; fails, stuck, with the
+//     wait off). The same fault in TestNetnsRoCEv2Flapping/send over real veths.
+//   - 3067 (recovery): late CQEs of fillers; the receiver counted the stale RECVs they had
+//     consumed again, the surplus fillers consumed application receives and a SEND arrived
+//     as zero bytes (failover/stale.go: both sides count all-time totals now).
 //
 // 25 is a hang whose peer posts nothing: only the completion watchdog finds it.
 func TestFaultSeeds(t *testing.T) {
@@ -39,6 +46,8 @@ func TestFaultSeeds(t *testing.T) {
 		{41, func(f FaultCounts) bool { return f.Pauses > 0 }, nil},
 		{1903, func(f FaultCounts) bool { return f.Pauses > 0 }, &Config{Seed: 1903, Failover: true, Recovery: true}},
 		{1171, func(f FaultCounts) bool { return f.Pauses > 0 }, nil},
+		{63, func(f FaultCounts) bool { return f.LateCQEs > 0 }, nil},
+		{3067, func(f FaultCounts) bool { return f.LateCQEs > 0 }, nil},
 	}
 	for _, tc := range cases {
 		cfg := seedConfig(tc.seed, true)

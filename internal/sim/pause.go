@@ -9,7 +9,7 @@ import "time"
 // Nothing polls, posts or runs its transitions, so a peer's fallback notification waits for
 // the pause to end.
 //
-// The pause is drawn in a modest share of failover runs: a host, a length of 1 to 200 ms, a
+// The pause is drawn in a modest share of failover runs: a host, a length of 1 to 80 ms, a
 // default link down past the RC reach in the first 10 ms after the shadows are built, and
 // the pause's start 100 to 160 ms after it, around the fallback that down starts. The
 // pause is shorter than HandshakeTimeout (2 s here: a peer waiting for our reply in a fallback round gives up
@@ -25,8 +25,15 @@ import "time"
 // process waiting in a poll loop is not a paused one.
 const yieldJump = time.Millisecond
 
-// maxPause bounds a pause: under the watchdog's effective bound and HandshakeTimeout.
-const maxPause = 200 * time.Millisecond
+// maxPause bounds a pause: under the watchdog's effective bound and HandshakeTimeout, and
+// short enough that RC itself survives it. A peer whose SENDs meet the paused host's empty RQ
+// cycles through RNR NAKs (rnr_retry 7: for ever), but each time the resend after an RNR delay
+// is lost (1-5 % loss, ACK-loss bursts) it hears nothing and spends one transport retry on a
+// 16.8 ms ACK timeout: the RNR NAKs are no progress and do not give them back (as rdma_rxe).
+// Eight such timeouts (retry_cnt 7, the 134 ms reach) fail the QP, with or without SHIFT:
+// seed 3504 drew a 141 ms pause and lost the peer's backup QP so (with late CQEs, which moved
+// its timing). A pause of at most 80 ms leaves room for at most six timeouts.
+const maxPause = 80 * time.Millisecond
 
 // pauseFault draws the run's pause.
 func (s *runner) pauseFault() {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
+	"github.com/shift-rdma/shift/mlx5/emu/nic"
+	"github.com/shift-rdma/shift/mlx5/emu/rc"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -149,6 +151,7 @@ type runner struct {
 	rr    *rand.Rand
 	risky bool
 	fx    faultState // NIC, KV and pause faults (faults.go)
+	late  lateState  // late receive CQEs (latecqe.go)
 }
 
 func (s *runner) record(kind int, a, b, c, d uint64) {
@@ -171,6 +174,10 @@ func (s *runner) violation(format string, args ...any) *Violation {
 		for _, e := range s.w.ends {
 			if q, ok := e.qp.(*failover.QP); ok {
 				v.Tail = append(v.Tail, fmt.Sprintf("host %d pair %d: %v/%v, err %v", e.host, e.pair, q.SendState(), q.RecvState(), q.Err()))
+				v.Tail = append(v.Tail, wireOf("  default", e.h.nics[0], q.QPN()))
+				if b := q.Backup(); b != nil {
+					v.Tail = append(v.Tail, wireOf(fmt.Sprintf("  backup %d", q.BackupIndex()), e.h.nics[1+q.BackupIndex()], b.QPN()))
+				}
 			}
 		}
 		for h, x := range s.w.hosts {
@@ -178,6 +185,18 @@ func (s *runner) violation(format string, args ...any) *Violation {
 		}
 	}
 	return v
+}
+
+// wireOf describes QP qpn of device d as its RC engine sees it, for a violation's report.
+func wireOf(what string, d *nic.Device, qpn uint32) string {
+	q := d.QP(qpn)
+	if q == nil {
+		return fmt.Sprintf("%s QP %#x: gone", what, qpn)
+	}
+	if r, ok := q.Transport().(*rc.QP); ok {
+		return fmt.Sprintf("%s QP %#x: %+v %s", what, qpn, r.Stats(), q.Describe())
+	}
+	return fmt.Sprintf("%s QP %#x: %s", what, qpn, q.Describe())
 }
 
 // Run runs one simulation; a broken invariant is a *Violation.
