@@ -105,7 +105,7 @@ func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
 	// What ran on the old set and did not complete is reposted on the new one (bkLog). Our
 	// round under way on the old set, if any, starts again on the new one; when the peer's
 	// notification came on it, we answer it instead, as its receiver.
-	q.chainRepost = true
+	_ = q.mach.event(wordRepost, EvChainSends)
 	_ = q.mach.roundEvent(EvRoundOver) // defined in every round state
 	q.roundLocked(peer, fromPeer, true)
 }

@@ -23,7 +23,7 @@ func TestDestroyWhileProbing(t *testing.T) {
 	waitFor(t, "a probe waiting for its completion", func() bool {
 		a[0].mu.Lock()
 		defer a[0].mu.Unlock()
-		return a[0].probing && ha.ctx.Stats().Probes > 0
+		return (a[0].mach.probeState() == ProbeRunning) && ha.ctx.Stats().Probes > 0
 	}, func() string { return e.describe(a[0], b[0]) })
 	if err := a[0].Destroy(); err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestDestroyWhileProbing(t *testing.T) {
 	waitFor(t, "the probe goroutine to end with its QP", func() bool {
 		a[0].mu.Lock()
 		defer a[0].mu.Unlock()
-		return !a[0].probing
+		return !(a[0].mach.probeState() == ProbeRunning)
 	}, func() string { return e.describe(a[0], b[0]) })
 	// Long enough for polls every 500 µs, were the wait still polling the destroyed CQ.
 	deadline := time.Now().Add(50 * time.Millisecond)

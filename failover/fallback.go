@@ -225,7 +225,7 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 		_ = q.fn.Abort(fmt.Errorf("failover: QP %#x: default path failed", q.qpn))
 	}
 	if chain {
-		q.chainRepost = true
+		_ = q.mach.event(wordRepost, EvChainSends)
 	}
 	q.defStopped = true
 	// A dead device fails the command (EIO) and executes nothing anyway. Its EIO may come
@@ -275,7 +275,7 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 			return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
 		}
 	}
-	if q.chainRepost {
+	if q.mach.repostState() == RepostChain {
 		for i := range q.bkLog {
 			scratch = scratch[:0]
 			if _, err := q.rewriteLocked(q.bkLog[i].wr, &scratch); err != nil {
@@ -580,12 +580,12 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 // reposted is logged again as it goes to the new backup.
 func (q *QP) repostCandidatesLocked() ([]sendRec, error) {
 	var out []sendRec
-	if q.chainRepost {
+	if q.mach.repostState() == RepostChain {
 		q.fifoMu.Lock()
 		out = append(out, q.bkLog...)
 		q.bkLog = nil
 		q.fifoMu.Unlock()
-		q.chainRepost = false
+		_ = q.mach.event(wordRepost, EvRepostTaken)
 	}
 	defs, err := q.defSendsLocked()
 	return append(out, defs...), err

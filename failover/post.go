@@ -117,7 +117,7 @@ func (q *QP) inject(wrs []verbs.SendWR) []verbs.SendWR {
 func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 	q.lockForPost(wrs)
 	defer q.mu.Unlock()
-	if q.held {
+	if q.mach.holdState() == HoldPosts {
 		// A round waits with q.mu released: where WRs go is not settled (roundwait.go).
 		q.queueSendsLocked(wrs)
 		return nil
@@ -305,7 +305,7 @@ func (q *QP) postRecvDefault(wrs []verbs.RecvWR) error {
 func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.held {
+	if q.mach.holdState() == HoldPosts {
 		return q.holdRecvsLocked(wrs) // a round waits with q.mu released (roundwait.go)
 	}
 	switch q.mach.recvState() {

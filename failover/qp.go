@@ -79,11 +79,6 @@ type QP struct {
 	// bkLog holds the application's send WRs posted on the backup QP in use and not known
 	// to be complete (q.mu): what moves to the next backup when this one fails too.
 	bkLog []sendRec
-	// chainRepost: the round under way moves the sends of a failed backup (q.mu).
-	chainRepost bool
-	// rkRetry: the round under way was started over after reading the peer's MR entries it
-	// missed (fetchMissingRKeysLocked); it does not release q.mu again (q.mu).
-	rkRetry bool
 
 	sendGate, recvGate postGate
 	mach               machine
@@ -132,12 +127,12 @@ type QP struct {
 	outSends []provider.SendWQE
 	outRecvs []provider.RecvWQE
 
-	// A round waiting with q.mu released holds the application's posts (roundwait.go):
-	// held until flushHeld runs, pauses the rounds released right now, rHeld the receives
-	// at the receive log's tail not posted yet (all q.mu).
-	held, flushQueued bool
-	pauses            int
-	rHeld             uint64
+	// A round waiting with q.mu released holds the application's posts (roundwait.go): the
+	// hold word (table.go) until flushHeld runs, pauses the rounds released right now, rHeld
+	// the receives at the receive log's tail not posted yet (all q.mu).
+	flushQueued bool
+	pauses      int
+	rHeld       uint64
 
 	// SHIFT's own share of a round, apart from the wait for the emulator or the peer
 	// (fallbackSplit in measure_test.go): the time spent inside roundLocked this round, the
@@ -154,7 +149,6 @@ type QP struct {
 	dSendKinds []uint8
 	dRecvKinds []uint8
 	fn         *fence.Fence
-	probing    bool          // q.mu: a probe goroutine runs for this QP
 	destroyed  bool          // q.mu
 	tracked    bool          // q.mu: the default QP's WRs are classified by position (defTracked)
 	slow       bool          // q.mu: off the fast path, counted in the CQs' slow (gate.go)

@@ -36,7 +36,7 @@ const probeWaitGuard = 30 * time.Second
 // startProbeLocked starts q's probe goroutine unless one runs or the context closes (a
 // stepped context's probes are clock timers instead: probe_step.go).
 func (q *QP) startProbeLocked() {
-	if q.probing || q.destroyed {
+	if q.mach.probeState() == ProbeRunning || q.destroyed {
 		return
 	}
 	c := q.c
@@ -45,7 +45,7 @@ func (q *QP) startProbeLocked() {
 	if c.closing {
 		return
 	}
-	q.probing = true
+	_ = q.mach.event(wordProbe, EvProbeStart)
 	if c.opts.Stepped {
 		q.probeAfter(c.opts.ProbeInterval, c.opts.ProbeInterval)
 		return
@@ -75,7 +75,7 @@ func (q *QP) probeLoop() {
 		select {
 		case <-q.c.quit:
 			q.mu.Lock()
-			q.probing = false
+			_ = q.mach.event(wordProbe, EvProbeStop)
 			q.mu.Unlock()
 			return
 		case <-t.C:
@@ -114,7 +114,7 @@ func probeNext(o *Options, res int, iv *time.Duration) (next time.Duration, done
 // probeStep does what the states ask of the probe goroutine: probe in Fallback, post SHIFT's
 // fence once FenceAfter passed in WaitSignaled, poll the CQs for the fence's and the peer's
 // notifications (the application may not poll), end once both sides are Default (probeDone,
-// with q.probing cleared under the same lock a new fallback takes to restart probing).
+// with the probe word stopped under the same lock a new fallback takes to restart probing).
 //
 // The goroutine keeps the timers and the wait for a probe's completion; what reads or changes
 // the QP's state (probeBegin, probeEnd: a reset round when the default path failed) runs on
@@ -139,7 +139,7 @@ func (q *QP) probeStep() int {
 // probeQuit ends the probe goroutine of a closing context.
 func (q *QP) probeQuit() int {
 	q.mu.Lock()
-	q.probing = false
+	_ = q.mach.event(wordProbe, EvProbeStop)
 	q.mu.Unlock()
 	return probeDone
 }
@@ -149,7 +149,7 @@ func (q *QP) probeQuit() int {
 func (q *QP) probeBegin() (res int, gen uint64, posted bool) {
 	q.mu.Lock()
 	if q.destroyed {
-		q.probing = false
+		_ = q.mach.event(wordProbe, EvProbeStop)
 		q.mu.Unlock()
 		return probeDone, 0, false
 	}
@@ -191,11 +191,11 @@ func (q *QP) probeBegin() (res int, gen uint64, posted bool) {
 			q.pollAsideBoth()
 			return probeIdle, 0, false
 		}
-		q.probing = false
+		_ = q.mach.event(wordProbe, EvProbeStop)
 		q.mu.Unlock()
 		return probeDone, 0, false
 	default:
-		q.probing = false
+		_ = q.mach.event(wordProbe, EvProbeStop)
 		q.mu.Unlock()
 		return probeDone, 0, false
 	}
@@ -252,12 +252,12 @@ func (q *QP) probeEnd(res int32, gen uint64) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.mach.sendState() != SendFallback || q.destroyed {
-		q.probing = false
+		_ = q.mach.event(wordProbe, EvProbeStop)
 		return probeDone
 	}
 	if res == 1 && q.defGen.Load() == gen && q.mach.roundState() == RoundIdle && q.def.State() == verbs.QPStateRTS {
 		if _, err := q.mach.sendEvent(EvProbeOK); err != nil {
-			q.probing = false
+			_ = q.mach.event(wordProbe, EvProbeStop)
 			return probeDone
 		}
 		q.tProbeOK = q.c.now().UnixNano()

@@ -40,7 +40,7 @@ func (e *testEnv) describe(a, b *QP) string {
 func (q *QP) isProbing() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.probing
+	return q.mach.probeState() == ProbeRunning
 }
 
 // wire describes the transport counters of the default QPs of a (host 0) and b (host 1)

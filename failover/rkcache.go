@@ -336,7 +336,7 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 			miss = bs.dev.missingRKeys(q.remote.GID, []verbs.SendWR{defs[i].wr}, miss)
 		}
 	}
-	if q.chainRepost {
+	if q.mach.repostState() == RepostChain {
 		q.fifoMu.Lock()
 		for i := range q.bkLog {
 			miss = bs.dev.missingRKeys(q.remote.GID, []verbs.SendWR{q.bkLog[i].wr}, miss)
@@ -365,7 +365,7 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 // key the cache misses there fails the round closed (the background read fills the cache for
 // the next one).
 func (q *QP) rkeysFirstLocked(peer ctlMsg, fromPeer, chain bool) bool {
-	if chain || q.rkRetry {
+	if chain || q.mach.rkeysState() == RKeysRetried {
 		return false
 	}
 	q.markSlowLocked() // the default ring is read: no fast-path post may write it meanwhile
@@ -374,9 +374,9 @@ func (q *QP) rkeysFirstLocked(peer ctlMsg, fromPeer, chain bool) bool {
 		return false
 	}
 	if again {
-		q.rkRetry = true
+		_ = q.mach.event(wordRKeys, EvRKeysRetry)
 		q.roundLocked(peer, fromPeer, false)
-		q.rkRetry = false
+		_ = q.mach.event(wordRKeys, EvRKeysDone)
 	}
 	return true
 }

@@ -44,7 +44,7 @@ var errRoundGone = errors.New("failover: QP destroyed or context closing during 
 // return). It reports false when the round must stop (errRoundGone): the QP was destroyed,
 // whose QPs and rings may be gone, or the context is closing.
 func (q *QP) pauseLocked(p *pacer) bool {
-	q.held = true
+	_ = q.mach.event(wordHold, EvHold)
 	q.pauses++
 	q.queueFlushLocked()
 	q.mu.Unlock()
@@ -79,10 +79,10 @@ func (q *QP) flushHeld() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.flushQueued = false
-	if !q.held || q.pauses > 0 {
+	if q.mach.holdState() != HoldPosts || q.pauses > 0 {
 		return // nothing held, or a round still waits (it queues this again)
 	}
-	q.held = false
+	_ = q.mach.event(wordHold, EvRelease)
 	if q.destroyed {
 		q.pending, q.rHeld = nil, 0
 		return
