@@ -4,7 +4,7 @@
 // A World is two emulated hosts built stepped (emu.ClusterConfig.Stepped): no NIC watcher, no
 // fabric delivery goroutine, RC timers and fabric delays on a clock.Manual. Every step the
 // scheduler draws, from the seed, one thing to run on its own goroutine: an application
-// operation (a post of a WRITE, SEND, READ or FETCH_AND_ADD on one of several QPs sharing a
+// operation (a post of a WRITE, SEND, READ or atomic on one of several QPs sharing a
 // CQ, a receive, a poll), one pass of a NIC, the delivery of a due packet, or a move of the
 // clock; faults (packet loss, delay and reordering, a link down for less or more than the RC
 // retry reach; over the failover layer a backup path's short downs at least flapGap apart)
@@ -15,8 +15,10 @@
 // Invariants checked as completions arrive, every step and at the end: completions in posting
 // order, each once; a SEND's payload is the next one in order, intact, at its receiver; a
 // WRITE's data is in place when its completion arrives; a READ returns what the peer holds; no
-// success after a QP's first error; every FETCH_AND_ADD acknowledged ran once (the counter
-// equals the sum of the adds that completed, exactly when the QP never failed); every
+// success after a QP's first error; every atomic acknowledged ran once, in order: it returns
+// the sum of the adds posted before it, and the counter equals the sum of the adds that
+// completed, exactly when the QP never failed (half the runs post CMP_AND_SWP instead of
+// FETCH_AND_ADD, swapping the counter from that sum to it plus the add: risky.go, drawCAS); every
 // signaled WR completes before the run ends, and a world in which nothing can run and no timer
 // or packet is pending while a signaled WR or an expected receive is outstanding is stuck at
 // once (stuck.go, ErrStuck).

@@ -18,7 +18,10 @@ type sent struct {
 	target   int    // the peer's slot a WRITE lands in
 	n        int
 	add      uint64
-	inelig   bool // posted with failover.SendIneligible
+	// before: for an atomic, the adds posted before it, which is what it must find in the
+	// peer's counter (and return) if every earlier atomic ran exactly once, in order.
+	before uint64
+	inelig bool // posted with failover.SendIneligible
 }
 
 // end is one QP of a pair and what the application knows about it.
@@ -124,13 +127,20 @@ func (e *end) post(r *rand.Rand, op verbs.WROpcode, signal, inelig bool) (sent, 
 		clear(e.slot(s.stage, s.n))
 		wr.SGL = []verbs.SGE{e.h.mr.SGE(e.block+s.stage*slotSize, s.n)}
 		wr.RemoteAddr, wr.RKey = e.peer.slotAddr(readSrc), e.peer.h.mr.RKey()
-	case verbs.WRAtomicFetchAdd:
+	case verbs.WRAtomicFetchAdd, verbs.WRAtomicCmpAndSwp:
 		s.stage = int(e.posts % stageSlots)
 		s.n = 8
 		s.add = 1 + uint64(r.IntN(1000))
+		s.before = e.addPosted
 		wr.SGL = []verbs.SGE{e.h.mr.SGE(e.block+s.stage*slotSize, 8)}
 		wr.RemoteAddr, wr.RKey = e.peer.slotAddr(counterSlot), e.peer.h.mr.RKey()
 		wr.CompareAdd = s.add
+		if op == verbs.WRAtomicCmpAndSwp {
+			// Swaps the counter from the value it has if every earlier atomic ran once to
+			// that plus the add: a duplicate or a reordering makes it fail (and return the
+			// value it found), where a FETCH_ADD would add twice.
+			wr.CompareAdd, wr.Swap = s.before, s.before+s.add
+		}
 	}
 	if err := e.qp.PostSend([]verbs.SendWR{wr}); err != nil {
 		return s, err, true
@@ -139,7 +149,7 @@ func (e *end) post(r *rand.Rand, op verbs.WROpcode, signal, inelig bool) (sent, 
 	if op == verbs.WRSend || op == verbs.WRRDMAWriteWithImm {
 		e.twoSided++
 	}
-	if op == verbs.WRAtomicFetchAdd {
+	if op.Atomic() {
 		e.addPosted += s.add
 	}
 	e.sq = append(e.sq, s)

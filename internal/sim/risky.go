@@ -42,6 +42,15 @@ func (s *runner) drawRisk() {
 	s.risky = s.rr.IntN(riskSeeds) == 0
 }
 
+// drawCAS decides, from a stream of the seed's own, whether the run's atomics compare and swap
+// (half the runs, over the provider and over the failover layer) instead of adding: the same
+// draws otherwise, so a run that adds is the run it was before CMP_AND_SWP was simulated. A
+// swap expects the counter at the sum of the adds posted before it, so one that ran twice
+// makes every later one fail.
+func (s *runner) drawCAS() {
+	s.cas = rand.New(rand.NewPCG(s.cfg.Seed, 0x434d50535750)).IntN(2) == 0 // "CMPSWP"
+}
+
 // riskyOp turns the drawn op into what is posted over the failover layer: an atomic stays one
 // on half its draws in a risky run (about 5% of the posts), else it is a WRITE; and about 5% of
 // a risky run's posts carry SendIneligible. Only on a QP in Default: a WR posted there goes to

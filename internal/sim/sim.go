@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -58,6 +59,7 @@ type Result struct {
 	Ineligible             int         // posts flagged failover.SendIneligible
 	MaxQueue, MaxCQQueue   int         // the largest failover QP and CQ queue seen (memory.go)
 	WRITE, SEND, READ, FAA int         // posts of each kind (WRITE_WITH_IMM counted as SEND)
+	CAS                    int         // CMP_AND_SWP posts (in the runs that swap instead of add)
 	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
 	// down event started (Failover, in the runs with link events: linkwatch.go).
@@ -152,6 +154,8 @@ type runner struct {
 	risky bool
 	fx    faultState // NIC, KV and pause faults (faults.go)
 	late  lateState  // late receive CQEs (latecqe.go)
+	// cas: the run's atomics are CMP_AND_SWPs rather than FETCH_AND_ADDs (drawCAS).
+	cas bool
 }
 
 func (s *runner) record(kind int, a, b, c, d uint64) {
@@ -229,6 +233,7 @@ func Run(cfg Config) (Result, error) {
 	}
 	s.cfg = cfg
 	s.drawRisk()
+	s.drawCAS()
 	links := cfg.Failover && drawLinkWatch(cfg.Seed)
 	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, s.yield)
 	if err != nil {
@@ -663,6 +668,9 @@ func (s *runner) postOne() error {
 }
 
 func (s *runner) postOn(e *end, op verbs.WROpcode, signal, inelig bool) error {
+	if op == verbs.WRAtomicFetchAdd && s.cas {
+		op = verbs.WRAtomicCmpAndSwp
+	}
 	p, err, ok := e.post(s.r, op, signal, inelig)
 	if !ok {
 		return nil
@@ -687,6 +695,8 @@ func (s *runner) postOn(e *end, op verbs.WROpcode, signal, inelig bool) error {
 		s.res.READ++
 	case verbs.WRAtomicFetchAdd:
 		s.res.FAA++
+	case verbs.WRAtomicCmpAndSwp:
+		s.res.CAS++
 	}
 	s.res.Posts++
 	if inelig {
@@ -808,7 +818,12 @@ func (s *runner) check(e *end, p *sent) error {
 		if !bytes.Equal(e.slot(p.stage, p.n), e.peer.slot(readSrc, p.n)) {
 			return s.violation("host %d pair %d: READ wr_id %d completed with wrong data", e.host, e.pair, p.wrid)
 		}
-	case verbs.WRAtomicFetchAdd:
+	case verbs.WRAtomicFetchAdd, verbs.WRAtomicCmpAndSwp:
+		// RC runs a QP's atomics in order, once each (a retransmitted one is answered from
+		// the responder's replay, not run again): each finds the adds posted before it.
+		if got := binary.LittleEndian.Uint64(e.slot(p.stage, 8)); got != p.before {
+			return s.violation("host %d pair %d: %v wr_id %d returned %d, expected %d (an atomic ran twice, not at all, or out of order)", e.host, e.pair, p.op, p.wrid, got, p.before)
+		}
 		e.addSum += p.add
 	}
 	return nil
