@@ -46,6 +46,14 @@ type ctlMsg struct {
 	// path straggles) and stays on the backup until SwitchToDefault; the receiver keeps its
 	// own sends there too, without probing, until the sender's recovery notification.
 	pinned bool
+	// recvOnly: the sender's application never moved its QP to RTS (perftest's bandwidth
+	// servers): it sends no recovery notification on its default QP, so the receiver's reset
+	// posts no control RECV for one (recvonly.go).
+	recvOnly bool
+	// neverSent: the sender is such a QP, never sent, and its receive side has just come
+	// back: its send side returned too, without a probe or fence, and the receiver's receive
+	// side may follow. Not a round.
+	neverSent bool
 	// gen is the sender's default QP incarnation (modulo 2^24): for a reply the incarnation
 	// both sides take in this round, otherwise the sender's before the round. It keeps the
 	// two counts equal when a notification or its reply was lost with a failed backup
@@ -57,14 +65,16 @@ type ctlMsg struct {
 	dst, src uint32
 }
 
-// Flags of the message's third word: bit 0 refused, bit 1 reply, bit 2 pinned, bits 3-7
-// reserved (zero), bits 8-31 the incarnation.
+// Flags of the message's third word: bit 0 refused, bit 1 reply, bit 2 pinned, bit 3 never
+// sent, bit 4 receive-only, bits 5-7 reserved (zero), bits 8-31 the incarnation.
 const (
-	ctlFlagRefused  = 1
-	ctlFlagReply    = 2
-	ctlFlagPinned   = 4
-	ctlFlagReserved = 0xf8
-	ctlGenShift     = 8
+	ctlFlagRefused   = 1
+	ctlFlagReply     = 2
+	ctlFlagPinned    = 4
+	ctlFlagNeverSent = 8
+	ctlFlagRecvOnly  = 16
+	ctlFlagReserved  = 0xe0
+	ctlGenShift      = 8
 )
 
 func (m ctlMsg) put(b []byte) {
@@ -79,6 +89,12 @@ func (m ctlMsg) put(b []byte) {
 	}
 	if m.pinned {
 		flags |= ctlFlagPinned
+	}
+	if m.neverSent {
+		flags |= ctlFlagNeverSent
+	}
+	if m.recvOnly {
+		flags |= ctlFlagRecvOnly
 	}
 	flags |= m.gen << ctlGenShift
 	binary.BigEndian.PutUint32(b[8:], flags)
@@ -102,7 +118,8 @@ func parseCtlMsg(b []byte) (ctlMsg, error) {
 	}
 	return ctlMsg{count: binary.BigEndian.Uint32(b[0:]), stale: binary.BigEndian.Uint32(b[4:]),
 		refused: flags&ctlFlagRefused != 0, reply: flags&ctlFlagReply != 0,
-		pinned: flags&ctlFlagPinned != 0, gen: flags >> ctlGenShift,
+		pinned: flags&ctlFlagPinned != 0, neverSent: flags&ctlFlagNeverSent != 0,
+		recvOnly: flags&ctlFlagRecvOnly != 0, gen: flags >> ctlGenShift,
 		dst: to & psnMask, src: src}, nil
 }
 

@@ -40,7 +40,7 @@ func TestCtlMsgRefused(t *testing.T) {
 		"version 4":              func(b []byte) []byte { b[16] = 4; return b },
 		"version 0":              func(b []byte) []byte { b[16] = 0; return b },
 		"no magic":               func(b []byte) []byte { b[12] ^= 1; return b },
-		"reserved flag":          func(b []byte) []byte { b[11] |= 0x10; return b },
+		"reserved flag":          func(b []byte) []byte { b[11] |= 0x20; return b },
 		"to QPN 0":               func(b []byte) []byte { binary.BigEndian.PutUint32(b[16:], ctlVersion<<24); return b },
 		"from QPN 0":             func(b []byte) []byte { binary.BigEndian.PutUint32(b[20:], 0); return b },
 		"from QPN 25 bits":       func(b []byte) []byte { binary.BigEndian.PutUint32(b[20:], 1<<24|1); return b },

@@ -31,6 +31,13 @@ func (q *QP) fallback(peer ctlMsg, fromPeer bool) {
 func (q *QP) onControl(peer ctlMsg, set int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if peer.neverSent {
+		q.peerNeverSentLocked(peer) // not a round (recvonly.go)
+		return
+	}
+	if !peer.refused {
+		q.peerRecvOnly = peer.recvOnly
+	}
 	cur := int(q.cur.Load())
 	switch {
 	case set == cur:
@@ -436,6 +443,8 @@ func (q *QP) notifyLocked(reply bool) error {
 		m.gen = uint32(q.nextGen)
 	}
 	m.gen &= countMask
+	m.recvOnly = q.recvOnly()
+	q.toldRecvOnly = m.recvOnly
 	return q.sendCtlLocked(m)
 }
 
@@ -654,7 +663,10 @@ func (q *QP) resetDefaultLocked() {
 	q.defMode = defTracked
 	q.fifoMu.Lock()
 	q.dSendKinds = q.dSendKinds[:0]
-	q.dRecvKinds = append(q.dRecvKinds[:0], kindCtrl)
+	q.dRecvKinds = q.dRecvKinds[:0]
+	if !q.peerRecvOnly {
+		q.dRecvKinds = append(q.dRecvKinds, kindCtrl)
+	}
 	q.failQueued = false
 	q.shiftErrSeen = false
 	q.defStopped = false
@@ -669,9 +681,11 @@ func (q *QP) resetDefaultLocked() {
 	q.scq.mu.Unlock()
 	q.tracked = true
 	if err := verbs.ToInit(q.def, q.attr); err == nil {
-		q.rcq.mu.Lock()
-		err = q.def.PostRecvInternal([]verbs.RecvWR{{WRID: ctrlWRID}})
-		q.rcq.mu.Unlock()
+		if !q.peerRecvOnly { // the peer's recovery notification lands here (recvonly.go)
+			q.rcq.mu.Lock()
+			err = q.def.PostRecvInternal([]verbs.RecvWR{{WRID: ctrlWRID}})
+			q.rcq.mu.Unlock()
+		}
 		if err != nil {
 			q.fifoMu.Lock()
 			q.dRecvKinds = q.dRecvKinds[:0]

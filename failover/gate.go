@@ -115,7 +115,7 @@ func (q *QP) reopenLocked() bool {
 	if q.fn != nil && q.fn.State() != fence.Done && q.fn.State() != fence.Idle {
 		return false
 	}
-	if q.def.State() != verbs.QPStateRTS {
+	if s := q.def.State(); s != verbs.QPStateRTS && !(s == verbs.QPStateRTR && q.recvOnly()) {
 		return false
 	}
 	q.scq.mu.Lock()

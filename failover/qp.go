@@ -175,8 +175,11 @@ type QP struct {
 	// defStopped: SHIFT moved the default QP to ERR in this incarnation (prepareLocked,
 	// refuseLocked, resetDefaultLocked); its flushes are SHIFT's. Under mu.
 	defStopped bool
-	injWRs     []verbs.SendWR
-	injSGE     []verbs.SGE
+	// peerRecvOnly: the peer's last notification said its QP was never moved to RTS (no
+	// control RECV at our reset); toldRecvOnly: ours said so of this QP (recvonly.go). q.mu.
+	peerRecvOnly, toldRecvOnly bool
+	injWRs                     []verbs.SendWR
+	injSGE                     []verbs.SGE
 	// injKeys maps the lkeys inject corrupted in the default ring back to the application's
 	// (poster-owned in Default; read by a fallback once the gates are closed).
 	injKeys map[uint32]uint32

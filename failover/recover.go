@@ -155,13 +155,15 @@ func (q *QP) probeBegin() (res int, gen uint64, posted bool) {
 	}
 	switch q.mach.sendState() {
 	case SendFallback:
-		if q.mach.pinState() != PinNone || q.mach.roundState() != RoundIdle || q.rtsAttr.State != verbs.QPStateRTS {
+		if q.mach.pinState() != PinNone || q.mach.roundState() != RoundIdle || q.recvOnly() || q.toldRecvOnly {
 			// Pinned to the backup, or a reset round waits for the peer's reply (until it
 			// comes the peer's responder may still hold PSNs a new probe would reuse), or the
 			// application never moved the QP to RTS (perftest's bandwidth servers stay in
 			// RTR): it has no sends to bring back, and no first send PSN the peer's responder
 			// expects, so a probe could only fail and start a reset round that takes the
-			// peer's sends off the default path it just recovered (TestReceiveOnlyPeer).
+			// peer's sends off the default path it just recovered (TestReceiveOnlyPeer); or
+			// our last notification said so, and the peer's reset posted no control RECV
+			// for a recovery notification of ours (recvonly.go).
 			q.mu.Unlock()
 			q.pollAsideBoth()
 			return probeIdle, 0, false
@@ -532,6 +534,11 @@ func (q *QP) finishRecovery() {
 func (q *QP) recoverRecv(gen uint64, sent uint32) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.recoverRecvLocked(gen, sent)
+}
+
+// recoverRecvLocked is recoverRecv with q.mu held.
+func (q *QP) recoverRecvLocked(gen uint64, sent uint32) {
 	if !q.recoverableLocked(gen) || !q.awaitReceivedLocked(gen, sent) {
 		return
 	}
@@ -569,7 +576,8 @@ func (q *QP) recoverRecv(gen uint64, sent uint32) {
 			q.startProbeLocked()
 		}
 	}
-	q.reopenLocked() // if the send side is back too
+	q.neverSentBackLocked() // a receive-only QP's send side returns with it (recvonly.go)
+	q.reopenLocked()        // if the send side is back too
 	q.rcq.raise()
 }
 

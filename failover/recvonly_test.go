@@ -12,7 +12,11 @@ import (
 // first send PSN the sender's responder expects. Its probes went out with PSN 0 of each
 // incarnation, were never acknowledged, and each failure started a reset round that took
 // the sender off the default path it had just recovered (ib_write_bw through the plugin fell
-// back again about every second after the link came back).
+// back again about every second after the link came back). Once back, both QPs are Default in
+// both directions and on the lock-free path: the receive-only side's send side returns with
+// its receive side and tells the sender, whose receive side waited for a recovery
+// notification a QP in RTR cannot send, and whose reset posted no control RECV for it
+// (recvonly.go).
 func TestReceiveOnlyPeer(t *testing.T) {
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	e := newEnvWith(t, 256, recoverOpts)
@@ -36,8 +40,8 @@ func TestReceiveOnlyPeer(t *testing.T) {
 		t.Fatalf("states after the failure: %s", e.describe(a, b))
 	}
 	e.linkUp(1)
-	waitFor(t, "the sender back on the default path", func() bool {
-		return a.SendState() == SendDefault && b.RecvState() == RecvDefault
+	waitFor(t, "both QPs back on the lock-free default path, both directions", func() bool {
+		return allDefault(a, b) && onFastPath(a) && onFastPath(b)
 	}, func() string { return e.describe(a, b) })
 	before := ha.ctx.Stats()
 	// Long enough for several of the receive-only side's probe intervals (10–80 ms here).
@@ -51,7 +55,7 @@ func TestReceiveOnlyPeer(t *testing.T) {
 	if sa.Fallbacks != before.Fallbacks || sa.Reposted != before.Reposted || a.SendState() != SendDefault {
 		t.Fatalf("the sender left the default path without a failure: before %+v after %+v", before, sa)
 	}
-	if b.SendState() != SendFallback {
-		t.Fatalf("receive-only side's send state %v; want Fallback (nothing to bring back)", b.SendState())
+	if !allDefault(a, b) || !onFastPath(a) || !onFastPath(b) {
+		t.Fatalf("left the lock-free default path: %s", e.describe(a, b))
 	}
 }

@@ -79,12 +79,13 @@ const (
 	EvRKeysDone   // the round that started over is done with them
 	EvHold        // a round waits with q.mu released: the application's posts are held
 	EvRelease     // the hold ends (flushHeld)
+	EvNeverSent   // a receive-only QP's receive side came back; it never sent (recvonly.go)
 	numEvents
 )
 
 var eventNames = [...]string{"Failure", "PeerCount", "RecvMoved", "Fatal", "ProbeOK", "FenceWR", "Drained", "Chain",
 	"Notified", "NothingToRepost", "RoundOver", "SwitchBackup", "SwitchDefault", "PeerPinned", "PeerBack",
-	"ProbeStart", "ProbeStop", "ChainSends", "RepostTaken", "RKeysRetry", "RKeysDone", "Hold", "Release"}
+	"ProbeStart", "ProbeStop", "ChainSends", "RepostTaken", "RKeysRetry", "RKeysDone", "Hold", "Release", "NeverSent"}
 
 func (e Event) String() string {
 	if e < numEvents {

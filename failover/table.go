@@ -134,6 +134,9 @@ var qpTable = []row{
 	r(wordSend, SendFallback, EvChain, SendHandshake),
 	r(wordSend, SendWaitSignaled, EvChain, SendHandshake),
 	r(wordSend, SendWaitDrained, EvChain, SendHandshake),
+	// A receive-only QP returns with its receive side: nothing it sent can be in flight
+	// (recvonly.go).
+	r(wordSend, SendFallback, EvNeverSent, SendDefault),
 
 	// Receive side: Default ⇄ Fallback, and Failed.
 	r(wordRecv, RecvDefault, EvRecvMoved, RecvFallback),

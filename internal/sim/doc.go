@@ -46,6 +46,9 @@
 //   - pause.go: one host's application and context not stepped for 1 to 80 ms around a
 //     fallback, its NICs running on (shorter than HandshakeTimeout, the watchdog's bound,
 //     and what the peer's transport retries survive of RNR under loss);
+//   - recvonly.go: in a quarter of the recovery runs, pair 0's QP on host 1 left in RTR (it
+//     never sends), as perftest's bandwidth servers leave theirs: the run ends only once it
+//     and its peer are Default in both directions;
 //   - latecqe.go: in a quarter of the runs, the receive CQEs of a backup QP whose receive
 //     side is on the backup held back 20 µs to 2 ms after their messages were acknowledged
 //     (as a responder may write its CQE after its ACK, and two NICs' CQEs come in no order).

@@ -48,6 +48,8 @@ type end struct {
 	// the pair was refused a fallback for an unsafe WR (errors allowed).
 	lastSend failover.SendState
 	refused  bool
+	// recvOnly: the QP was left in RTR (recvonly.go): it never posts a send.
+	recvOnly bool
 }
 
 func (e *end) slot(i, n int) []byte {

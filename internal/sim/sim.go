@@ -60,6 +60,7 @@ type Result struct {
 	MaxQueue, MaxCQQueue   int         // the largest failover QP and CQ queue seen (memory.go)
 	WRITE, SEND, READ, FAA int         // posts of each kind (WRITE_WITH_IMM counted as SEND)
 	CAS                    int         // CMP_AND_SWP posts (in the runs that swap instead of add)
+	RecvOnly               bool        // pair 0's host-1 QP was left in RTR (recvonly.go)
 	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
 	// down event started (Failover, in the runs with link events: linkwatch.go).
@@ -235,12 +236,14 @@ func Run(cfg Config) (Result, error) {
 	s.drawRisk()
 	s.drawCAS()
 	links := cfg.Failover && drawLinkWatch(cfg.Seed)
-	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, s.yield)
+	recvOnly := cfg.Failover && cfg.Recovery && drawRecvOnly(cfg.Seed)
+	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, recvOnly, s.yield)
 	if err != nil {
 		return Result{}, err
 	}
 	s.w = w
 	s.res.Seed, s.res.QPs = cfg.Seed, cfg.QPs
+	s.res.RecvOnly = recvOnly
 	err = s.run()
 	s.endFaults()
 	if cfg.Failover {
@@ -655,7 +658,7 @@ var ops = [...]verbs.WROpcode{verbs.WRRDMAWrite, verbs.WRRDMAWrite, verbs.WRRDMA
 func (s *runner) postOne() error {
 	e := s.w.ends[s.r.IntN(len(s.w.ends))]
 	op := ops[s.r.IntN(len(ops))]
-	if s.paused(e.host) || s.muted(e.host) {
+	if s.paused(e.host) || s.muted(e.host) || e.recvOnly {
 		return nil
 	}
 	inelig := false

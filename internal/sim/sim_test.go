@@ -58,6 +58,7 @@ func runSeeds(t *testing.T, fo bool) {
 	n := seeds(fo)
 	start := time.Now()
 	var tot Result
+	recvOnly := 0
 	var heap0 uint64
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		res, err := Run(seedConfig(seed, fo))
@@ -89,6 +90,9 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.Faults.add(res.Faults)
 		tot.LinkEvents += res.LinkEvents
 		tot.LinkFallbacks += res.LinkFallbacks
+		if res.RecvOnly {
+			recvOnly++
+		}
 	}
 	el := time.Since(start)
 	if n > heapMark {
@@ -100,7 +104,7 @@ func runSeeds(t *testing.T, fo bool) {
 	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d, CMP_SWAP %d; %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %v virtual; largest failover queue %d (QP), %d (CQ)",
 		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.CAS, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
 	if fo {
-		t.Logf("faults: %v; %d link events read, %d fallbacks they started", tot.Faults, tot.LinkEvents, tot.LinkFallbacks)
+		t.Logf("faults: %v; %d link events read, %d fallbacks they started; %d runs with a receive-only QP", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, recvOnly)
 	}
 }
 

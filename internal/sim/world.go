@@ -62,7 +62,7 @@ type World struct {
 	kv      *faultKV      // the store both hosts share
 }
 
-func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, links bool, yield func()) (w *World, err error) {
+func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, links, recvOnly bool, yield func()) (w *World, err error) {
 	w = &World{clk: clock.NewManual(epoch)}
 	defer func() {
 		if err != nil {
@@ -125,6 +125,17 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, l
 		}
 		pair[0].peer, pair[1].peer = pair[1], pair[0]
 		for h := range 2 {
+			if i == 0 && h == 1 && recvOnly {
+				// Left in RTR, as perftest's bandwidth servers leave theirs.
+				pair[h].recvOnly = true
+				if err := verbs.ToInit(pair[h].qp, attr); err != nil {
+					return nil, fmt.Errorf("sim: connect pair %d host %d: %w", i, h, err)
+				}
+				if err := verbs.ToRTR(pair[h].qp, attr, pair[1-h].ep); err != nil {
+					return nil, fmt.Errorf("sim: connect pair %d host %d: %w", i, h, err)
+				}
+				continue
+			}
 			if err := verbs.Connect(pair[h].qp, attr, pair[h].ep, pair[1-h].ep); err != nil {
 				return nil, fmt.Errorf("sim: connect pair %d host %d: %w", i, h, err)
 			}

@@ -1,0 +1,62 @@
+package failover
+
+import "github.com/shift-rdma/shift/provider/verbs"
+
+// Receive-only QPs after a recovery. perftest's bandwidth servers never move their QP to RTS:
+// it receives and never sends. Such a QP does not probe (recover.go: it has no sends to bring
+// back and no first send PSN), so its send side stayed in Fallback after a recovery; and it
+// cannot send, on its default QP, the recovery notification that brings the peer's receive
+// side back. The peer's receive side stayed on the backup, and its reset had left a control
+// RECV for that notification at the head of its default RQ, so the peer stayed off the
+// lock-free path, which needs both directions Default and no SHIFT WQE outstanding
+// (TestReceiveOnlyPeer).
+//
+// Now every fallback notification says whether its sender is such a QP (ctlMsg.recvOnly), and
+// a side whose peer is one posts no control RECV at its reset. Once its own receive side came
+// back (the peer's recovery notification, recoverRecv), a QP never in RTS with nothing of its
+// own on the backup returns its send side too (EvNeverSent: nothing it sent can be in flight,
+// there is nothing to fence) and says so on the control QP (ctlMsg.neverSent, with its
+// two-sided count and incarnation). The peer takes that as the recovery notification its
+// receive side waits for: it polls its backup CQ up to that count (recvcount.go), marks what
+// is left there stale and reposts its receives on the default QP; both QPs then reopen their
+// fast paths (a receive-only QP's in RTR).
+//
+// An application that moves such a QP to RTS later: its sends after neverSent go to the
+// default QP, where the peer's receives wait (or, until the peer's receive side came back,
+// are RNR-NAKed and retried). One that does so before its receive side came back keeps its
+// send side in Fallback and does not probe until the next round (toldRecvOnly: the peer's
+// reset posted no control RECV for its recovery notification), as every receive-only QP did
+// before.
+
+// recvOnly reports whether the application never moved q to RTS.
+func (q *QP) recvOnly() bool { return q.rtsAttr.State != verbs.QPStateRTS }
+
+// neverSentBackLocked returns the send side of a receive-only QP whose receive side just came
+// back, and tells the peer. q.mu held.
+func (q *QP) neverSentBackLocked() {
+	if !q.recvOnly() || q.mach.sendState() != SendFallback || q.mach.roundState() != RoundIdle ||
+		q.mach.pinState() != PinNone || len(q.pending) > 0 {
+		return
+	}
+	q.fifoMu.Lock()
+	idle := len(q.bkLog) == 0 && len(q.cs().sendKinds) == 0
+	q.fifoMu.Unlock()
+	if !idle {
+		return
+	}
+	if _, err := q.mach.sendEvent(EvNeverSent); err != nil {
+		return
+	}
+	_ = q.sendCtlLocked(ctlMsg{neverSent: true, recvOnly: true, count: q.twoSided & countMask, gen: uint32(q.defGen.Load()) & countMask})
+}
+
+// peerNeverSentLocked is the peer's neverSent message: our receive side returns as on a
+// recovery notification, if the message is of our default QP's incarnation. q.mu held.
+func (q *QP) peerNeverSentLocked(peer ctlMsg) {
+	gen := q.defGen.Load()
+	if peer.gen != uint32(gen)&countMask {
+		return // a round moved on since: the receives stay where it put them
+	}
+	q.recoverRecvLocked(gen, peer.count&countMask)
+	q.reopenLocked()
+}
