@@ -57,6 +57,5 @@ func (q *QP) peerNeverSentLocked(peer ctlMsg) {
 	if peer.gen != uint32(gen)&countMask {
 		return // a round moved on since: the receives stay where it put them
 	}
-	q.recoverRecvLocked(gen, peer.count&countMask)
-	q.reopenLocked()
+	q.recoverRecvLocked(gen, peer.count&countMask) // reopens the fast path when all is back
 }
