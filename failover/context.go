@@ -537,6 +537,9 @@ func (c *Context) releaseInject() error {
 	f := c.injFile
 	c.injFile = nil
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
+	for _, q := range c.live.all() {
+		q.inj.Store(c.injArmed)
+	}
 	return f.release()
 }
 

@@ -17,7 +17,7 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 		return q.postSendSlow(wrs)
 	}
 	var err error
-	if q.c.injArmed.Load() == 0 {
+	if q.inj.Load().Load() == 0 {
 		err = q.def.PostSend(wrs) // the provider's post, inlined: no call of SHIFT's between
 	} else {
 		err = q.postDefault(wrs)

@@ -81,8 +81,12 @@ type QP struct {
 	bkLog []sendRec
 
 	sendGate, recvGate postGate
-	mach               machine
-	mu                 sync.Mutex
+	// inj is the context's failure-injection word (Context.injArmed), beside the send gate:
+	// the fast post reads it through one pointer instead of three dependent loads. The
+	// context stores the word it swaps in at close in every live QP (releaseInject).
+	inj  atomic.Pointer[atomic.Int64]
+	mach machine
+	mu   sync.Mutex
 
 	// Sends on the default QP are not logged: the provider keeps a failed WQE and those
 	// flushed behind it in the ring (SetRetainSends) and a fallback copies them to the
@@ -222,6 +226,7 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	c := p.c
 	q := &QP{c: c, pd: p, scq: scq, rcq: rcq, sigAll: a.SigAll, def: d, qpn: d.QPN(), cap: d.Cap()}
 	q.mach.transitions = &c.transitions
+	q.inj.Store(c.injArmed)
 	q.mach.track.kick = c.statusKick()
 	q.maxSGE = max(int(q.cap.MaxSendSGE), 1)
 	d.SetRetainSends(true)
