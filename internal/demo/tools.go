@@ -172,7 +172,7 @@ func (p *proc) ended() bool {
 
 func runTool(ctx context.Context, c ToolsConfig, n *toolNet, m Mode) (*ToolResult, error) {
 	job := fmt.Sprintf("demo-%d-%d", os.Getpid(), rand.Uint32())
-	port := strconv.Itoa(20000 + rand.IntN(20000))
+	port := strconv.Itoa(20000 + rand.IntN(12000)) // below the ephemeral ports (32768 up)
 	args := []string{"ib_write_bw", "-d", "s0", "-p", port, "-D", strconv.Itoa(int(c.Duration.Seconds())), "-s", "65536"}
 	srv, err := startIn(n, 1, toolEnv(c, n, 1, m, job), args...)
 	if err != nil {

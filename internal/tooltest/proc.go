@@ -1,18 +1,18 @@
 package tooltest
 
 import (
-	"strings"
-
-	"github.com/shift-rdma/shift/internal/toolrun"
-
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shift-rdma/shift/internal/toolrun"
 )
 
 // Proc is a started program.
@@ -125,15 +125,20 @@ type PairResult struct {
 // perftest converts its cycle counts with a CPU frequency it measures itself and gives up
 // ("Correlation coefficient r^2 ... < 0.9", "Can't produce a report", exit 1) when the
 // machine is too busy for the measurement to be linear; such a run says nothing about the
-// provider, so it is repeated, up to twice, on another port (and logged).
+// provider, so it is repeated, up to twice, on another port (and logged). So is a run whose
+// server ended before it listened: its port was taken by another process.
 func RunPair(t testing.TB, hs, hc *Host, ms, mc Mode, program string, args []string, port int, sdev, cdev, addr string, timeout time.Duration) PairResult {
 	t.Helper()
 	for try := 0; ; try++ {
-		r := runPair(t, hs, hc, ms, mc, program, args, port+try, sdev, cdev, addr, timeout)
-		if try == 2 || !PerftestClockFailed(r.ClientErr, r.ServerErr) {
+		r, listened := runPair(t, hs, hc, ms, mc, program, args, port+try, sdev, cdev, addr, timeout, try == 2)
+		switch {
+		case !listened:
+			t.Logf("tooltest: %s server could not listen on %d; running it again on the next port", program, port+try)
+		case try == 2 || !PerftestClockFailed(r.ClientErr, r.ServerErr):
 			return r
+		default:
+			t.Logf("tooltest: %s could not measure its CPU clock on this busy machine; running it again", program)
 		}
-		t.Logf("tooltest: %s could not measure its CPU clock on this busy machine; running it again", program)
 	}
 }
 
@@ -148,7 +153,9 @@ func PerftestClockFailed(errs ...error) bool {
 	return false
 }
 
-func runPair(t testing.TB, hs, hc *Host, ms, mc Mode, program string, args []string, port int, sdev, cdev, addr string, timeout time.Duration) PairResult {
+// runPair is one try of RunPair; listened is false when the server ended before it listened
+// (not on the last try, which fails the test instead).
+func runPair(t testing.TB, hs, hc *Host, ms, mc Mode, program string, args []string, port int, sdev, cdev, addr string, timeout time.Duration, last bool) (r PairResult, listened bool) {
 	t.Helper()
 	pa := []string{"-p", strconv.Itoa(port)}
 	srv := hs.Start(t, ms, program, append(append([]string{"-d", sdev}, pa...), args...)...)
@@ -156,14 +163,20 @@ func runPair(t testing.TB, hs, hc *Host, ms, mc Mode, program string, args []str
 	// socket is listening.
 	if err := srv.WaitListening(port, 20*time.Second); err != nil {
 		out, _ := srv.Wait(time.Second)
+		if errors.Is(err, errEnded) && !last {
+			t.Logf("tooltest: %s server: %v\n%s", program, err, out)
+			return r, false
+		}
 		t.Fatalf("tooltest: %s server: %v\n%s", program, err, out)
 	}
 	cli := hc.Start(t, mc, program, append(append(append([]string{"-d", cdev}, pa...), args...), addr)...)
-	var r PairResult
 	r.Client, r.ClientErr = cli.Wait(timeout)
 	r.Server, r.ServerErr = srv.Wait(timeout)
-	return r
+	return r, true
 }
+
+// errEnded: the program ended before it listened.
+var errEnded = errors.New("ended")
 
 // WaitListening waits until the program has a TCP socket listening on port (read from
 // /proc/<pid>/net/tcp{,6}, which shows the program's own network namespace), or it ended, or
@@ -172,7 +185,7 @@ func (p *Proc) WaitListening(port int, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for !toolrun.Listening(p.cmd.Process.Pid, port) {
 		if p.Done() {
-			return fmt.Errorf("ended before listening on %d", port)
+			return fmt.Errorf("%w before listening on %d", errEnded, port)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not listening on TCP %d after %v", port, d)
