@@ -1,6 +1,10 @@
 package failover
 
-import "github.com/shift-rdma/shift/provider/verbs"
+import (
+	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
 
 // A receive side's recovery waits for the backup's last completions. The peer's recovery
 // notification comes on the default NIC once its fence WR completed on the backup, so every
@@ -21,16 +25,12 @@ import "github.com/shift-rdma/shift/provider/verbs"
 
 // recvLateBound is how long a recovery waits for backup completions the peer's count says are
 // owed: the drain's hang bound, or half the peer's HandshakeTimeout with the watchdog off.
-func (c *Context) recvLateBound() (bound int64) {
+func (c *Context) recvLateBound() time.Duration {
 	if b := c.drainHangBound(); b > 0 {
-		return int64(b)
+		return b
 	}
-	return int64(c.opts.HandshakeTimeout / 2)
+	return c.opts.HandshakeTimeout / 2
 }
-
-// reached reports whether the receive counter count has reached sent (24-bit serial
-// arithmetic, as delivered).
-func reached(count, sent uint32) bool { return int32((count-sent)<<(32-countBits)) >= 0 }
 
 // recoverableLocked reports whether a recovery notification that arrived on incarnation gen
 // still applies: the receive side is in Fallback and the default QP is that incarnation and
@@ -47,20 +47,20 @@ func (q *QP) recoverableLocked(gen uint64) bool {
 // released: roundwait.go); past the bound it gives up waiting and reports true.
 func (q *QP) awaitReceivedLocked(gen uint64, sent uint32) bool {
 	pace := q.c.pacer()
-	var deadline int64
+	var deadline time.Time
 	for {
 		q.rcq.mu.Lock()
 		_ = q.rcq.pollBackupLocked()
 		count := uint32(q.recvDone) & countMask
 		q.rcq.mu.Unlock()
-		if reached(count, sent) {
+		if count == sent || delivered(count, sent) { // every message counted was received
 			return true
 		}
-		now := q.c.now().UnixNano()
-		if deadline == 0 {
-			deadline = now + q.c.recvLateBound()
+		now := q.c.now()
+		if deadline.IsZero() {
+			deadline = now.Add(q.c.recvLateBound())
 			q.c.recvLateWaits.Add(1)
-		} else if now > deadline {
+		} else if now.After(deadline) {
 			q.c.recvLateTimeouts.Add(1)
 			return true
 		}

@@ -23,7 +23,9 @@ import (
 //     QP's mutex released (HoldState, roundwait.go).
 //
 // The last four were booleans beside the table (probing, chainRepost, rkRetry, held); each
-// lives for a probe loop or a round, and each is now a word with its rows here.
+// lives for a probe loop or a round, and each is now a word with its rows here. Beside the
+// words the QP keeps facts, not states: what the peer's last notification said of it
+// (peerRecvOnly) and what ours said (toldRecvOnly, recvonly.go), its queues and counters.
 
 // word names one of a QP's state words.
 type word uint8
@@ -262,10 +264,10 @@ func (m *machine) recvEvent(ev Event) (RecvState, error) {
 	return RecvState(to), nil
 }
 
-// roundEvent, pinEvent and event apply ev to the round, the pin, or another word.
-func (m *machine) roundEvent(ev Event) error { _, _, err := m.apply(wordRound, ev); return err }
-func (m *machine) pinEvent(ev Event) error   { _, _, err := m.apply(wordPin, ev); return err }
+// event applies ev to word w; roundEvent and pinEvent to the round and the pin.
 func (m *machine) event(w word, ev Event) error {
 	_, _, err := m.apply(w, ev)
 	return err
 }
+func (m *machine) roundEvent(ev Event) error { return m.event(wordRound, ev) }
+func (m *machine) pinEvent(ev Event) error   { return m.event(wordPin, ev) }

@@ -262,7 +262,7 @@ func runTool(ctx context.Context, c ToolsConfig, n *toolNet, m Mode) (*ToolResul
 	r.Err, r.EndedAt = cli.err, cli.at.Sub(start)
 	out := cli.out.String()
 	if r.Err != nil {
-		r.clockFailed = strings.Contains(cli.log.String()+out, "Correlation coefficient") && strings.Contains(cli.log.String()+out, "Can't produce a report")
+		r.clockFailed = toolrun.ClockFailed(cli.log.String() + out)
 		r.Failure = failureLine(cli.log.String() + out)
 		r.Log = headOf(cli.log.String(), 16<<10)
 	} else if bw, err := toolrun.ParseBW(out); err == nil {

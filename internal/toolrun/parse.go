@@ -112,3 +112,10 @@ func ParseLat(out string) (Lat, error) {
 	return Lat{Bytes: int(v[0]), Iterations: int(v[1]), Min: v[2], Max: v[3], Typical: v[4], Avg: v[5],
 		Stdev: v[6], P99: v[7], P999: v[8]}, nil
 }
+
+// ClockFailed reports whether perftest's output says its own CPU-frequency measurement failed
+// ("Correlation coefficient r^2 ... < 0.9", "Can't produce a report"): on a machine too busy
+// for the measurement, the run says nothing about the provider.
+func ClockFailed(out string) bool {
+	return strings.Contains(out, "Can't produce a report") && strings.Contains(out, "Correlation coefficient")
+}

@@ -79,3 +79,17 @@ func TestParseLatNaNStdev(t *testing.T) {
 		t.Error("ParseLat accepted -nanx")
 	}
 }
+
+// TestClockFailed: perftest's report when its CPU-frequency measurement failed, and a result
+// that mentions neither line.
+func TestClockFailed(t *testing.T) {
+	failed := "Conflicting CPU frequency values detected\n Correlation coefficient r^2 = 0.89 < 0.9\n Can't produce a report\n"
+	if !ClockFailed(failed) {
+		t.Errorf("not recognised:\n%s", failed)
+	}
+	for _, out := range []string{"", " 65536      5000           6574.31            6573.86		   0.105182\n", " Correlation coefficient r^2 = 0.95\n"} {
+		if ClockFailed(out) {
+			t.Errorf("taken for a clock failure:\n%s", out)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,7 +145,7 @@ func RunPair(t testing.TB, hs, hc *Host, ms, mc Mode, program string, args []str
 // from the errors of its processes (Proc.Wait's, which carry the output).
 func PerftestClockFailed(errs ...error) bool {
 	for _, e := range errs {
-		if e != nil && strings.Contains(e.Error(), "Can't produce a report") && strings.Contains(e.Error(), "Correlation coefficient") {
+		if e != nil && toolrun.ClockFailed(e.Error()) {
 			return true
 		}
 	}

@@ -24,7 +24,6 @@ type config struct {
 	shift  bool // SHIFT mode: SHIFT_BACKUP set, or SHIFT=1
 	gidIdx int  // SHIFT_GID_INDEX, -1: each device's preferred GID
 	debug  bool // SHIFT_DEBUG=1: control-path errors on stderr
-
 	// SHIFT_LINK_WATCH: the link watcher of each default device: "1" required, "0" (or
 	// "off") none, unset the library's default (on for hardware devices with a netdev).
 	watch, noWatch bool

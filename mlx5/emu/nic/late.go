@@ -2,6 +2,7 @@ package nic
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/shift-rdma/shift/mlx5/emu/rc"
 )
@@ -15,8 +16,10 @@ import (
 
 // lateCQEs keeps the successful responder CQEs of one QP held back, in order.
 type lateCQEs struct {
+	// qpn is the QP whose CQEs are held (0: none), read without mu by every receive
+	// completion; set under mu.
+	qpn  atomic.Uint32
 	mu   sync.Mutex
-	qpn  uint32 // the QP whose CQEs are held; 0: none
 	held []lateCQE
 }
 
@@ -29,9 +32,12 @@ type lateCQE struct {
 // hold keeps e back while q's CQEs are held, and reports whether it did; the caller is inside
 // q's gate.
 func (l *lateCQEs) hold(q *QP, e *cqe, sol bool) bool {
+	if l.qpn.Load() != q.qpn {
+		return false // no lock on the completion path unless this QP's CQEs are held
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.qpn == 0 || l.qpn != q.qpn {
+	if l.qpn.Load() != q.qpn { // released meanwhile: written now, after the released ones
 		return false
 	}
 	l.held = append(l.held, lateCQE{q, *e, sol})
@@ -43,7 +49,7 @@ func (l *lateCQEs) hold(q *QP, e *cqe, sol bool) bool {
 // are not held. One QP of the device at a time.
 func (d *Device) HoldRecvCQEs(qpn uint32) {
 	d.late.mu.Lock()
-	d.late.qpn = qpn
+	d.late.qpn.Store(qpn)
 	d.late.mu.Unlock()
 }
 
@@ -64,5 +70,6 @@ func (d *Device) ReleaseRecvCQEs() {
 		}
 		h.q.gate.exit()
 	}
-	l.held, l.qpn = nil, 0
+	l.held = nil
+	l.qpn.Store(0)
 }
