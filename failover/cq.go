@@ -472,20 +472,6 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 	}
 }
 
-// retireBkLog drops the backup log up to its first signaled WR, whose completion came.
-func (q *QP) retireBkLog() {
-	q.fifoMu.Lock()
-	defer q.fifoMu.Unlock()
-	for i := range q.bkLog {
-		if q.bkLog[i].signaled {
-			n := copy(q.bkLog, q.bkLog[i+1:])
-			clear(q.bkLog[n:])
-			q.bkLog = q.bkLog[:n]
-			return
-		}
-	}
-}
-
 // runPending runs the fallbacks, failures and notifications the pollers found; it takes QP
 // mutexes, so it runs with no CQ mutex held.
 func (cq *CQ) runPending() {

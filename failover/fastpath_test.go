@@ -172,3 +172,30 @@ func recoveredAllocs(t *testing.T, e *testEnv, a, b *QP) int64 {
 	}
 	return dataPathAllocs() - before
 }
+
+// On the backup too the data path allocates nothing once the backup log has reached the
+// application's depth (bklog.go: retired records' buffers are reused; keymemo.go): SEND/RECV
+// rounds after a fallback, the first 200 to reach that depth, the next 200 counted.
+func TestFallbackPathAllocs(t *testing.T) {
+	e := newEnv(t, 256)
+	as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
+	a, b := as[0], bs[0]
+	e.linkDown(0)
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := b.PostRecv([]verbs.RecvWR{{SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitN(t, ha.cq, 1)
+	waitN(t, hb.cq, 1)
+	waitFor(t, "both QPs on the backup", func() bool { return allFallback(a, b) }, func() string { return e.describe(a, b) })
+	recoveredAllocs(t, e, a, b)
+	if d := recoveredAllocs(t, e, a, b); d != 0 {
+		t.Errorf("the data path on the backup allocated %d objects in 200 SEND/RECV rounds, want 0", d)
+	}
+	if !allFallback(a, b) {
+		t.Fatalf("left the backup: %s", e.describe(a, b))
+	}
+}

@@ -26,20 +26,22 @@ func heldWR(r *sendRec) *sendRec {
 func (q *QP) postHeldLocked(r *sendRec) error {
 	bs := q.cs()
 	b := bs.qp.Load()
+	wrs := []verbs.SendWR{r.wr}
 	q.fifoMu.Lock()
+	m := q.beginPush(bs)
 	bs.sendKinds = append(bs.sendKinds, kindHeld)
 	bs.heldOps = append(bs.heldOps, r.heldOp)
+	q.logBackupFifo(wrs)
+	q.endPush(bs, &m)
 	q.fifoMu.Unlock()
 	q.scq.mu.Lock()
-	err := b.PostSend([]verbs.SendWR{r.wr})
+	err := b.PostSend(wrs)
 	q.scq.mu.Unlock()
 	if err != nil {
 		q.fifoMu.Lock()
-		bs.sendKinds = bs.sendKinds[:len(bs.sendKinds)-1]
-		bs.heldOps = bs.heldOps[:len(bs.heldOps)-1]
+		q.rollbackFifo(bs, m)
 		q.fifoMu.Unlock()
 		return fmt.Errorf("failover: post_send on backup of QP %#x: %w", q.qpn, err)
 	}
-	q.logBackupLocked([]verbs.SendWR{r.wr})
 	return nil
 }

@@ -87,7 +87,7 @@ func (p *PD) RegMRIOVA(b []byte, iova uint64, access verbs.Access) (verbs.MR, er
 				return err
 			}
 			m.bk[bd.idx].Store(bm)
-			bd.lkeys.Store(d.LKey(), bm.LKey())
+			bd.setLKey(d.LKey(), bm.LKey())
 		}
 		bm := m.bk[bd.idx].Load()
 		ctx, cancel := c.kvCtx()
@@ -132,7 +132,7 @@ func (m *MR) Dereg() error {
 	c := m.pd.c
 	lk, rk := m.def.LKey(), m.def.RKey()
 	c.record("dereg_mr", func(bd *backupDev) error {
-		bd.lkeys.Delete(lk)
+		bd.dropLKey(lk)
 		ctx, cancel := c.kvCtx()
 		defer cancel()
 		_ = c.opts.KV.Delete(ctx, c.mrKeyN(bd.idx, c.gid, rk))

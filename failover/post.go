@@ -160,7 +160,7 @@ func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, err
 	if w.Flags&verbs.SendInline == 0 && len(w.SGL) > 0 {
 		start := len(*sges)
 		for _, s := range w.SGL {
-			k, ok := bd.backupLKey(s.LKey)
+			k, ok := q.lkeyOf(bd, s.LKey)
 			if !ok {
 				return w, fmt.Errorf("failover: lkey %#x has no backup MR: %w", s.LKey, ErrBackupNotReady)
 			}
@@ -184,7 +184,7 @@ func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, err
 				return w, nil
 			}
 		}
-		k, err := bd.backupRKey(q.remote.GID, w.RKey, w.RemoteAddr, n)
+		k, err := q.rkeyOf(bd, q.remote.GID, w.RKey, w.RemoteAddr, n)
 		if err != nil {
 			return w, err
 		}
@@ -220,9 +220,12 @@ func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
 		}
 	}
 	q.fifoMu.Lock()
+	m := q.beginPush(bs)
 	for range nsig {
 		bs.sendKinds = append(bs.sendKinds, kindApp)
 	}
+	q.logBackupFifo(wrs)
+	q.endPush(bs, &m)
 	q.fifoMu.Unlock()
 	// The backup rings are posted under the CQ mutex their poller holds: the provider's
 	// wr_id tables are shared by post and poll (and that ordering runs through the NIC, which
@@ -232,42 +235,13 @@ func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
 	q.scq.mu.Unlock()
 	if err != nil {
 		q.fifoMu.Lock()
-		bs.sendKinds = bs.sendKinds[:len(bs.sendKinds)-nsig]
+		q.rollbackFifo(bs, m)
 		q.fifoMu.Unlock()
 		return fmt.Errorf("failover: post_send on backup of QP %#x: %w", q.qpn, err)
 	}
-	q.logBackupLocked(wrs)
 	clear(out)
 	q.bkWRs, q.bkSGE = out[:0], sges[:0]
 	return nil
-}
-
-// logBackupLocked appends wrs, just posted on the backup QP, to the backup log (copies: the
-// caller may reuse its WRs, SGLs and inline buffers) and counts the two-sided ones.
-func (q *QP) logBackupLocked(wrs []verbs.SendWR) {
-	q.fifoMu.Lock()
-	defer q.fifoMu.Unlock()
-	for _, w := range wrs {
-		r := sendRec{wr: w, twoSeq: q.twoSided, twoSided: twoSided(w.Opcode),
-			signaled: q.sigAll || w.Flags&verbs.SendSignaled != 0}
-		if w.Flags&verbs.SendInline != 0 {
-			var data []byte
-			for _, s := range w.SGL {
-				data = append(data, memAt(s.Addr, int(s.Length))...)
-			}
-			r.inline = data
-			r.wr.SGL = nil
-			if len(data) > 0 {
-				r.wr.SGL = []verbs.SGE{{Addr: sliceAddr(data), Length: uint32(len(data))}}
-			}
-		} else {
-			r.wr.SGL = append([]verbs.SGE(nil), w.SGL...)
-		}
-		if r.twoSided {
-			q.twoSided++
-		}
-		q.bkLog = append(q.bkLog, r)
-	}
 }
 
 // PostRecv is ibv_post_recv: logged and posted on the default QP in Default, posted on the
@@ -347,21 +321,31 @@ func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
 	return fmt.Errorf("failover: post_recv on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
 }
 
+// postRecvBackupLocked posts wrs on the backup QP in use with their lkeys mapped (q.mu; the
+// mapped WRs are built in scratch the QP reuses: the provider reads them only during the
+// post).
 func (q *QP) postRecvBackupLocked(wrs []verbs.RecvWR) error {
-	out := make([]verbs.RecvWR, len(wrs))
-	for i, w := range wrs {
-		sgl := make([]verbs.SGE, len(w.SGL))
-		for j, s := range w.SGL {
-			k, ok := q.cs().dev.backupLKey(s.LKey)
+	bs := q.cs()
+	nsge := 0
+	for i := range wrs {
+		nsge += len(wrs[i].SGL)
+	}
+	if cap(q.bkRSGE) < nsge {
+		q.bkRSGE = make([]verbs.SGE, 0, nsge)
+	}
+	sges, out := q.bkRSGE[:0], q.bkRWRs[:0]
+	for _, w := range wrs {
+		start := len(sges)
+		for _, s := range w.SGL {
+			k, ok := q.lkeyOf(bs.dev, s.LKey)
 			if !ok {
 				return fmt.Errorf("failover: post_recv on QP %#x: lkey %#x has no backup MR: %w", q.qpn, s.LKey, ErrBackupNotReady)
 			}
 			s.LKey = k
-			sgl[j] = s
+			sges = append(sges, s)
 		}
-		out[i] = verbs.RecvWR{WRID: w.WRID, SGL: sgl}
+		out = append(out, verbs.RecvWR{WRID: w.WRID, SGL: sges[start:len(sges):len(sges)]})
 	}
-	bs := q.cs()
 	q.fifoMu.Lock()
 	for range out {
 		bs.recvKinds = append(bs.recvKinds, kindApp)
@@ -370,6 +354,8 @@ func (q *QP) postRecvBackupLocked(wrs []verbs.RecvWR) error {
 	q.rcq.mu.Lock()
 	err := bs.qp.Load().PostRecv(out)
 	q.rcq.mu.Unlock()
+	clear(out)
+	q.bkRWRs, q.bkRSGE = out[:0], sges[:0]
 	if err != nil {
 		q.fifoMu.Lock()
 		bs.recvKinds = bs.recvKinds[:len(bs.recvKinds)-len(out)]

@@ -79,6 +79,9 @@ type QP struct {
 	// bkLog holds the application's send WRs posted on the backup QP in use and not known
 	// to be complete (q.mu): what moves to the next backup when this one fails too.
 	bkLog []sendRec
+	// bkFreeSGL and bkFreeInl are the buffers of retired log records (bklog.go, fifoMu).
+	bkFreeSGL [][]verbs.SGE
+	bkFreeInl [][]byte
 
 	sendGate, recvGate postGate
 	// inj is the context's failure-injection word (Context.injArmed), beside the send gate:
@@ -188,6 +191,9 @@ type QP struct {
 	// (poster-owned in Default; read by a fallback once the gates are closed).
 	injKeys map[uint32]uint32
 	bkWRs   []verbs.SendWR // scratch of postBackupLocked (q.mu)
+	km      keyMemo        // the last key mappings of rewriteLocked (keymemo.go, q.mu)
+	bkRWRs  []verbs.RecvWR // scratch of postRecvBackupLocked (q.mu)
+	bkRSGE  []verbs.SGE
 	bkSGE   []verbs.SGE
 
 	stats qpCounters // this QP's share of the context's counters (status.go)
@@ -559,8 +565,12 @@ func (q *QP) popKind(fifo *[]uint8) uint8 {
 	if len(*fifo) == 0 {
 		return kindApp
 	}
-	k := (*fifo)[0]
-	*fifo = (*fifo)[1:]
+	// Popped by a copy rather than by reslicing: the FIFO keeps its whole array, so that
+	// pushes on the data path stop allocating once it reached its depth (a few bytes per
+	// outstanding signaled WR).
+	f := *fifo
+	k := f[0]
+	*fifo = f[:copy(f, f[1:])]
 	return k
 }
 
@@ -572,7 +582,7 @@ func (q *QP) popHeldOp(bs *bkSet) verbs.WCOpcode {
 		return verbs.WCRDMAWrite
 	}
 	op := bs.heldOps[0]
-	bs.heldOps = bs.heldOps[1:]
+	bs.heldOps = bs.heldOps[:copy(bs.heldOps, bs.heldOps[1:])]
 	return op
 }
 

@@ -435,15 +435,17 @@ func (q *QP) beginFenceLocked(w verbs.SendWR, shift bool) error {
 		return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
 	}
 	q.fifoMu.Lock()
+	m := q.beginPush(bs)
 	bs.sendKinds = append(bs.sendKinds, kind)
+	if !shift {
+		q.logBackupFifo([]verbs.SendWR{w}) // before the post (bklog.go)
+	}
+	q.endPush(bs, &m)
 	q.dSendKinds = append(q.dSendKinds, kindNotify)
 	q.fifoMu.Unlock()
 	// The immediate: how many two-sided messages we sent up to the fence WR, all on the
-	// backup (recvcount.go).
+	// backup (recvcount.go); the fence WR itself was counted as it was logged.
 	sent := q.twoSided
-	if !shift && twoSided(w.Opcode) {
-		sent++
-	}
 	notify := verbs.SendWR{WRID: ctrlWRID, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, Imm: sent & countMask}
 	// The fence WR's completion must not be polled before Begin: both under the send CQ's
 	// mutex, which every poller of the backup CQ holds.
@@ -459,13 +461,10 @@ func (q *QP) beginFenceLocked(w verbs.SendWR, shift bool) error {
 		q.fifoMu.Lock()
 		q.dSendKinds = q.dSendKinds[:len(q.dSendKinds)-1]
 		if !posted {
-			bs.sendKinds = bs.sendKinds[:len(bs.sendKinds)-1]
+			q.rollbackFifo(bs, m)
 		}
 		q.fifoMu.Unlock()
 		return fmt.Errorf("failover: QP %#x: fence: %w", q.qpn, err)
-	}
-	if !shift {
-		q.logBackupLocked([]verbs.SendWR{w})
 	}
 	if _, err := q.mach.sendEvent(EvFenceWR); err != nil {
 		return err

@@ -168,13 +168,13 @@ func (b *backupDev) listPeer(ctx context.Context, gid [16]byte) (bool, error) {
 		}
 		seen[rkey] = true
 		e, err := parseMREntry(ent.Value, gid, rkey)
-		b.rkeys.Store(rkeyKey{gid, rkey}, &mrRec{e: e, err: err, seq: b.nextSeq()})
+		b.storeRKey(rkeyKey{gid, rkey}, &mrRec{e: e, err: err, seq: b.nextSeq()})
 	}
 	b.rkeys.Range(func(key, v any) bool {
 		k := key.(rkeyKey)
 		if k.gid == gid && !seen[k.rkey] && v.(*mrRec).seq < seq {
 			// Deleted by the peer (its MR deregistered), unless read since the listing began.
-			b.rkeys.CompareAndDelete(key, v)
+			b.dropRKey(k, v.(*mrRec))
 		}
 		return true
 	})
@@ -211,11 +211,11 @@ func (b *backupDev) fetchRKeysSeq(ctx context.Context, keys []rkeyKey) {
 			if old, ok := b.rkeys.Load(k); ok && old.(*mrRec).err == nil && !errors.Is(err, kv.ErrNotFound) {
 				continue // the store is unreachable: keep what it said last
 			}
-			b.rkeys.Store(k, &mrRec{err: err, seq: seq})
+			b.storeRKey(k, &mrRec{err: err, seq: seq})
 			continue
 		}
 		e, err := parseMREntry(v, k.gid, k.rkey)
-		b.rkeys.Store(k, &mrRec{e: e, err: err, seq: seq})
+		b.storeRKey(k, &mrRec{e: e, err: err, seq: seq})
 	}
 }
 
@@ -295,12 +295,17 @@ func (b *backupDev) serviceMRs(ctx context.Context) time.Duration {
 // missingRKeys appends to miss the keys of the remote WRs of wrs that the cache of b cannot
 // answer for (towards the peer gid).
 func (b *backupDev) missingRKeys(gid [16]byte, wrs []verbs.SendWR, miss []rkeyKey) []rkeyKey {
+	return missingRKeysBy(gid, wrs, miss, b.cachedRKey)
+}
+
+// missingRKeysBy is missingRKeys with known saying what the cache answers for.
+func missingRKeysBy(gid [16]byte, wrs []verbs.SendWR, miss []rkeyKey, known func(rkeyKey) bool) []rkeyKey {
 	for i := range wrs {
 		switch wrs[i].Opcode {
 		case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead,
 			verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAdd:
 			k := rkeyKey{gid, wrs[i].RKey}
-			if !b.cachedRKey(k) && !containsKey(miss, k) {
+			if !known(k) && !containsKey(miss, k) {
 				miss = append(miss, k)
 			}
 		}
@@ -400,7 +405,7 @@ func (q *QP) lockForPost(wrs []verbs.SendWR) {
 		return
 	}
 	bs := q.cs()
-	miss := bs.dev.missingRKeys(q.remote.GID, wrs, nil)
+	miss := missingRKeysBy(q.remote.GID, wrs, nil, func(k rkeyKey) bool { return q.rkeyKnown(bs.dev, k) })
 	if len(miss) == 0 {
 		return
 	}

@@ -37,10 +37,12 @@ type backupDev struct {
 	// rkeys caches the peers' MR entries of index idx (rkcache.go): rkeyKey → *mrRec, filled
 	// by the shadow goroutine; mrMu (a leaf lock, never held across I/O) guards mr.
 	rkeys sync.Map
-	mrMu  sync.Mutex
-	mr    mrState
-	ch    *provider.CompChannel
-	gid   [16]byte
+	// keyGen counts the changes to lkeys and rkeys (keymemo.go).
+	keyGen atomic.Uint64
+	mrMu   sync.Mutex
+	mr     mrState
+	ch     *provider.CompChannel
+	gid    [16]byte
 	// gidIndex is the backup port's GID index the backup QPs use as their source.
 	gidIndex uint8
 

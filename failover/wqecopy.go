@@ -70,11 +70,14 @@ func (q *QP) copyToBackupLocked(r *sendRec) error {
 		LKey: func(uint32) uint32 { k := w.SGL[seg].LKey; seg++; return k },
 		RKey: func(uint32) uint32 { return w.RKey },
 	}
+	q.fifoMu.Lock()
+	m := q.beginPush(bs)
 	if r.signaled {
-		q.fifoMu.Lock()
 		bs.sendKinds = append(bs.sendKinds, kindApp)
-		q.fifoMu.Unlock()
 	}
+	q.logBackupFifo([]verbs.SendWR{r.wr})
+	q.endPush(bs, &m)
+	q.fifoMu.Unlock()
 	q.scq.mu.Lock()
 	end, err := b.CopySendWQE(q.def, r.pos, rw)
 	if err == nil {
@@ -82,14 +85,11 @@ func (q *QP) copyToBackupLocked(r *sendRec) error {
 	}
 	q.scq.mu.Unlock()
 	if err != nil {
-		if r.signaled {
-			q.fifoMu.Lock()
-			bs.sendKinds = bs.sendKinds[:len(bs.sendKinds)-1]
-			q.fifoMu.Unlock()
-		}
+		q.fifoMu.Lock()
+		q.rollbackFifo(bs, m)
+		q.fifoMu.Unlock()
 		return fmt.Errorf("failover: repost on backup of QP %#x: %w", q.qpn, err)
 	}
-	q.logBackupLocked([]verbs.SendWR{r.wr})
 	return nil
 }
 

@@ -1,0 +1,89 @@
+package failover
+
+// A post on the backup rewrites each WR's local and remote keys through its backup device's
+// maps (lkeys, rkeys): sync.Maps whose lookups hash an interface, which cost more than the
+// provider's whole post. An application mostly posts from the MRs of the WR before, so each
+// QP remembers the last local and the last remote key it mapped (keyMemo, under q.mu). A
+// remembered mapping holds while the device's keyGen is unchanged: every change to lkeys or
+// rkeys bumps it once the map changed, and the memo reads it before the lookup it keeps.
+
+// keyMemo is a QP's last local and remote key mapping (q.mu).
+type keyMemo struct {
+	ldev        *backupDev
+	lgen        uint64
+	lkey, blkey uint32
+	rdev        *backupDev
+	rgen        uint64
+	rk          rkeyKey
+	rec         *mrRec // an entry that passed its checks (err nil)
+}
+
+// setLKey and dropLKey change the device's local key map.
+func (b *backupDev) setLKey(lkey, blkey uint32) {
+	b.lkeys.Store(lkey, blkey)
+	b.keyGen.Add(1)
+}
+
+func (b *backupDev) dropLKey(lkey uint32) {
+	b.lkeys.Delete(lkey)
+	b.keyGen.Add(1)
+}
+
+// storeRKey and dropRKey change the cache of the peers' entries.
+func (b *backupDev) storeRKey(k rkeyKey, r *mrRec) {
+	b.rkeys.Store(k, r)
+	b.keyGen.Add(1)
+}
+
+func (b *backupDev) dropRKey(k rkeyKey, r *mrRec) {
+	if b.rkeys.CompareAndDelete(k, r) {
+		b.keyGen.Add(1)
+	}
+}
+
+// lkeyOf is b.backupLKey through the QP's memo (q.mu).
+func (q *QP) lkeyOf(b *backupDev, lkey uint32) (uint32, bool) {
+	m := &q.km
+	g := b.keyGen.Load()
+	if m.ldev == b && m.lgen == g && m.lkey == lkey {
+		return m.blkey, true
+	}
+	k, ok := b.backupLKey(lkey)
+	if ok {
+		*m = keyMemo{ldev: b, lgen: g, lkey: lkey, blkey: k, rdev: m.rdev, rgen: m.rgen, rk: m.rk, rec: m.rec}
+	}
+	return k, ok
+}
+
+// rkeyOf is b.backupRKey through the QP's memo (q.mu).
+func (q *QP) rkeyOf(b *backupDev, gid [16]byte, rkey uint32, addr, n uint64) (uint32, error) {
+	if r := q.rkeyRec(b, rkeyKey{gid, rkey}); r != nil {
+		return r.e.mapAccess(addr, n)
+	}
+	return b.backupRKey(gid, rkey, addr, n)
+}
+
+// rkeyRec is the cache's entry for k when it passed its checks, through the memo (q.mu);
+// nil otherwise.
+func (q *QP) rkeyRec(b *backupDev, k rkeyKey) *mrRec {
+	m := &q.km
+	g := b.keyGen.Load()
+	if m.rdev == b && m.rgen == g && m.rk == k {
+		return m.rec
+	}
+	v, ok := b.rkeys.Load(k)
+	if !ok {
+		return nil
+	}
+	r := v.(*mrRec)
+	if r.err != nil {
+		return nil
+	}
+	m.rdev, m.rgen, m.rk, m.rec = b, g, k, r
+	return r
+}
+
+// rkeyKnown is b.cachedRKey through the QP's memo (q.mu).
+func (q *QP) rkeyKnown(b *backupDev, k rkeyKey) bool {
+	return q.rkeyRec(b, k) != nil || b.cachedRKey(k)
+}
