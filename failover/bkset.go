@@ -117,6 +117,7 @@ func (q *QP) chainLocked(j int, peer ctlMsg, fromPeer bool) {
 func (q *QP) drainSetLocked(bs *bkSet) bool {
 	deadline := q.c.now().Add(q.c.opts.DrainTimeout)
 	pace := q.c.pacer()
+	var dw drainWatch
 	var outS []provider.SendWQE
 	var outR []provider.RecvWQE
 	for {
@@ -136,8 +137,8 @@ func (q *QP) drainSetLocked(bs *bkSet) bool {
 			}
 			n += len(outR)
 		}
-		if n == 0 || bs.dev.dead.Load() || q.c.now().After(deadline) {
-			return true // a dead device completes nothing more (bkdead.go)
+		if n == 0 || bs.dev.dead.Load() || q.c.now().After(deadline) || q.drainSetStalled(&dw, n, bs) {
+			return true // a dead device completes nothing more (bkdead.go, drainhang.go)
 		}
 		if !q.pauseLocked(&pace) {
 			return false

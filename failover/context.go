@@ -161,8 +161,9 @@ type Stats struct {
 	Chains uint64
 	// AsyncEvents counts the default device's async events SHIFT read (and forwarded);
 	// EventFallbacks the fallbacks they started (DEVICE_FATAL, PORT_ERR, QP_FATAL);
-	// WatchdogFallbacks those the completion watchdog started on a silent NIC.
-	AsyncEvents, EventFallbacks, WatchdogFallbacks uint64
+	// WatchdogFallbacks those the completion watchdog started on a silent NIC;
+	// WatchdogBackups the backup devices it took for hung (their QPs chained on).
+	AsyncEvents, EventFallbacks, WatchdogFallbacks, WatchdogBackups uint64
 	// ResetRounds counts rounds in which only the default QPs were reset and nothing was
 	// reposted (a failed probe or fence while our traffic ran on the backup).
 	ResetRounds uint64
@@ -214,7 +215,7 @@ type Context struct {
 	recvLateWaits, recvLateTimeouts                                      atomic.Uint64
 	fastReopens, resetRounds, chains                                     atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
-	asyncEvents, eventFallbacks, watchdogFallbacks                       atomic.Uint64
+	asyncEvents, eventFallbacks, watchdogFallbacks, watchdogBackups      atomic.Uint64
 	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
 	// silent): fallbacks do not wait for its completions, nothing probes it again.
 	defDead atomic.Bool
@@ -476,7 +477,8 @@ func (c *Context) Stats() Stats {
 		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(),
 		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
 		AsyncEvents: c.asyncEvents.Load(), EventFallbacks: c.eventFallbacks.Load(), WatchdogFallbacks: c.watchdogFallbacks.Load(),
-		SwitchBack: time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load()),
+		WatchdogBackups: c.watchdogBackups.Load(),
+		SwitchBack:      time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load()),
 		KVWaits: c.kvWaits.Load(), KVWait: time.Duration(c.kvWaitNS.Load())}
 }
 

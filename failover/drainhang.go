@@ -32,15 +32,9 @@ func (c *Context) drainHangBound() time.Duration {
 }
 
 // drainStalled counts the drain's progress (left WQEs without completion) and reports whether the
-// device is hung; then it marks it dead and queues the fallback of every QP on it.
+// default device is hung; then it marks it dead and queues the fallback of every QP on it.
 func (q *QP) drainStalled(w *drainWatch, left int) bool {
-	now := q.c.now()
-	if w.since.IsZero() || left != w.left {
-		w.left, w.since = left, now
-		return false
-	}
-	bound := q.c.drainHangBound()
-	if bound <= 0 || now.Sub(w.since) < bound {
+	if !w.stalled(q.c, left) {
 		return false
 	}
 	c := q.c
@@ -48,4 +42,30 @@ func (q *QP) drainStalled(w *drainWatch, left int) bool {
 		c.eng.do(func() { c.fallBackAll(&c.watchdogFallbacks) })
 	}
 	return true
+}
+
+// The same holds for the drain of a backup set a chain leaves (drainSetLocked): its QPs were
+// moved to ERR, and a backup device that hung (the reason for the chain, or found by the peer
+// whose chain we follow) flushes nothing. Without a bound the drain waited DrainTimeout while
+// the peer gave up at its HandshakeTimeout, and both QPs failed (TestHungBackupWatchdog).
+// The device is then taken for dead as its DEVICE_FATAL would (bkdead.go).
+
+// drainSetStalled is drainStalled for a drain of set bs.
+func (q *QP) drainSetStalled(w *drainWatch, left int, bs *bkSet) bool {
+	if !w.stalled(q.c, left) {
+		return false
+	}
+	q.c.takeBackupDead(bs.dev)
+	return true
+}
+
+// stalled counts a drain's progress and reports whether nothing retired for the bound.
+func (w *drainWatch) stalled(c *Context, left int) bool {
+	now := c.now()
+	if w.since.IsZero() || left != w.left {
+		w.left, w.since = left, now
+		return false
+	}
+	bound := c.drainHangBound()
+	return bound > 0 && now.Sub(w.since) >= bound
 }

@@ -164,7 +164,7 @@ type QP struct {
 	probeRes   atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
 	wsCount    int           // WRs posted in WaitSignaled
 	// The completion watchdog's view of the QP (watchdog.go; watchdog goroutine).
-	wd wdState
+	wd, wdBk wdState
 	// respRefused: the default QP's responder refused a request of the peer
 	// (QP_ACCESS_ERR or QP_REQ_ERR on the async fd): a first flush is the application's.
 	respRefused atomic.Bool

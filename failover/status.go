@@ -61,12 +61,14 @@ type Counters struct {
 	// AppErrors: QPs failed by the application's own error (reported, never failed over);
 	// Chains: moves from a failed backup to the next; AsyncEvents, EventFallbacks,
 	// WatchdogFallbacks: the default device's async events read, the fallbacks they started,
-	// and those the completion watchdog started.
+	// and those the completion watchdog started; WatchdogBackups: backup devices the
+	// watchdog took for hung.
 	AppErrors         uint64 `json:"app_errors"`
 	Chains            uint64 `json:"chains"`
 	AsyncEvents       uint64 `json:"async_events"`
 	EventFallbacks    uint64 `json:"event_fallbacks"`
 	WatchdogFallbacks uint64 `json:"watchdog_fallbacks"`
+	WatchdogBackups   uint64 `json:"watchdog_backups"`
 	// Rearms, CtlRearms: backup QP sets and control QP pairs rebuilt after their device's
 	// link came back.
 	Rearms     uint64  `json:"rearms"`
@@ -221,7 +223,8 @@ func (c *Context) Status() ProcessStatus {
 			LinkEvents: st.LinkEvents, LinkFallbacks: st.LinkFallbacks,
 			AppErrors: st.AppErrors, Chains: st.Chains, AsyncEvents: st.AsyncEvents,
 			EventFallbacks: st.EventFallbacks, WatchdogFallbacks: st.WatchdogFallbacks,
-			Rearms: st.Rearms, CtlRearms: st.CtlRearms,
+			WatchdogBackups: st.WatchdogBackups,
+			Rearms:          st.Rearms, CtlRearms: st.CtlRearms,
 			SwitchBack: st.SwitchBack.Seconds(), Stall: st.Stall.Seconds()}}
 	if c.pub != nil {
 		s.IntervalSeconds = c.pub.interval.Seconds()

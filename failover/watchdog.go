@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"slices"
 	"time"
 
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -9,7 +10,8 @@ import (
 // The completion watchdog (docs/FAILOVER.md "Dead NICs"). A NIC that hangs silently raises
 // no event, keeps its link up and never completes anything: no error completion, link event
 // or async event starts a fallback, and an application waiting for its completions waits for
-// ever. The watchdog looks every CQWatchdog/4 at each QP on the default NIC that has signaled
+// ever. The watchdog looks every CQWatchdog/4 at each QP on the default NIC (and on the backup
+// in use: watchdog_backup.go) that has signaled
 // WRs outstanding: while its send CQ has a CQE the poller has not taken (the device made
 // progress, the application is slow to poll) or its completions advance, all is well; a QP
 // that stays with signaled WRs outstanding, nothing completed and nothing waiting for a whole
@@ -31,8 +33,9 @@ const DefaultCQWatchdog = 10 * time.Second
 
 // wdState is what the watchdog remembers of one QP (watchdog goroutine only).
 type wdState struct {
-	done  uint32    // WRs the default QP had retired when last seen (provider SignaledDue)
+	done  uint32    // WRs the QP had retired when last seen (provider SignaledDue)
 	since time.Time // since when nothing changed; zero: not watching (idle)
+	set   *bkSet    // the backup set watched (wdBk only)
 }
 
 // wdPeriod is how often the watchdog scans for bound.
@@ -62,18 +65,23 @@ func (c *Context) startWatchdog() {
 // bound; it reports whether it did. Only the watchdog goroutine (or a test, with none running)
 // calls it.
 func (c *Context) watchdogScan(now time.Time) bool {
-	if c.defDead.Load() {
-		return false
-	}
+	defDead := c.defDead.Load()
 	stalled := false
+	var hung []*backupDev
 	for _, q := range c.live.all() {
 		if !q.mu.TryLock() {
 			continue // a fallback or a control verb holds it: not a QP left in silence
 		}
-		if q.watchLocked(now, c.opts.CQWatchdog) {
+		if !defDead && q.watchLocked(now, c.opts.CQWatchdog) {
 			stalled = true
 		}
+		if b := q.watchBackupLocked(now, c.opts.CQWatchdog); b != nil && !slices.Contains(hung, b) {
+			hung = append(hung, b)
+		}
 		q.mu.Unlock()
+	}
+	for _, b := range hung {
+		c.backupHung(b) // watchdog_backup.go
 	}
 	if !stalled {
 		return false

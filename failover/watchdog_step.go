@@ -10,7 +10,7 @@ package failover
 // stepWatchdog arms the watchdog's next scan when none is pending, the watchdog is on, the
 // default device is not already taken for dead, and a QP has something to watch.
 func (c *Context) stepWatchdog() {
-	if c.wdArmed || c.opts.CQWatchdog < 0 || c.defDead.Load() || !c.anyWatched() {
+	if c.wdArmed || c.opts.CQWatchdog < 0 || !c.anyWatched() {
 		return
 	}
 	c.wdArmed = true
@@ -24,15 +24,20 @@ func (c *Context) stepWatchdog() {
 }
 
 // anyWatched reports whether a QP never fell back and has signaled WRs due on the default
-// NIC (what watchLocked watches).
+// NIC (what watchLocked watches), or has them due on a backup set it runs on
+// (watchBackupLocked).
 func (c *Context) anyWatched() bool {
+	defDead := c.defDead.Load()
 	for _, q := range c.live.all() {
 		if !q.mu.TryLock() {
 			return true // busy: look at it in the scan
 		}
 		due := false
-		if !q.destroyed && !q.tracked && q.mach.sendState() == SendDefault {
+		if !defDead && !q.destroyed && !q.tracked && q.mach.sendState() == SendDefault {
 			_, due = q.def.SignaledDue()
+		}
+		if _, b, ok := q.backupWatchedLocked(); ok && !due {
+			_, due = b.SignaledDue()
 		}
 		q.mu.Unlock()
 		if due {

@@ -39,8 +39,10 @@
 //
 //   - nicfault.go: a default NIC dying (DEVICE_FATAL) or hanging silently (the watchdog, or
 //     the peer's retry timer and the drain's hang bound, must find it; in half of the hang
-//     runs the peer posts nothing), and, with two backups, a backup dying after the first
-//     fallback (its QPs chain to the second);
+//     runs the peer posts nothing), and, with two backups, a backup dying or hanging after
+//     the first fallback (its QPs chain to the second; a hang never while that NIC holds
+//     receive CQEs back, latecqe.go: messages it acknowledged and never completes are lost
+//     beyond any transparent failover);
 //   - kvfault.go: the KV store down or slow (a call takes virtual time while the world runs,
 //     or fails as past KVTimeout), during the set-up or around a fallback;
 //   - pause.go: one host's application and context not stepped for 1 to 80 ms around a
@@ -58,6 +60,6 @@
 // drawn faults to begin; with recovery it does not wait for QPs to come back to a dead or
 // hung default NIC.
 //
-// Not simulated yet: completion channels, the link watcher, a backup NIC hanging, a pause
-// longer than HandshakeTimeout (whose documented outcome is the QP's errors).
+// Not simulated yet: completion channels, a pause longer than HandshakeTimeout (whose
+// documented outcome is the QP's errors).
 package sim

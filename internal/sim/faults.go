@@ -17,6 +17,7 @@ type FaultCounts struct {
 	Kills       int // default NICs that died (DEVICE_FATAL)
 	Hangs       int // default NICs that hung silently
 	BackupKills int // backup NICs that died after a fallback (two backups)
+	BackupHangs int // backup NICs that hung after a fallback (two backups)
 	KVDowns     int // windows in which the KV store was down
 	KVSlows     int // windows in which every KV call took virtual time (or timed out)
 	KVRefused   int // KV calls that failed in those windows
@@ -28,6 +29,7 @@ func (f *FaultCounts) add(o FaultCounts) {
 	f.Kills += o.Kills
 	f.Hangs += o.Hangs
 	f.BackupKills += o.BackupKills
+	f.BackupHangs += o.BackupHangs
 	f.KVDowns += o.KVDowns
 	f.KVSlows += o.KVSlows
 	f.KVRefused += o.KVRefused
@@ -36,16 +38,18 @@ func (f *FaultCounts) add(o FaultCounts) {
 }
 
 func (f FaultCounts) String() string {
-	return fmt.Sprintf("%d NIC deaths, %d NIC hangs, %d backup deaths, %d KV downs, %d KV slow windows (%d KV calls failed), %d pauses, %d late-CQE holds",
-		f.Kills, f.Hangs, f.BackupKills, f.KVDowns, f.KVSlows, f.KVRefused, f.Pauses, f.LateCQEs)
+	return fmt.Sprintf("%d NIC deaths, %d NIC hangs, %d backup deaths, %d backup hangs, %d KV downs, %d KV slow windows (%d KV calls failed), %d pauses, %d late-CQE holds",
+		f.Kills, f.Hangs, f.BackupKills, f.BackupHangs, f.KVDowns, f.KVSlows, f.KVRefused, f.Pauses, f.LateCQEs)
 }
 
 // faultState is the run's state of these faults.
 type faultState struct {
 	r *rand.Rand // the faults' own stream of the seed
-	// nic is the NIC fault drawn (nicNone, nicKill, nicHang, nicBackupKill) and host the
+	// nic is the NIC fault drawn (nicNone, nicKill, nicHang, nicBackupKill, nicBackupHang) and host the
 	// host it hits; bkLeft is 1 while a backup's death waits for the first fallback.
 	nic, host, bkLeft int
+	// bkHost is the host whose backup the backup fault hits, once drawn (-1 before).
+	bkHost int
 	// left counts the faults scheduled and not yet begun: the workload goes on until they
 	// did (as the chained failure's chainLeft), so a fault drawn late is not drawn for
 	// nothing after a short run ended.
@@ -85,12 +89,14 @@ const (
 	fxResume
 	fxLateCQEs
 	fxLateRelease
+	fxBackupHang
 )
 
 // setupFaults starts the fault stream and draws the faults of the set-up (the KV store down
 // or slow while the shadows are built). Before the shadows.
 func (s *runner) setupFaults() {
 	s.fx.r = rand.New(rand.NewPCG(s.cfg.Seed, 0x4641554c5453)) // "FAULTS"
+	s.fx.bkHost = -1
 	if !s.cfg.Failover {
 		return
 	}

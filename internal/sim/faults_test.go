@@ -28,6 +28,11 @@ import "testing"
 //   - 3067 (recovery): late CQEs of fillers; the receiver counted the stale RECVs they had
 //     consumed again, the surplus fillers consumed application receives and a SEND arrived
 //     as zero bytes (failover/stale.go: both sides count all-time totals now).
+//   - 79, 126 (two backups): a backup NIC hung silently after the fallback. At 79 the peer
+//     chained first and the drain of the hung set waited DrainTimeout while the peer gave up
+//     (failover/drainhang.go, the backup set's drain; fails with it off); at 126 nothing but
+//     the watchdog on the backup in use could find it (failover/watchdog_backup.go; fails
+//     with it off). Both failed with an error completion given to the application.
 //
 // 25 is a hang whose peer posts nothing: only the completion watchdog finds it.
 func TestFaultSeeds(t *testing.T) {
@@ -48,6 +53,8 @@ func TestFaultSeeds(t *testing.T) {
 		{1171, func(f FaultCounts) bool { return f.Pauses > 0 }, nil},
 		{63, func(f FaultCounts) bool { return f.LateCQEs > 0 }, nil},
 		{3067, func(f FaultCounts) bool { return f.LateCQEs > 0 }, nil},
+		{79, func(f FaultCounts) bool { return f.BackupHangs > 0 }, nil},
+		{126, func(f FaultCounts) bool { return f.BackupHangs > 0 }, nil},
 	}
 	for _, tc := range cases {
 		cfg := seedConfig(tc.seed, true)

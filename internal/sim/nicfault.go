@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"github.com/shift-rdma/shift/mlx5/emu/nic"
@@ -22,6 +23,11 @@ import (
 //   - With two backups, the first backup NIC of one host dies once the first fallback ran
 //     (the default's death drawn with it, so that there is one): the QPs chain to the second
 //     backup. Invariant: as for a death.
+//   - With two backups, in a run without any of the faults above, the first backup NIC of
+//     one host hangs silently once the first fallback ran (drawn from a stream of its own, so
+//     that the runs without it replay as before): the watchdog on the backup in use, a drain
+//     of the set that finds it flushing nothing, or the peer's retry timer must find it, and
+//     the QPs chain to the second backup. Invariant: as for a death.
 //
 // Each in a modest share of failover runs, at a virtual instant drawn in the first 10 ms
 // after the shadows are built.
@@ -31,7 +37,11 @@ const (
 	nicKill
 	nicHang
 	nicBackupKill
+	nicBackupHang
 )
+
+// backupHangStream is the PCG stream, beside the seed, that draws a backup's hang.
+const backupHangStream = 0x424b48414e47 // "BKHANG"
 
 // watchdogBound is the sim's Options.CQWatchdog. The layer never applies less than twice the
 // QP's retry reach (2 × 134 ms here), so the watchdog fires at most 268 ms + a quarter of that
@@ -49,6 +59,12 @@ func (s *runner) nicFault() {
 	case x < 20 && s.cfg.Backups >= 2:
 		s.fx.nic = nicBackupKill
 	default:
+		if s.cfg.Backups >= 2 && rand.New(rand.NewPCG(s.cfg.Seed, backupHangStream)).IntN(100) < 10 {
+			s.fx.nic = nicBackupHang
+			s.fx.bkLeft = 1
+			s.fx.left++               // until the backup hung (backupKillStep)
+			s.fallbackAt(s.faultAt()) // so that there is a fallback
+		}
 		return
 	}
 	s.fx.host = s.fx.r.IntN(2)
@@ -80,17 +96,38 @@ func (s *runner) nicFault() {
 	}
 }
 
-// backupKillStep kills one host's first backup NIC once a fallback ran (or was refused: then
-// none may come, and the run must not wait for it).
+// backupKillStep kills (or hangs) one host's first backup NIC once a fallback ran (or was
+// refused: then none may come, and the run must not wait for it). Not while that NIC holds
+// receive CQEs back (latecqe.go): a NIC that acknowledged messages and then never writes
+// their CQEs loses them for the receiver, and the sender, whose completions returned the
+// buffers to its application, cannot send them again: beyond what any transparent failover
+// can recover (found at seed 1178, a hang). The fault waits for the release.
 func (s *runner) backupKillStep() {
 	for _, h := range s.w.hosts {
 		if st := h.fo.Stats(); st.Fallbacks > 0 || st.Refused > 0 {
+			if s.fx.bkHost < 0 {
+				if s.fx.nic == nicBackupHang {
+					s.fx.bkHost = rand.New(rand.NewPCG(s.cfg.Seed, backupHangStream+1)).IntN(2)
+				} else {
+					s.fx.bkHost = s.fx.r.IntN(2)
+				}
+			}
+			hb := s.fx.bkHost
+			d := s.w.hosts[hb].nics[1]
+			if s.late.held == d {
+				return
+			}
 			s.fx.bkLeft = 0
 			s.fx.left--
-			hb := s.fx.r.IntN(2)
+			if s.fx.nic == nicBackupHang {
+				s.res.Faults.BackupHangs++
+				s.fault(fxBackupHang, uint64(hb), 1, 0)
+				d.Hang()
+				return
+			}
 			s.res.Faults.BackupKills++
 			s.fault(fxBackupKill, uint64(hb), 1, 0)
-			s.w.hosts[hb].nics[1].Kill()
+			d.Kill()
 			return
 		}
 	}

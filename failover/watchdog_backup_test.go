@@ -1,0 +1,61 @@
+package failover
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// TestHungBackupWatchdog: three NICs per host; host 0's default link fails, and later its
+// first backup NIC hangs silently while a WRITE stream runs there. The stream must go on on
+// the second backup, exactly once and in order, with host 0 having taken the hung backup
+// for dead:
+//   - probes an hour apart: the peer only answers and sends nothing, so only host 0's
+//     watchdog on the backup in use can find the hang (watchdog_backup.go);
+//   - probes as usual: the peer's reset round after a failed probe fails on the hung device
+//     and the peer chains first; host 0 follows, and the drain of the set it leaves finds
+//     the device hung (drainhang.go) before the peer's HandshakeTimeout (before, it waited
+//     DrainTimeout and both QPs failed).
+func TestHungBackupWatchdog(t *testing.T) {
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	const bound = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		probe time.Duration
+	}{{"watchdog", time.Hour}, {"peer-chain", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnvNICs(t, 256, func(_ int, o *Options) {
+				o.CQWatchdog = bound
+				o.ProbeInterval, o.ProbeMaxInterval = tc.probe, tc.probe
+			}, false, 3)
+			a, b := e.pairs(t, 1, cp)
+			qa, qb := a[0], b[0]
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("at failure: A %v, B %v; %s; stats A %+v B %+v", qa.Err(), qb.Err(), e.describe(qa, qb),
+						e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats())
+				}
+			})
+			hang := func() { e.cl.Hosts[0].Devices[1].NIC().Hang() }
+			start := time.Now()
+			runStream(t, e, qa, qb, stream{mode: modeWrite, msgs: 240, size: 4096, failAt: 60, failHost: 0, seed: 71,
+				at: map[int]func(){120: hang}})
+			sa, sb := e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats()
+			if sa.WatchdogBackups != 1 || sa.Chains == 0 {
+				t.Fatalf("the hung backup was not taken for dead: stats A %+v", sa)
+			}
+			if qa.BackupIndex() != 1 || qb.BackupIndex() != 1 {
+				t.Fatalf("backups in use %d %d, want 1 (the second): %s", qa.BackupIndex(), qb.BackupIndex(), e.describe(qa, qb))
+			}
+			if sa.WatchdogFallbacks != 0 {
+				t.Errorf("the default NIC (link down, not hung) was taken for hung: %+v", sa)
+			}
+			if tc.probe == time.Hour && (sa.Probes != 0 || sb.Probes != 0) {
+				t.Errorf("probes ran: A %d, B %d", sa.Probes, sb.Probes)
+			}
+			t.Logf("stream with the backup hung: %v (bound %v); chains A %d B %d, probes A %d B %d",
+				time.Since(start), bound, sa.Chains, sb.Chains, sa.Probes, sb.Probes)
+		})
+	}
+}
