@@ -199,3 +199,71 @@ func TestFallbackPathAllocs(t *testing.T) {
 		t.Fatalf("left the backup: %s", e.describe(a, b))
 	}
 }
+
+// TestFallbackPostLockFree: on the backup, an application post takes no lock a transition
+// holds (backupgate.go). A locked post in Fallback opens the send gate's backup mode (any
+// holder of q.mu, a probe for instance, closes it again: the test posts until it finds the
+// mode open with q.mu's own mutex held, as by a transition under way); then PostSend posts
+// on the backup and returns while that mutex is held. Taking q.mu as its holders do closes
+// the mode.
+func TestFallbackPostLockFree(t *testing.T) {
+	e := newEnv(t, 256)
+	as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
+	a, b := as[0], bs[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	e.linkDown(0)
+	if err := b.PostRecv([]verbs.RecvWR{{SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitN(t, ha.cq, 1)
+	waitN(t, hb.cq, 1)
+	waitFor(t, "both QPs on the backup", func() bool { return allFallback(a, b) }, func() string { return e.describe(a, b) })
+	write := func(id uint64) error {
+		return a.PostSend([]verbs.SendWR{{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}})
+	}
+	id := uint64(1)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := write(id); err != nil {
+			t.Fatal(err)
+		}
+		waitN(t, ha.cq, 1)
+		id++
+		a.mu.Mutex.Lock()
+		if a.sendGate.state.Load() == gateBackup {
+			break
+		}
+		a.mu.Mutex.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("the backup mode never open after %d locked posts in Fallback: %s", id-1, e.describe(a, b))
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- write(id) }()
+	select {
+	case err := <-done:
+		a.mu.Mutex.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		a.mu.Mutex.Unlock()
+		t.Fatal("PostSend on the backup waited for q.mu")
+	}
+	if w := waitN(t, ha.cq, 1); w[0].WRID != id || w[0].Status != verbs.WCSuccess {
+		t.Fatalf("completion %+v, want wr_id %d", w[0], id)
+	}
+	a.mu.Lock()
+	g := a.sendGate.state.Load()
+	a.mu.Unlock()
+	if g != gateClosed {
+		t.Fatalf("send gate %d with q.mu taken, want closed (%d)", g, gateClosed)
+	}
+	if !allFallback(a, b) {
+		t.Fatalf("left the backup: %s", e.describe(a, b))
+	}
+}

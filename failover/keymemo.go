@@ -3,7 +3,8 @@ package failover
 // A post on the backup rewrites each WR's local and remote keys through its backup device's
 // maps (lkeys, rkeys): sync.Maps whose lookups hash an interface, which cost more than the
 // provider's whole post. An application mostly posts from the MRs of the WR before, so each
-// QP remembers the last local and the last remote key it mapped (keyMemo, under q.mu). A
+// QP remembers the last local and the last remote key it mapped (keyMemo: q.km under q.mu or
+// inside the send gate's backup mode, backupgate.go; q.kmR for receives, under q.mu). A
 // remembered mapping holds while the device's keyGen is unchanged: every change to lkeys or
 // rkeys bumps it once the map changed, and the memo reads it before the lookup it keeps.
 
@@ -41,9 +42,8 @@ func (b *backupDev) dropRKey(k rkeyKey, r *mrRec) {
 	}
 }
 
-// lkeyOf is b.backupLKey through the QP's memo (q.mu).
-func (q *QP) lkeyOf(b *backupDev, lkey uint32) (uint32, bool) {
-	m := &q.km
+// lkeyOf is b.backupLKey through the memo m.
+func (m *keyMemo) lkeyOf(b *backupDev, lkey uint32) (uint32, bool) {
 	g := b.keyGen.Load()
 	if m.ldev == b && m.lgen == g && m.lkey == lkey {
 		return m.blkey, true

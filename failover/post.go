@@ -115,6 +115,13 @@ func (q *QP) inject(wrs []verbs.SendWR) []verbs.SendWR {
 }
 
 func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
+	if q.sendGate.enterBackup() {
+		done, err := q.postBackupFast(wrs)
+		q.sendGate.leave()
+		if done {
+			return err
+		}
+	}
 	q.lockForPost(wrs)
 	defer q.mu.Unlock()
 	if q.mach.holdState() == HoldPosts {
@@ -122,7 +129,11 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 		q.queueSendsLocked(wrs)
 		return nil
 	}
-	return q.postSendLocked(wrs)
+	err := q.postSendLocked(wrs)
+	if err == nil {
+		q.openBackupLocked() // the next posts on the backup without q.mu (backupgate.go)
+	}
+	return err
 }
 
 // postSendLocked posts wrs where the send state says (q.mu held).
@@ -160,7 +171,7 @@ func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, err
 	if w.Flags&verbs.SendInline == 0 && len(w.SGL) > 0 {
 		start := len(*sges)
 		for _, s := range w.SGL {
-			k, ok := q.lkeyOf(bd, s.LKey)
+			k, ok := q.km.lkeyOf(bd, s.LKey)
 			if !ok {
 				return w, fmt.Errorf("failover: lkey %#x has no backup MR: %w", s.LKey, ErrBackupNotReady)
 			}
@@ -277,7 +288,7 @@ func (q *QP) postRecvDefault(wrs []verbs.RecvWR) error {
 }
 
 func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
-	q.mu.Lock()
+	q.mu.lockRecv() // a send poster on the backup may run meanwhile (backupgate.go)
 	defer q.mu.Unlock()
 	if q.mach.holdState() == HoldPosts {
 		return q.holdRecvsLocked(wrs) // a round waits with q.mu released (roundwait.go)
@@ -337,7 +348,7 @@ func (q *QP) postRecvBackupLocked(wrs []verbs.RecvWR) error {
 	for _, w := range wrs {
 		start := len(sges)
 		for _, s := range w.SGL {
-			k, ok := q.lkeyOf(bs.dev, s.LKey)
+			k, ok := q.kmR.lkeyOf(bs.dev, s.LKey)
 			if !ok {
 				return fmt.Errorf("failover: post_recv on QP %#x: lkey %#x has no backup MR: %w", q.qpn, s.LKey, ErrBackupNotReady)
 			}

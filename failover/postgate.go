@@ -16,7 +16,7 @@ import (
 // doorbell stores ahead of it to leave the store buffer. Without it (an old kernel, a seccomp
 // filter, race builds) both marks are sequentially consistent atomics, the Dekker pattern.
 type postGate struct {
-	state atomic.Uint32 // gateOpen or gateClosed; changed under q.mu only
+	state atomic.Uint32 // gateOpen, gateClosed or gateBackup (backupgate.go); changed under q.mu only
 	busy  uint32        // 1 while the poster is inside; written by the poster only
 }
 
@@ -70,8 +70,8 @@ func (g *postGate) closeAndLeave() {
 func closePostGates(gs ...*postGate) {
 	wasOpen := false
 	for _, g := range gs {
-		if g.state.Swap(gateClosed) == gateOpen {
-			wasOpen = true
+		if g.state.Swap(gateClosed) != gateClosed {
+			wasOpen = true // open for Default posts, or for backup posts (backupgate.go)
 		}
 	}
 	if wasOpen && asymGates {

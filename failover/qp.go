@@ -89,7 +89,7 @@ type QP struct {
 	// context stores the word it swaps in at close in every live QP (releaseInject).
 	inj  atomic.Pointer[atomic.Int64]
 	mach machine
-	mu   sync.Mutex
+	mu   qpMutex // closes the send gate's backup mode when taken (backupgate.go)
 
 	// Sends on the default QP are not logged: the provider keeps a failed WQE and those
 	// flushed behind it in the ring (SetRetainSends) and a fallback copies them to the
@@ -191,7 +191,8 @@ type QP struct {
 	// (poster-owned in Default; read by a fallback once the gates are closed).
 	injKeys map[uint32]uint32
 	bkWRs   []verbs.SendWR // scratch of postBackupLocked (q.mu)
-	km      keyMemo        // the last key mappings of rewriteLocked (keymemo.go, q.mu)
+	km      keyMemo        // the last key mappings of rewriteLocked (keymemo.go; q.mu or the backup mode)
+	kmR     keyMemo        // the receive path's (q.mu)
 	bkRWRs  []verbs.RecvWR // scratch of postRecvBackupLocked (q.mu)
 	bkRSGE  []verbs.SGE
 	bkSGE   []verbs.SGE
@@ -231,6 +232,7 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	d.ReserveRecv(recvReserve)
 	c := p.c
 	q := &QP{c: c, pd: p, scq: scq, rcq: rcq, sigAll: a.SigAll, def: d, qpn: d.QPN(), cap: d.Cap()}
+	q.mu.send = &q.sendGate
 	q.mach.transitions = &c.transitions
 	q.inj.Store(c.injArmed)
 	q.mach.track.kick = c.statusKick()
