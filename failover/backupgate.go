@@ -9,21 +9,21 @@ import (
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
-// The lock-free post on the backup (issue 12 §5). Once a QP's sends run on a backup set
-// (Fallback), an application post used to take q.mu, the mutex every transition of the QP
-// holds. Now the send gate has a third state, gateBackup: a post that finds it enters as a
-// Default post does (a plain store of busy, a load of the state) and posts on the backup QP
-// without q.mu (postBackupLocked: keys mapped, kinds pushed and WRs logged under fifoMu,
-// the ring under the send CQ's mutex).
+// The lock-free post on the backup (issue 12 §5). Once a QP's sends (receives) run on a
+// backup set (Fallback), an application post used to take q.mu, the mutex every transition
+// of the QP holds. Now the post gates have a third state, gateBackup: a post that finds it
+// enters as a Default post does (a plain store of busy, a load of the state) and posts on
+// the backup QP without q.mu (postBackupLocked: keys mapped, kinds pushed and WRs logged
+// under fifoMu, the ring under the CQ's mutex; postRecvFallbackLocked for receives).
 //
-// What q.mu excluded, the gate excludes: q.mu is a qpMutex, whose Lock and TryLock close the
-// backup mode and wait out a poster inside before they return. So every holder of q.mu (the
-// engine's transitions, rounds, probes, the watchdog, the locked post and the fillers) runs
-// as before, with no lock-free poster beside it; nothing audits each of them. Only the
-// locked post reopens the mode, under q.mu, after a post of its own on the backup with the
-// QP in Fallback and no hold; the next holder of q.mu closes it again. The receive slow path
-// takes the mutex without closing (lockRecv): it shares nothing with a send poster but the
-// FIFOs under fifoMu and the CQ mutexes (it keeps its own key memo, kmR).
+// What q.mu excluded, the gates exclude: q.mu is a qpMutex, whose Lock and TryLock close
+// both backup modes and wait out a poster inside before they return. So every holder of q.mu
+// (the engine's transitions, rounds, probes, the watchdog, the locked posts and the fillers)
+// runs as before, with no lock-free poster beside it; nothing audits each of them. Only the
+// locked posts reopen a mode, under q.mu, after a post of their own on the backup with that
+// side in Fallback and no hold; the next holder of q.mu closes it again. The receive slow
+// path takes the mutex closing the receive mode only (lockRecv): it shares nothing with a
+// send poster but the FIFOs under fifoMu and the CQ mutexes (it keeps its own key memo, kmR).
 
 // gateBackup is a post gate's state while its poster may post on the backup without q.mu.
 const gateBackup = 3
@@ -31,13 +31,14 @@ const gateBackup = 3
 // qpMutex is q.mu (see above).
 type qpMutex struct {
 	sync.Mutex
-	send *postGate
+	send, recv *postGate
 }
 
-// Lock takes the mutex and closes the send gate's backup mode.
+// Lock takes the mutex and closes both gates' backup modes.
 func (m *qpMutex) Lock() {
 	m.Mutex.Lock()
 	m.send.closeBackup()
+	m.recv.closeBackup()
 }
 
 // TryLock is Lock when the mutex is free.
@@ -46,11 +47,16 @@ func (m *qpMutex) TryLock() bool {
 		return false
 	}
 	m.send.closeBackup()
+	m.recv.closeBackup()
 	return true
 }
 
-// lockRecv takes the mutex for the receive slow path, leaving the send gate as it is.
-func (m *qpMutex) lockRecv() { m.Mutex.Lock() }
+// lockRecv takes the mutex for the receive slow path, closing the receive gate's backup mode
+// only.
+func (m *qpMutex) lockRecv() {
+	m.Mutex.Lock()
+	m.recv.closeBackup()
+}
 
 // closeBackup closes the backup mode and waits until its poster left (q.mu held).
 func (g *postGate) closeBackup() {
@@ -86,6 +92,15 @@ func (q *QP) openBackupLocked() {
 		return
 	}
 	q.sendGate.state.CompareAndSwap(gateClosed, gateBackup)
+}
+
+// openRecvBackupLocked is openBackupLocked for the receive gate, after a locked post of
+// receives on the backup (q.mu held).
+func (q *QP) openRecvBackupLocked() {
+	if q.destroyed || q.appErr || q.mach.recvState() != RecvFallback || q.mach.holdState() == HoldPosts {
+		return
+	}
+	q.recvGate.state.CompareAndSwap(gateClosed, gateBackup)
 }
 
 // postBackupFast posts wrs on the backup inside the backup mode. It reports false, having

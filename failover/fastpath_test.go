@@ -136,8 +136,8 @@ func TestFastPathAfterRecovery(t *testing.T) {
 				waitFor(t, "both CQs back on the fast path", func() bool { return cqOpen(t, e.hosts[0].cq) && cqOpen(t, e.hosts[1].cq) },
 					func() string { return e.describe(a, b) })
 				sendRoundLocksHeld(t, e, a, b, uint64(1000+cycle))
-				if d := recoveredAllocs(t, e, a, b); d != 0 {
-					t.Errorf("cycle %d: the recovered data path allocated %d objects in 200 rounds, want 0", cycle, d)
+				if d, where := recoveredAllocs(t, e, a, b); d != 0 {
+					t.Errorf("cycle %d: the recovered data path allocated %d objects in 200 rounds, want 0: %s", cycle, d, where)
 				}
 				sa, sb := e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats()
 				if sa.FastReopens != uint64(cycle+1) || sb.FastReopens != uint64(cycle+1) || sa.Recoveries != uint64(cycle+1) {
@@ -152,14 +152,14 @@ func TestFastPathAfterRecovery(t *testing.T) {
 }
 
 // recoveredAllocs counts the data path's allocations over 200 SEND/RECV rounds.
-func recoveredAllocs(t *testing.T, e *testEnv, a, b *QP) int64 {
+func recoveredAllocs(t *testing.T, e *testEnv, a, b *QP) (int64, string) {
 	ha, hb := e.hosts[0], e.hosts[1]
 	wr := []verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}
 	rwr := []verbs.RecvWR{{SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}
 	old := runtime.MemProfileRate
 	runtime.MemProfileRate = 1
 	defer func() { runtime.MemProfileRate = old }()
-	before := dataPathAllocs()
+	before := dataPathAllocSites()
 	for range 200 {
 		if err := b.PostRecv(rwr); err != nil {
 			t.Fatal(err)
@@ -170,7 +170,7 @@ func recoveredAllocs(t *testing.T, e *testEnv, a, b *QP) int64 {
 		waitN(t, ha.cq, 1)
 		waitN(t, hb.cq, 1)
 	}
-	return dataPathAllocs() - before
+	return allocDelta(before, dataPathAllocSites())
 }
 
 // On the backup too the data path allocates nothing once the backup log has reached the
@@ -192,8 +192,8 @@ func TestFallbackPathAllocs(t *testing.T) {
 	waitN(t, hb.cq, 1)
 	waitFor(t, "both QPs on the backup", func() bool { return allFallback(a, b) }, func() string { return e.describe(a, b) })
 	recoveredAllocs(t, e, a, b)
-	if d := recoveredAllocs(t, e, a, b); d != 0 {
-		t.Errorf("the data path on the backup allocated %d objects in 200 SEND/RECV rounds, want 0", d)
+	if d, where := recoveredAllocs(t, e, a, b); d != 0 {
+		t.Errorf("the data path on the backup allocated %d objects in 200 SEND/RECV rounds, want 0: %s", d, where)
 	}
 	if !allFallback(a, b) {
 		t.Fatalf("left the backup: %s", e.describe(a, b))
@@ -262,6 +262,51 @@ func TestFallbackPostLockFree(t *testing.T) {
 	a.mu.Unlock()
 	if g != gateClosed {
 		t.Fatalf("send gate %d with q.mu taken, want closed (%d)", g, gateClosed)
+	}
+
+	// The same for receives, on B: each round a RECV and the SEND that consumes it.
+	round := func(id uint64) {
+		if err := b.PostRecv([]verbs.RecvWR{{WRID: id, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.PostSend([]verbs.SendWR{{WRID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+			t.Fatal(err)
+		}
+		waitN(t, ha.cq, 1)
+		if w := waitN(t, hb.cq, 1); w[0].WRID != id {
+			t.Fatalf("receive completion %+v, want wr_id %d", w[0], id)
+		}
+	}
+	for {
+		id++
+		round(id)
+		b.mu.Mutex.Lock()
+		if b.recvGate.state.Load() == gateBackup {
+			break
+		}
+		b.mu.Mutex.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("the receive gate's backup mode never open: %s", e.describe(a, b))
+		}
+	}
+	id++
+	go func() { done <- b.PostRecv([]verbs.RecvWR{{WRID: id, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}) }()
+	select {
+	case err := <-done:
+		b.mu.Mutex.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		b.mu.Mutex.Unlock()
+		t.Fatal("PostRecv on the backup waited for q.mu")
+	}
+	if err := a.PostSend([]verbs.SendWR{{WRID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitN(t, ha.cq, 1)
+	if w := waitN(t, hb.cq, 1); w[0].WRID != id || w[0].Status != verbs.WCSuccess {
+		t.Fatalf("receive completion %+v, want wr_id %d", w[0], id)
 	}
 	if !allFallback(a, b) {
 		t.Fatalf("left the backup: %s", e.describe(a, b))

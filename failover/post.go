@@ -288,6 +288,11 @@ func (q *QP) postRecvDefault(wrs []verbs.RecvWR) error {
 }
 
 func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
+	if q.recvGate.enterBackup() {
+		err := q.postRecvFallbackLocked(wrs) // inside the backup mode (backupgate.go)
+		q.recvGate.leave()
+		return err
+	}
 	q.mu.lockRecv() // a send poster on the backup may run meanwhile (backupgate.go)
 	defer q.mu.Unlock()
 	if q.mach.holdState() == HoldPosts {
@@ -313,23 +318,32 @@ func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
 		}
 		return err
 	case RecvFallback:
-		// Logged too: a recovery reposts the outstanding receives on the default QP.
-		p := q.rPosted.Load()
-		for i := range wrs {
-			r := &q.rlog[(p+uint64(i))&q.rmask]
-			r.wrid = wrs[i].WRID
-			r.sgl = append(r.sgl[:0], wrs[i].SGL...)
+		err := q.postRecvFallbackLocked(wrs)
+		if err == nil {
+			q.openRecvBackupLocked()
 		}
-		if err := q.postRecvBackupLocked(wrs); err != nil {
-			return err
-		}
-		q.rPosted.Store(p + uint64(len(wrs)))
-		return nil
+		return err
 	}
 	if q.appErr {
 		return q.def.PostRecv(wrs) // as without SHIFT
 	}
 	return fmt.Errorf("failover: post_recv on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
+}
+
+// postRecvFallbackLocked posts wrs on the backup, logged too: a recovery reposts the
+// outstanding receives on the default QP (q.mu, or inside the receive gate's backup mode).
+func (q *QP) postRecvFallbackLocked(wrs []verbs.RecvWR) error {
+	p := q.rPosted.Load()
+	for i := range wrs {
+		r := &q.rlog[(p+uint64(i))&q.rmask]
+		r.wrid = wrs[i].WRID
+		r.sgl = append(r.sgl[:0], wrs[i].SGL...)
+	}
+	if err := q.postRecvBackupLocked(wrs); err != nil {
+		return err
+	}
+	q.rPosted.Store(p + uint64(len(wrs)))
+	return nil
 }
 
 // postRecvBackupLocked posts wrs on the backup QP in use with their lkeys mapped (q.mu; the

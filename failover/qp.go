@@ -192,7 +192,7 @@ type QP struct {
 	injKeys map[uint32]uint32
 	bkWRs   []verbs.SendWR // scratch of postBackupLocked (q.mu)
 	km      keyMemo        // the last key mappings of rewriteLocked (keymemo.go; q.mu or the backup mode)
-	kmR     keyMemo        // the receive path's (q.mu)
+	kmR     keyMemo        // the receive path's (q.mu, or the receive gate's backup mode)
 	bkRWRs  []verbs.RecvWR // scratch of postRecvBackupLocked (q.mu)
 	bkRSGE  []verbs.SGE
 	bkSGE   []verbs.SGE
@@ -232,7 +232,7 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	d.ReserveRecv(recvReserve)
 	c := p.c
 	q := &QP{c: c, pd: p, scq: scq, rcq: rcq, sigAll: a.SigAll, def: d, qpn: d.QPN(), cap: d.Cap()}
-	q.mu.send = &q.sendGate
+	q.mu.send, q.mu.recv = &q.sendGate, &q.recvGate
 	q.mach.transitions = &c.transitions
 	q.inj.Store(c.injArmed)
 	q.mach.track.kick = c.statusKick()
