@@ -72,18 +72,7 @@ func (g *postGate) closeBackup() {
 }
 
 // enterBackup is enter for the backup mode.
-func (g *postGate) enterBackup() bool {
-	if asymGates {
-		g.busy = 1
-	} else {
-		atomic.StoreUint32(&g.busy, 1)
-	}
-	if g.state.Load() == gateBackup {
-		return true
-	}
-	g.leave()
-	return false
-}
+func (g *postGate) enterBackup() bool { return g.enterIn(gateBackup) }
 
 // openBackupLocked opens the backup mode after a locked post on the backup, when the QP's
 // sends run there and nothing holds them (q.mu held).

@@ -111,18 +111,9 @@ func BenchmarkPollEmptyProvider(b *testing.B) {
 	benchPollEmpty(b, e.hosts[0].cq.Default())
 }
 
-// dataPathAllocs sums, over the heap profile, the objects allocated with a failover
-// data-path function on the stack.
-func dataPathAllocs() int64 {
-	var total int64
-	for _, n := range dataPathAllocSites() {
-		total += n
-	}
-	return total
-}
-
-// dataPathAllocSites is dataPathAllocs by allocating stack (the data-path frame and the four
-// frames under it), for a failure to name what allocated. An allocation inside a contended
+// dataPathAllocSites counts, over the heap profile, the objects allocated with a failover
+// data-path function (PostSend, PostRecv, Poll) on the stack, by allocating stack (that frame
+// and the four under it), for a failure to name what allocated. An allocation inside a contended
 // sync.Mutex's Lock is the runtime's (a waiter's sudog, when its P's cache is empty; seen
 // once in about 40 runs of the backup's slow post under a probe), not one per operation, and
 // is not counted.

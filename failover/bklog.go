@@ -51,17 +51,17 @@ func (q *QP) logBackupFifo(wrs []verbs.SendWR) {
 		r := sendRec{wr: w, twoSeq: q.twoSided, twoSided: twoSided(w.Opcode),
 			signaled: q.sigAll || w.Flags&verbs.SendSignaled != 0}
 		if w.Flags&verbs.SendInline != 0 {
-			data := q.takeInl()
+			data := popFree(&q.bkFreeInl)
 			for _, s := range w.SGL {
 				data = append(data, memAt(s.Addr, int(s.Length))...)
 			}
 			r.inline = data
 			r.wr.SGL = nil
 			if len(data) > 0 {
-				r.wr.SGL = append(q.takeSGL(), verbs.SGE{Addr: sliceAddr(data), Length: uint32(len(data))})
+				r.wr.SGL = append(popFree(&q.bkFreeSGL), verbs.SGE{Addr: sliceAddr(data), Length: uint32(len(data))})
 			}
 		} else if len(w.SGL) > 0 {
-			r.wr.SGL = append(q.takeSGL(), w.SGL...)
+			r.wr.SGL = append(popFree(&q.bkFreeSGL), w.SGL...)
 		}
 		if r.twoSided {
 			q.twoSided++
@@ -99,25 +99,14 @@ func (q *QP) freeRecs(recs []sendRec) {
 	}
 }
 
-// takeSGL and takeInl return an empty buffer of a retired record, or nil (fifoMu).
-func (q *QP) takeSGL() []verbs.SGE {
-	n := len(q.bkFreeSGL)
+// popFree returns the last buffer of a free list (emptied), or nil (fifoMu).
+func popFree[T any](free *[][]T) []T {
+	n := len(*free)
 	if n == 0 {
 		return nil
 	}
-	s := q.bkFreeSGL[n-1]
-	q.bkFreeSGL[n-1] = nil
-	q.bkFreeSGL = q.bkFreeSGL[:n-1]
-	return s
-}
-
-func (q *QP) takeInl() []byte {
-	n := len(q.bkFreeInl)
-	if n == 0 {
-		return nil
-	}
-	b := q.bkFreeInl[n-1]
-	q.bkFreeInl[n-1] = nil
-	q.bkFreeInl = q.bkFreeInl[:n-1]
+	b := (*free)[n-1]
+	(*free)[n-1] = nil
+	*free = (*free)[:n-1]
 	return b
 }

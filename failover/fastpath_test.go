@@ -177,20 +177,7 @@ func recoveredAllocs(t *testing.T, e *testEnv, a, b *QP) (int64, string) {
 // application's depth (bklog.go: retired records' buffers are reused; keymemo.go): SEND/RECV
 // rounds after a fallback, the first 200 to reach that depth, the next 200 counted.
 func TestFallbackPathAllocs(t *testing.T) {
-	e := newEnv(t, 256)
-	as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
-	a, b := as[0], bs[0]
-	e.linkDown(0)
-	ha, hb := e.hosts[0], e.hosts[1]
-	if err := b.PostRecv([]verbs.RecvWR{{SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
-	waitN(t, ha.cq, 1)
-	waitN(t, hb.cq, 1)
-	waitFor(t, "both QPs on the backup", func() bool { return allFallback(a, b) }, func() string { return e.describe(a, b) })
+	e, a, b := fallenBack(t)
 	recoveredAllocs(t, e, a, b)
 	if d, where := recoveredAllocs(t, e, a, b); d != 0 {
 		t.Errorf("the data path on the backup allocated %d objects in 200 SEND/RECV rounds, want 0: %s", d, where)
@@ -207,20 +194,8 @@ func TestFallbackPathAllocs(t *testing.T) {
 // on the backup and returns while that mutex is held. Taking q.mu as its holders do closes
 // the mode.
 func TestFallbackPostLockFree(t *testing.T) {
-	e := newEnv(t, 256)
-	as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
-	a, b := as[0], bs[0]
+	e, a, b := fallenBack(t)
 	ha, hb := e.hosts[0], e.hosts[1]
-	e.linkDown(0)
-	if err := b.PostRecv([]verbs.RecvWR{{SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
-	waitN(t, ha.cq, 1)
-	waitN(t, hb.cq, 1)
-	waitFor(t, "both QPs on the backup", func() bool { return allFallback(a, b) }, func() string { return e.describe(a, b) })
 	write := func(id uint64) error {
 		return a.PostSend([]verbs.SendWR{{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 			SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}})
@@ -242,18 +217,7 @@ func TestFallbackPostLockFree(t *testing.T) {
 			t.Fatalf("the backup mode never open after %d locked posts in Fallback: %s", id-1, e.describe(a, b))
 		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- write(id) }()
-	select {
-	case err := <-done:
-		a.mu.Mutex.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		a.mu.Mutex.Unlock()
-		t.Fatal("PostSend on the backup waited for q.mu")
-	}
+	whileHeld(t, a, "PostSend", func() error { return write(id) })
 	if w := waitN(t, ha.cq, 1); w[0].WRID != id || w[0].Status != verbs.WCSuccess {
 		t.Fatalf("completion %+v, want wr_id %d", w[0], id)
 	}
@@ -290,17 +254,9 @@ func TestFallbackPostLockFree(t *testing.T) {
 		}
 	}
 	id++
-	go func() { done <- b.PostRecv([]verbs.RecvWR{{WRID: id, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}) }()
-	select {
-	case err := <-done:
-		b.mu.Mutex.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		b.mu.Mutex.Unlock()
-		t.Fatal("PostRecv on the backup waited for q.mu")
-	}
+	whileHeld(t, b, "PostRecv", func() error {
+		return b.PostRecv([]verbs.RecvWR{{WRID: id, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}})
+	})
 	if err := a.PostSend([]verbs.SendWR{{WRID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -310,5 +266,44 @@ func TestFallbackPostLockFree(t *testing.T) {
 	}
 	if !allFallback(a, b) {
 		t.Fatalf("left the backup: %s", e.describe(a, b))
+	}
+}
+
+// fallenBack connects one QP pair (depth 64, one SGE) and takes host 0's default link down; a
+// SEND then makes both QPs fall back, and it returns once both run on the backup.
+func fallenBack(t *testing.T) (*testEnv, *QP, *QP) {
+	t.Helper()
+	e := newEnv(t, 256)
+	as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
+	a, b := as[0], bs[0]
+	e.linkDown(0)
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := b.PostRecv([]verbs.RecvWR{{SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitN(t, ha.cq, 1)
+	waitN(t, hb.cq, 1)
+	waitFor(t, "both QPs on the backup", func() bool { return allFallback(a, b) }, func() string { return e.describe(a, b) })
+	return e, a, b
+}
+
+// whileHeld runs post with q.mu's own mutex held by the caller, unlocks it, and fails the
+// test if post waited for it.
+func whileHeld(t *testing.T, q *QP, what string, post func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- post() }()
+	select {
+	case err := <-done:
+		q.mu.Mutex.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		q.mu.Mutex.Unlock()
+		t.Fatalf("%s on the backup waited for q.mu", what)
 	}
 }

@@ -36,13 +36,16 @@ func initGates() {
 
 // enter marks the poster inside and reports whether the gate was open; on false the poster
 // is outside again and takes the slow path.
-func (g *postGate) enter() bool {
+func (g *postGate) enter() bool { return g.enterIn(gateOpen) }
+
+// enterIn is enter for the gate in state want (gateOpen, or gateBackup: backupgate.go).
+func (g *postGate) enterIn(want uint32) bool {
 	if asymGates {
 		g.busy = 1 // ordered before the load below by the closer's Fence
 	} else {
 		atomic.StoreUint32(&g.busy, 1)
 	}
-	if g.state.Load() == gateOpen {
+	if g.state.Load() == want {
 		return true
 	}
 	g.leave()
