@@ -74,22 +74,13 @@ func (g *postGate) closeBackup() {
 // enterBackup is enter for the backup mode.
 func (g *postGate) enterBackup() bool { return g.enterIn(gateBackup) }
 
-// openBackupLocked opens the backup mode after a locked post on the backup, when the QP's
-// sends run there and nothing holds them (q.mu held).
-func (q *QP) openBackupLocked() {
-	if q.destroyed || q.appErr || q.mach.sendState() != SendFallback || q.mach.holdState() == HoldPosts {
+// openBackupLocked opens gate g's backup mode after a locked post on the backup, when that
+// side (onBackup) runs there and nothing holds the QP's posts (q.mu held).
+func (q *QP) openBackupLocked(g *postGate, onBackup bool) {
+	if q.destroyed || q.appErr || !onBackup || q.mach.holdState() == HoldPosts {
 		return
 	}
-	q.sendGate.state.CompareAndSwap(gateClosed, gateBackup)
-}
-
-// openRecvBackupLocked is openBackupLocked for the receive gate, after a locked post of
-// receives on the backup (q.mu held).
-func (q *QP) openRecvBackupLocked() {
-	if q.destroyed || q.appErr || q.mach.recvState() != RecvFallback || q.mach.holdState() == HoldPosts {
-		return
-	}
-	q.recvGate.state.CompareAndSwap(gateClosed, gateBackup)
+	g.state.CompareAndSwap(gateClosed, gateBackup)
 }
 
 // postBackupFast posts wrs on the backup inside the backup mode. It reports false, having
@@ -101,7 +92,7 @@ func (q *QP) postBackupFast(wrs []verbs.SendWR) (bool, error) {
 		switch wrs[i].Opcode {
 		case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead,
 			verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAdd:
-			if !q.rkeyKnown(dev, rkeyKey{q.remote.GID, wrs[i].RKey}) {
+			if !q.km.rkeyKnown(dev, rkeyKey{q.remote.GID, wrs[i].RKey}) {
 				return false, nil
 			}
 		}

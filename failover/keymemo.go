@@ -8,7 +8,7 @@ package failover
 // remembered mapping holds while the device's keyGen is unchanged: every change to lkeys or
 // rkeys bumps it once the map changed, and the memo reads it before the lookup it keeps.
 
-// keyMemo is a QP's last local and remote key mapping (q.mu).
+// keyMemo is a QP's last local and remote key mapping (owned as said above).
 type keyMemo struct {
 	ldev        *backupDev
 	lgen        uint64
@@ -50,23 +50,22 @@ func (m *keyMemo) lkeyOf(b *backupDev, lkey uint32) (uint32, bool) {
 	}
 	k, ok := b.backupLKey(lkey)
 	if ok {
-		*m = keyMemo{ldev: b, lgen: g, lkey: lkey, blkey: k, rdev: m.rdev, rgen: m.rgen, rk: m.rk, rec: m.rec}
+		m.ldev, m.lgen, m.lkey, m.blkey = b, g, lkey, k
 	}
 	return k, ok
 }
 
-// rkeyOf is b.backupRKey through the QP's memo (q.mu).
-func (q *QP) rkeyOf(b *backupDev, gid [16]byte, rkey uint32, addr, n uint64) (uint32, error) {
-	if r := q.rkeyRec(b, rkeyKey{gid, rkey}); r != nil {
+// rkeyOf is b.backupRKey through the memo m.
+func (m *keyMemo) rkeyOf(b *backupDev, gid [16]byte, rkey uint32, addr, n uint64) (uint32, error) {
+	if r := m.rkeyRec(b, rkeyKey{gid, rkey}); r != nil {
 		return r.e.mapAccess(addr, n)
 	}
 	return b.backupRKey(gid, rkey, addr, n)
 }
 
-// rkeyRec is the cache's entry for k when it passed its checks, through the memo (q.mu);
-// nil otherwise.
-func (q *QP) rkeyRec(b *backupDev, k rkeyKey) *mrRec {
-	m := &q.km
+// rkeyRec is the cache's entry for k when it passed its checks, through the memo m; nil
+// otherwise.
+func (m *keyMemo) rkeyRec(b *backupDev, k rkeyKey) *mrRec {
 	g := b.keyGen.Load()
 	if m.rdev == b && m.rgen == g && m.rk == k {
 		return m.rec
@@ -83,7 +82,7 @@ func (q *QP) rkeyRec(b *backupDev, k rkeyKey) *mrRec {
 	return r
 }
 
-// rkeyKnown is b.cachedRKey through the QP's memo (q.mu).
-func (q *QP) rkeyKnown(b *backupDev, k rkeyKey) bool {
-	return q.rkeyRec(b, k) != nil || b.cachedRKey(k)
+// rkeyKnown is b.cachedRKey through the memo m.
+func (m *keyMemo) rkeyKnown(b *backupDev, k rkeyKey) bool {
+	return m.rkeyRec(b, k) != nil || b.cachedRKey(k)
 }

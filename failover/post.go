@@ -131,7 +131,8 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 	}
 	err := q.postSendLocked(wrs)
 	if err == nil {
-		q.openBackupLocked() // the next posts on the backup without q.mu (backupgate.go)
+		// The next posts on the backup without q.mu (backupgate.go).
+		q.openBackupLocked(&q.sendGate, q.mach.sendState() == SendFallback)
 	}
 	return err
 }
@@ -195,7 +196,7 @@ func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, err
 				return w, nil
 			}
 		}
-		k, err := q.rkeyOf(bd, q.remote.GID, w.RKey, w.RemoteAddr, n)
+		k, err := q.km.rkeyOf(bd, q.remote.GID, w.RKey, w.RemoteAddr, n)
 		if err != nil {
 			return w, err
 		}
@@ -320,7 +321,7 @@ func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
 	case RecvFallback:
 		err := q.postRecvFallbackLocked(wrs)
 		if err == nil {
-			q.openRecvBackupLocked()
+			q.openBackupLocked(&q.recvGate, true) // in RecvFallback here
 		}
 		return err
 	}

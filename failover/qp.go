@@ -89,7 +89,7 @@ type QP struct {
 	// context stores the word it swaps in at close in every live QP (releaseInject).
 	inj  atomic.Pointer[atomic.Int64]
 	mach machine
-	mu   qpMutex // closes the send gate's backup mode when taken (backupgate.go)
+	mu   qpMutex // closes the post gates' backup modes when taken (backupgate.go)
 
 	// Sends on the default QP are not logged: the provider keeps a failed WQE and those
 	// flushed behind it in the ring (SetRetainSends) and a fallback copies them to the

@@ -405,7 +405,7 @@ func (q *QP) lockForPost(wrs []verbs.SendWR) {
 		return
 	}
 	bs := q.cs()
-	miss := missingRKeysBy(q.remote.GID, wrs, nil, func(k rkeyKey) bool { return q.rkeyKnown(bs.dev, k) })
+	miss := missingRKeysBy(q.remote.GID, wrs, nil, func(k rkeyKey) bool { return q.km.rkeyKnown(bs.dev, k) })
 	if len(miss) == 0 {
 		return
 	}

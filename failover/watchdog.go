@@ -11,8 +11,7 @@ import (
 // no event, keeps its link up and never completes anything: no error completion, link event
 // or async event starts a fallback, and an application waiting for its completions waits for
 // ever. The watchdog looks every CQWatchdog/4 at each QP on the default NIC (and on the backup
-// in use: watchdog_backup.go) that has signaled
-// WRs outstanding: while its send CQ has a CQE the poller has not taken (the device made
+// in use: watchdog_backup.go) that has signaled WRs outstanding: while its send CQ has a CQE the poller has not taken (the device made
 // progress, the application is slow to poll) or its completions advance, all is well; a QP
 // that stays with signaled WRs outstanding, nothing completed and nothing waiting for a whole
 // CQWatchdog while the port is up means the device stopped. SHIFT then takes the default
