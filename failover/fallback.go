@@ -542,8 +542,8 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		}
 		return
 	}
-	for _, w := range q.pending {
-		resend = append(resend, &sendRec{wr: w})
+	for i := range q.pending {
+		resend = append(resend, &q.pending[i]) // each record keeps its inline payload
 	}
 	q.pending = nil
 	q.twoSided -= recount
@@ -811,7 +811,7 @@ func (q *QP) failLocked(status verbs.WCStatus, err error) {
 			ws = append(ws, r.wr)
 		}
 		q.defFrom = q.def.SendProducer()
-		ws = append(ws, q.pending...)
+		ws = append(ws, q.pendingWRs()...)
 		q.pending = nil
 		q.synthErrorsLocked(ws, status)
 	}

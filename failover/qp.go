@@ -124,7 +124,9 @@ type QP struct {
 	defMode      int // guarded by the CQ mutexes
 
 	// Fallback (q.mu).
-	pending  []verbs.SendWR
+	// pending holds the sends posted while where they go is not settled (a handshake, a
+	// waiting round): copies that own their SGLs and inline payloads (roundwait.go).
+	pending  []sendRec
 	hsTimer  clock.Timer
 	failErr  error
 	tErr     atomic.Int64 // first error completion polled (unix ns)

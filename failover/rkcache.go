@@ -348,7 +348,7 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 		}
 		q.fifoMu.Unlock()
 	}
-	miss = bs.dev.missingRKeys(q.remote.GID, q.pending, miss)
+	miss = bs.dev.missingRKeys(q.remote.GID, q.pendingWRs(), miss)
 	if len(miss) == 0 {
 		return false, false
 	}

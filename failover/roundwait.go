@@ -3,6 +3,8 @@ package failover
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -104,7 +106,8 @@ func (q *QP) flushHeld() {
 	if q.mach.sendState() == SendHandshake || len(q.pending) == 0 {
 		return
 	}
-	ws := q.pending
+	recs := q.pending // keeps the inline payloads alive until posted
+	ws := q.pendingWRs()
 	q.pending = nil
 	for i := range ws {
 		// One at a time, waiting for room: a full SQ refuses a list part-way.
@@ -117,14 +120,38 @@ func (q *QP) flushHeld() {
 			return
 		}
 	}
+	runtime.KeepAlive(recs)
 }
 
-// queueSendsLocked keeps wrs in q.pending (SGLs copied: the caller may reuse its lists).
+// queueSendsLocked keeps wrs in q.pending. The records own copies of the SGLs and of the
+// inline payloads: the application may reuse both as soon as its post returns, an inline
+// WR's buffer included (the data is the WR's from then on), and these are posted later.
 func (q *QP) queueSendsLocked(wrs []verbs.SendWR) {
 	for _, w := range wrs {
-		w.SGL = append([]verbs.SGE(nil), w.SGL...)
-		q.pending = append(q.pending, w)
+		r := sendRec{wr: w}
+		if w.Flags&verbs.SendInline != 0 {
+			for _, s := range w.SGL {
+				r.inline = append(r.inline, memAt(s.Addr, int(s.Length))...)
+			}
+			r.wr.SGL = nil
+			if len(r.inline) > 0 {
+				r.wr.SGL = []verbs.SGE{{Addr: sliceAddr(r.inline), Length: uint32(len(r.inline))}}
+			}
+		} else {
+			r.wr.SGL = slices.Clone(w.SGL)
+		}
+		q.pending = append(q.pending, r)
 	}
+}
+
+// pendingWRs returns the WRs of q.pending (their records keep the inline payloads alive
+// while q.pending holds them).
+func (q *QP) pendingWRs() []verbs.SendWR {
+	ws := make([]verbs.SendWR, len(q.pending))
+	for i := range q.pending {
+		ws[i] = q.pending[i].wr
+	}
+	return ws
 }
 
 // holdRecvsLocked logs wrs in the receive log without posting them (rHeld): the round's move

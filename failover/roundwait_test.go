@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"sync"
@@ -220,4 +221,58 @@ func TestDestroyDuringWaitingRound(t *testing.T) {
 		close(ran)
 	}()
 	waitClosed(t, ran, "the engine after the stopped round")
+}
+
+// TestHeldInlineReusedBuffer: inline SENDs posted while a round waits are held, not posted,
+// and the application may reuse an inline WR's buffer as soon as its post returns. The held
+// WRs must carry the bytes they were posted with, not what the buffer holds when the round
+// posts them (they used to keep only the SGL's address).
+func TestHeldInlineReusedBuffer(t *testing.T) {
+	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	const n, size, seed = 8, 48, 7
+	for i := range n {
+		if err := qb.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: []verbs.SGE{hb.mr.SGE(bufSize/2+i*slot, slot)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, release := holdDrain(t, qa)
+	defer release()
+	ha.ctx.eng.do(func() { qa.fallback(ctlMsg{}, false) })
+	waitClosed(t, held, "the round's drain")
+	src := ha.buf.Bytes()[:size]
+	err, prompt := within(func() error {
+		for i := range n {
+			payload(src, seed, uint64(i))
+			if err := qa.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendInline | verbs.SendSignaled,
+				SGL: []verbs.SGE{{Addr: ha.mr.Addr(), Length: size}}}}); err != nil {
+				return err
+			}
+			clear(src) // the application's buffer is its own again
+		}
+		return nil
+	}, release)
+	if !prompt {
+		t.Fatalf("the posts waited for the fallback round (more than %v)", appBound)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	for i, w := range waitN(t, ha.cq, n) {
+		if w.Status != verbs.WCSuccess || w.WRID != uint64(i) {
+			t.Fatalf("send completion %d: %+v", i, w)
+		}
+	}
+	want := make([]byte, size)
+	for i, w := range waitN(t, hb.cq, n) {
+		payload(want, seed, uint64(i))
+		got := hb.buf.Bytes()[bufSize/2+i*slot : bufSize/2+i*slot+size]
+		if w.Status != verbs.WCSuccess || w.WRID != uint64(i) || w.ByteLen != size || !bytes.Equal(got, want) {
+			t.Fatalf("receive %d: %+v, data as posted %v", i, w, bytes.Equal(got, want))
+		}
+	}
 }
