@@ -49,18 +49,36 @@ func (c *Context) onLinkEvent(ev probe.LinkEvent) {
 // it to ERR failed the application's own connect (ib_write_bw: "Failed to modify QP to RTR"
 // when the link went down during its set-up). Once connected it falls back on its first
 // error completion, as it would without a link watcher.
+//
+// The QPs' post gates are closed first, all of them under one barrier (closeGatesBatch):
+// each round closing its own paid one membarrier, 15–30 µs on the 2-core VM while the other
+// CPU runs the process, one QP after the other (BenchmarkNetnsLinkDownQPs). A QP whose round
+// did not take it off the fast path after all (it failed meanwhile, say) gets the gates it
+// had open back.
 func (c *Context) fallBackAll(n *atomic.Uint64) {
-	for _, q := range c.live.all() {
+	qs := c.live.all()
+	closed := closeGatesBatch(qs, (*QP).onDefaultLocked)
+	for i, q := range qs {
 		q.mu.Lock()
-		if !q.destroyed && q.rtrAttr.State == verbs.QPStateRTR {
-			st, rs := q.mach.sendState(), q.mach.recvState()
-			if st == SendDefault || st == SendWaitDrained || rs == RecvDefault {
-				n.Add(1)
-				q.fallbackLocked(ctlMsg{}, false)
-			}
+		if q.onDefaultLocked() {
+			n.Add(1)
+			q.fallbackLocked(ctlMsg{}, false)
+		}
+		if !q.slow && !q.destroyed {
+			closed[i].reopen(q)
 		}
 		q.mu.Unlock()
 	}
+}
+
+// onDefaultLocked reports whether q is connected and has a part on the default NIC: what a
+// fallback of every QP moves (q.mu held).
+func (q *QP) onDefaultLocked() bool {
+	if q.destroyed || q.rtrAttr.State != verbs.QPStateRTR {
+		return false
+	}
+	st, rs := q.mach.sendState(), q.mach.recvState()
+	return st == SendDefault || st == SendWaitDrained || rs == RecvDefault
 }
 
 // watchDefaultLink starts a link watcher on the netdev of device name's port opts.Port.

@@ -87,5 +87,41 @@ func closePostGates(gs ...*postGate) {
 	}
 }
 
+// closedGates says which of a QP's post gates closeGatesBatch closed (they were open).
+type closedGates struct{ send, recv bool }
+
+// reopen opens again the gates closeGatesBatch closed, for a QP that stayed on the fast
+// path (q.mu held).
+func (cg closedGates) reopen(q *QP) {
+	if cg.send {
+		q.sendGate.reopen()
+	}
+	if cg.recv {
+		q.recvGate.reopen()
+	}
+}
+
+// closeGatesBatch closes the open post gates of every QP of qs for which sel holds (under
+// its q.mu), then makes one barrier for all of them: a round's closePostGates then finds
+// them closed and only waits for a poster still inside. It returns, per QP, the gates it
+// closed. Gates in backup mode are closed by q.mu's Lock itself.
+func closeGatesBatch(qs []*QP, sel func(*QP) bool) []closedGates {
+	out := make([]closedGates, len(qs))
+	barrier := false
+	for i, q := range qs {
+		q.mu.Lock()
+		if sel(q) {
+			out[i].send = q.sendGate.state.CompareAndSwap(gateOpen, gateClosed)
+			out[i].recv = q.recvGate.state.CompareAndSwap(gateOpen, gateClosed)
+			barrier = barrier || out[i].send || out[i].recv
+		}
+		q.mu.Unlock()
+	}
+	if barrier && asymGates {
+		asymfence.Fence() // the closes above, before any round reads a gate's busy word
+	}
+	return out
+}
+
 // reopen opens a closed gate (no poster can be inside a closed gate).
 func (g *postGate) reopen() bool { return g.state.CompareAndSwap(gateClosed, gateOpen) }
