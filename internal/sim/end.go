@@ -22,6 +22,7 @@ type sent struct {
 	// peer's counter (and return) if every earlier atomic ran exactly once, in order.
 	before uint64
 	inelig bool // posted with failover.SendIneligible
+	inline bool // posted with SendInline (inline.go)
 }
 
 // end is one QP of a pair and what the application knows about it.
@@ -50,6 +51,8 @@ type end struct {
 	refused  bool
 	// recvOnly: the QP was left in RTR (recvonly.go): it never posts a send.
 	recvOnly bool
+	// inline is the QP's MaxInlineData: payloads up to it are posted inline (inline.go).
+	inline int
 }
 
 func (e *end) slot(i, n int) []byte {
@@ -123,6 +126,10 @@ func (e *end) post(r *rand.Rand, op verbs.WROpcode, signal, inelig bool) (sent, 
 		if op == verbs.WRRDMAWriteWithImm {
 			wr.Imm = uint32(s.seq)
 		}
+		if s.n <= e.inline {
+			s.inline = true
+			wr.Flags |= verbs.SendInline
+		}
 	case verbs.WRRDMARead:
 		s.stage = readBase + int(e.posts%32)
 		s.n = 8 + r.IntN(slotSize-8)
@@ -146,6 +153,9 @@ func (e *end) post(r *rand.Rand, op verbs.WROpcode, signal, inelig bool) (sent, 
 	}
 	if err := e.qp.PostSend([]verbs.SendWR{wr}); err != nil {
 		return s, err, true
+	}
+	if s.inline {
+		scribble(e.slot(s.stage, s.n), uint64(e.host), uint64(e.pair), s.seq) // the buffer is ours again
 	}
 	e.posts++
 	if op == verbs.WRSend || op == verbs.WRRDMAWriteWithImm {

@@ -60,6 +60,7 @@ type Result struct {
 	MaxQueue, MaxCQQueue   int         // the largest failover QP and CQ queue seen (memory.go)
 	WRITE, SEND, READ, FAA int         // posts of each kind (WRITE_WITH_IMM counted as SEND)
 	CAS                    int         // CMP_AND_SWP posts (in the runs that swap instead of add)
+	Inline                 int         // posts with SendInline (in the runs that post inline: inline.go)
 	RecvOnly               bool        // pair 0's host-1 QP was left in RTR (recvonly.go)
 	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
@@ -237,7 +238,7 @@ func Run(cfg Config) (Result, error) {
 	s.drawCAS()
 	links := cfg.Failover && drawLinkWatch(cfg.Seed)
 	recvOnly := cfg.Failover && cfg.Recovery && drawRecvOnly(cfg.Seed)
-	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, recvOnly, s.yield)
+	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, recvOnly, drawInline(cfg.Seed), s.yield)
 	if err != nil {
 		return Result{}, err
 	}
@@ -702,6 +703,9 @@ func (s *runner) postOn(e *end, op verbs.WROpcode, signal, inelig bool) error {
 		s.res.CAS++
 	}
 	s.res.Posts++
+	if p.inline {
+		s.res.Inline++
+	}
 	if inelig {
 		s.res.Ineligible++
 	}

@@ -62,7 +62,7 @@ type World struct {
 	kv      *faultKV      // the store both hosts share
 }
 
-func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, links, recvOnly bool, yield func()) (w *World, err error) {
+func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, links, recvOnly bool, inline int, yield func()) (w *World, err error) {
 	w = &World{clk: clock.NewManual(epoch)}
 	defer func() {
 		if err != nil {
@@ -116,7 +116,7 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, l
 	for i := range qps {
 		var pair [2]*end
 		for h := range 2 {
-			e, err := w.hosts[h].newEnd(h, i)
+			e, err := w.hosts[h].newEnd(h, i, inline)
 			if err != nil {
 				return nil, err
 			}
@@ -186,13 +186,13 @@ func openHost(dev string, qps int, fo *failover.Options) (h *host, err error) {
 	return h, nil
 }
 
-func (h *host) newEnd(hi, i int) (*end, error) {
+func (h *host) newEnd(hi, i, inline int) (*end, error) {
 	qp, err := h.pd.CreateQP(verbs.QPInitAttr{SendCQ: h.cq, RecvCQ: h.cq,
-		Cap: verbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: verbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: uint32(inline)}})
 	if err != nil {
 		return nil, err
 	}
-	e := &end{h: h, host: hi, pair: i, qp: qp, block: i * blockSlots * slotSize}
+	e := &end{h: h, host: hi, pair: i, qp: qp, block: i * blockSlots * slotSize, inline: inline}
 	e.ep = verbs.Endpoint{QPN: e.qp.QPN(), PSN: uint32(0x1000*(i+1) + hi), GID: h.gid}
 	// The READ source: a pattern of this host and pair, never written afterwards.
 	fill(e.slot(readSrc, slotSize), uint64(hi), uint64(i), ^uint64(0))
