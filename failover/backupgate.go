@@ -22,7 +22,7 @@ import (
 // runs as before, with no lock-free poster beside it; nothing audits each of them. Only the
 // locked posts reopen a mode, under q.mu, after a post of their own on the backup with that
 // side in Fallback and no hold; the next holder of q.mu closes it again. The receive slow
-// path takes the mutex closing the receive mode only (lockRecv): it shares nothing with a
+// path takes the mutex closing the receive mode only (tryLockRecv): it shares nothing with a
 // send poster but the FIFOs under fifoMu and the CQ mutexes (it keeps its own key memo, kmR).
 
 // gateBackup is a post gate's state while its poster may post on the backup without q.mu.
@@ -51,11 +51,14 @@ func (m *qpMutex) TryLock() bool {
 	return true
 }
 
-// lockRecv takes the mutex for the receive slow path, closing the receive gate's backup mode
-// only.
-func (m *qpMutex) lockRecv() {
-	m.Mutex.Lock()
+// tryLockRecv takes the mutex for the receive slow path when it is free, closing the
+// receive gate's backup mode only.
+func (m *qpMutex) tryLockRecv() bool {
+	if !m.Mutex.TryLock() {
+		return false
+	}
 	m.recv.closeBackup()
+	return true
 }
 
 // closeBackup closes the backup mode and waits until its poster left (q.mu held).
@@ -77,7 +80,7 @@ func (g *postGate) enterBackup() bool { return g.enterIn(gateBackup) }
 // openBackupLocked opens gate g's backup mode after a locked post on the backup, when that
 // side (onBackup) runs there and nothing holds the QP's posts (q.mu held).
 func (q *QP) openBackupLocked(g *postGate, onBackup bool) {
-	if q.destroyed || q.appErr || !onBackup || q.mach.holdState() == HoldPosts {
+	if q.destroyed || q.appErr || !onBackup || q.mach.holdState() == HoldPosts || !q.gateMayOpen(g) {
 		return
 	}
 	g.state.CompareAndSwap(gateClosed, gateBackup)
@@ -85,7 +88,7 @@ func (q *QP) openBackupLocked(g *postGate, onBackup bool) {
 
 // postBackupFast posts wrs on the backup inside the backup mode. It reports false, having
 // done nothing, when a remote key must be read first (the locked path reads it with q.mu
-// released, lockForPost).
+// released, rkeysForPostLocked).
 func (q *QP) postBackupFast(wrs []verbs.SendWR) (bool, error) {
 	dev := q.cs().dev
 	for i := range wrs {

@@ -167,6 +167,9 @@ type Stats struct {
 	// ResetRounds counts rounds in which only the default QPs were reset and nothing was
 	// reposted (a failed probe or fence while our traffic ran on the backup).
 	ResetRounds uint64
+	// Inboxed counts the application's posts that found their QP's mutex held by a
+	// transition and were left to the engine instead of waiting (inbox.go).
+	Inboxed uint64
 	// SwitchBack and Stall sum, over Recoveries, the time from probe success to Default and
 	// the time application WRs were withheld (fence WR posted → Default).
 	SwitchBack, Stall time.Duration
@@ -213,7 +216,7 @@ type Context struct {
 
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
 	recvLateWaits, recvLateTimeouts                                      atomic.Uint64
-	fastReopens, resetRounds, chains                                     atomic.Uint64
+	fastReopens, resetRounds, chains, inboxed                            atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
 	asyncEvents, eventFallbacks, watchdogFallbacks, watchdogBackups      atomic.Uint64
 	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
@@ -474,7 +477,7 @@ func (c *Context) Stats() Stats {
 		RecvRecoveries: c.recvRecoveries.Load(), RecvLateWaits: c.recvLateWaits.Load(), RecvLateTimeouts: c.recvLateTimeouts.Load(),
 		ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
 		FastReopens: c.fastReopens.Load(),
-		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(),
+		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(), Inboxed: c.inboxed.Load(),
 		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
 		AsyncEvents: c.asyncEvents.Load(), EventFallbacks: c.eventFallbacks.Load(), WatchdogFallbacks: c.watchdogFallbacks.Load(),
 		WatchdogBackups: c.watchdogBackups.Load(),

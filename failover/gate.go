@@ -140,9 +140,14 @@ func (q *QP) reopenLocked() bool {
 	}
 	q.tracked = false
 	q.unmarkSlowLocked()
-	// The gates were closed by markSlowLocked and only this function opens them, under q.mu.
-	q.sendGate.reopen()
-	q.recvGate.reopen()
+	// The gates were closed by markSlowLocked and only this function opens them, under q.mu
+	// (or the inbox's drain, when WRs it holds kept one closed: inbox.go).
+	if q.gateMayOpen(&q.sendGate) {
+		q.sendGate.reopen()
+	}
+	if q.gateMayOpen(&q.recvGate) {
+		q.recvGate.reopen()
+	}
 	q.c.fastReopens.Add(1)
 	return true
 }

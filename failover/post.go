@@ -122,7 +122,15 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 			return err
 		}
 	}
-	q.lockForPost(wrs)
+	if q.box.nSend.Load() != 0 || !q.mu.TryLock() {
+		// A transition holds q.mu, maybe in the kernel: the engine posts these once it is
+		// done (inbox.go).
+		if q.inboxSends(wrs) {
+			return nil
+		}
+		return q.PostSend(wrs) // the gate opened meanwhile
+	}
+	q.rkeysForPostLocked(wrs)
 	defer q.mu.Unlock()
 	if q.mach.holdState() == HoldPosts {
 		// A round waits with q.mu released: where WRs go is not settled (roundwait.go).
@@ -294,11 +302,23 @@ func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
 		q.recvGate.leave()
 		return err
 	}
-	q.mu.lockRecv() // a send poster on the backup may run meanwhile (backupgate.go)
+	// A send poster on the backup may run meanwhile (backupgate.go).
+	if q.box.nRecv.Load() != 0 || !q.mu.tryLockRecv() {
+		// A transition holds q.mu, maybe in the kernel (inbox.go).
+		if q.inboxRecvs(wrs) {
+			return nil
+		}
+		return q.PostRecv(wrs) // the gate opened meanwhile
+	}
 	defer q.mu.Unlock()
 	if q.mach.holdState() == HoldPosts {
 		return q.holdRecvsLocked(wrs) // a round waits with q.mu released (roundwait.go)
 	}
+	return q.postRecvLocked(wrs)
+}
+
+// postRecvLocked posts wrs where the receive state says (q.mu held, no hold).
+func (q *QP) postRecvLocked(wrs []verbs.RecvWR) error {
 	switch q.mach.recvState() {
 	case RecvDefault:
 		if !q.tracked {

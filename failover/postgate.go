@@ -93,10 +93,10 @@ type closedGates struct{ send, recv bool }
 // reopen opens again the gates closeGatesBatch closed, for a QP that stayed on the fast
 // path (q.mu held).
 func (cg closedGates) reopen(q *QP) {
-	if cg.send {
+	if cg.send && q.gateMayOpen(&q.sendGate) {
 		q.sendGate.reopen()
 	}
-	if cg.recv {
+	if cg.recv && q.gateMayOpen(&q.recvGate) {
 		q.recvGate.reopen()
 	}
 }

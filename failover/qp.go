@@ -124,6 +124,8 @@ type QP struct {
 	defMode      int // guarded by the CQ mutexes
 
 	// Fallback (q.mu).
+	// box holds the posts that found q.mu taken, for the engine (inbox.go).
+	box inbox
 	// pending holds the sends posted while where they go is not settled (a handshake, a
 	// waiting round): copies that own their SGLs and inline payloads (roundwait.go).
 	pending  []sendRec

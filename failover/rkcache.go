@@ -34,7 +34,7 @@ import (
 //     log's, those posted during the handshake) before it changes anything; when some are
 //     missing it releases q.mu, reads them with the KV timeout and starts again once
 //     (fetchMissingRKeysLocked). A post on the backup does the same before it takes q.mu
-//     (lockForPost). A key still missing then fails the round closed.
+//     (rkeysForPostLocked). A key still missing then fails the round closed.
 //
 // A store that is not a kv.Lister is not listed: only the keys that missed are read (Get),
 // in the background and by the rounds and posts that need them, so a fallback may wait for
@@ -396,11 +396,10 @@ func (c *Context) fetchFor(b *backupDev, keys []rkeyKey) {
 	c.kvWaitNS.Add(int64(c.now().Sub(t)))
 }
 
-// lockForPost takes q.mu for a post (postSendSlow). On the backup (Fallback, WaitSignaled)
-// the WRs' remote keys are rewritten under it: those the cache cannot answer for are read
-// first, with q.mu released, once.
-func (q *QP) lockForPost(wrs []verbs.SendWR) {
-	q.mu.Lock()
+// rkeysForPostLocked readies a locked post (q.mu held): on the backup (Fallback,
+// WaitSignaled) the WRs' remote keys are rewritten under q.mu, and those the cache cannot
+// answer for are read first, with q.mu released, once.
+func (q *QP) rkeysForPostLocked(wrs []verbs.SendWR) {
 	if st := q.mach.sendState(); st != SendFallback && st != SendWaitSignaled {
 		return
 	}

@@ -128,20 +128,26 @@ func (q *QP) flushHeld() {
 // WR's buffer included (the data is the WR's from then on), and these are posted later.
 func (q *QP) queueSendsLocked(wrs []verbs.SendWR) {
 	for _, w := range wrs {
-		r := sendRec{wr: w}
-		if w.Flags&verbs.SendInline != 0 {
-			for _, s := range w.SGL {
-				r.inline = append(r.inline, memAt(s.Addr, int(s.Length))...)
-			}
-			r.wr.SGL = nil
-			if len(r.inline) > 0 {
-				r.wr.SGL = []verbs.SGE{{Addr: sliceAddr(r.inline), Length: uint32(len(r.inline))}}
-			}
-		} else {
-			r.wr.SGL = slices.Clone(w.SGL)
-		}
-		q.pending = append(q.pending, r)
+		q.pending = append(q.pending, heldSend(w))
 	}
+}
+
+// heldSend is a record of w, to be posted later, that owns copies of its SGL and inline
+// payload.
+func heldSend(w verbs.SendWR) sendRec {
+	r := sendRec{wr: w}
+	if w.Flags&verbs.SendInline != 0 {
+		for _, s := range w.SGL {
+			r.inline = append(r.inline, memAt(s.Addr, int(s.Length))...)
+		}
+		r.wr.SGL = nil
+		if len(r.inline) > 0 {
+			r.wr.SGL = []verbs.SGE{{Addr: sliceAddr(r.inline), Length: uint32(len(r.inline))}}
+		}
+	} else {
+		r.wr.SGL = slices.Clone(w.SGL)
+	}
+	return r
 }
 
 // pendingWRs returns the WRs of q.pending (their records keep the inline payloads alive

@@ -69,6 +69,8 @@ type Counters struct {
 	EventFallbacks    uint64 `json:"event_fallbacks"`
 	WatchdogFallbacks uint64 `json:"watchdog_fallbacks"`
 	WatchdogBackups   uint64 `json:"watchdog_backups"`
+	// Inboxed: posts that found their QP held by a transition and were left to the engine.
+	Inboxed uint64 `json:"inboxed"`
 	// Rearms, CtlRearms: backup QP sets and control QP pairs rebuilt after their device's
 	// link came back.
 	Rearms     uint64  `json:"rearms"`
@@ -223,8 +225,8 @@ func (c *Context) Status() ProcessStatus {
 			LinkEvents: st.LinkEvents, LinkFallbacks: st.LinkFallbacks,
 			AppErrors: st.AppErrors, Chains: st.Chains, AsyncEvents: st.AsyncEvents,
 			EventFallbacks: st.EventFallbacks, WatchdogFallbacks: st.WatchdogFallbacks,
-			WatchdogBackups: st.WatchdogBackups,
-			Rearms:          st.Rearms, CtlRearms: st.CtlRearms,
+			WatchdogBackups: st.WatchdogBackups, Inboxed: st.Inboxed,
+			Rearms: st.Rearms, CtlRearms: st.CtlRearms,
 			SwitchBack: st.SwitchBack.Seconds(), Stall: st.Stall.Seconds()}}
 	if c.pub != nil {
 		s.IntervalSeconds = c.pub.interval.Seconds()

@@ -91,6 +91,7 @@ type metricDescs struct {
 	ctxProbeFailures, ctxLinkEvents, ctxTransitions                     *prometheus.Desc
 	ctxAppErrors, ctxChains, ctxAsyncEvents, ctxEventFallbacks          *prometheus.Desc
 	ctxWatchdogFallbacks, ctxWatchdogBackups, ctxRearms, ctxCtlRearms   *prometheus.Desc
+	ctxInboxed                                                          *prometheus.Desc
 	qpInfo, qpOnBackup, qpBackupReady, qpFallbacks, qpRecoveries        *prometheus.Desc
 	qpReposted, qpRefused, qpProbes, qpOnBackupSecs, qpLastEvent        *prometheus.Desc
 	portState, portMTU, netdevUp, netdevCarrier, netdevDowns, netdevMTU *prometheus.Desc
@@ -123,6 +124,7 @@ func newShiftCollector(root string, getenv func(string) string) *shiftCollector 
 		ctxEventFallbacks:    d("shift_context_event_fallbacks_total", "Fallbacks started by DEVICE_FATAL, PORT_ERR or QP_FATAL.", proc...),
 		ctxWatchdogFallbacks: d("shift_context_watchdog_fallbacks_total", "Fallbacks the completion watchdog started on a silent NIC.", proc...),
 		ctxWatchdogBackups:   d("shift_context_watchdog_backups_total", "Backup NICs the completion watchdog took for hung (their QPs chained to the next backup).", proc...),
+		ctxInboxed:           d("shift_context_inboxed_posts_total", "Posts that found their QP held by a failover transition and were left to SHIFT's engine instead of waiting.", proc...),
 		ctxRearms:            d("shift_context_backup_rearms_total", "Backup QP sets rebuilt after their NIC's link came back.", proc...),
 		ctxCtlRearms:         d("shift_context_control_rearms_total", "Control QP pairs rebuilt after their NIC's link came back.", proc...),
 		qpInfo:               d("shift_qp_info", "A QP with its states and the NIC it uses (value 1).", append(qp, "send_state", "recv_state", "nic", "backup_chain")...),
@@ -150,7 +152,7 @@ func (c *shiftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.d.procInfo, c.d.procUpdated, c.d.procInterval, c.d.ctxFallbacks,
 		c.d.ctxRefused, c.d.ctxReposted, c.d.ctxRecoveries, c.d.ctxProbes, c.d.ctxProbeFailures,
 		c.d.ctxLinkEvents, c.d.ctxTransitions, c.d.ctxAppErrors, c.d.ctxChains, c.d.ctxAsyncEvents,
-		c.d.ctxEventFallbacks, c.d.ctxWatchdogFallbacks, c.d.ctxWatchdogBackups, c.d.ctxRearms, c.d.ctxCtlRearms, c.d.qpInfo, c.d.qpOnBackup, c.d.qpBackupReady,
+		c.d.ctxEventFallbacks, c.d.ctxWatchdogFallbacks, c.d.ctxWatchdogBackups, c.d.ctxInboxed, c.d.ctxRearms, c.d.ctxCtlRearms, c.d.qpInfo, c.d.qpOnBackup, c.d.qpBackupReady,
 		c.d.qpFallbacks, c.d.qpRecoveries, c.d.qpReposted, c.d.qpRefused, c.d.qpProbes, c.d.qpOnBackupSecs,
 		c.d.qpLastEvent, c.d.portState, c.d.portMTU, c.d.netdevUp, c.d.netdevCarrier, c.d.netdevDowns,
 		c.d.netdevMTU, c.d.statusErrors} {
@@ -198,6 +200,7 @@ func (c *shiftCollector) collectProcess(ch chan<- prometheus.Metric, p failover.
 	m(c.d.ctxEventFallbacks, prometheus.CounterValue, float64(k.EventFallbacks))
 	m(c.d.ctxWatchdogFallbacks, prometheus.CounterValue, float64(k.WatchdogFallbacks))
 	m(c.d.ctxWatchdogBackups, prometheus.CounterValue, float64(k.WatchdogBackups))
+	m(c.d.ctxInboxed, prometheus.CounterValue, float64(k.Inboxed))
 	m(c.d.ctxRearms, prometheus.CounterValue, float64(k.Rearms))
 	m(c.d.ctxCtlRearms, prometheus.CounterValue, float64(k.CtlRearms))
 	for _, q := range p.QPs {

@@ -1,0 +1,95 @@
+package failover
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// TestPostsWhileTransitionHoldsQP: while a transition holds q.mu (taken here by the test, as
+// a round in the kernel would hold it), the application's PostSend and PostRecv on the QP's
+// slow path return at once: their WRs wait in the inbox (inbox.go) and the engine posts them
+// once q.mu is free, in order, behind nothing and before the posts that follow, inline
+// payloads as posted.
+func TestPostsWhileTransitionHoldsQP(t *testing.T) {
+	e, a, b := fallenBack(t)
+	ha, hb := e.hosts[0], e.hosts[1]
+	const n, size = 12, 48
+	recv := func(id uint64) error {
+		return b.PostRecv([]verbs.RecvWR{{WRID: id, SGL: []verbs.SGE{hb.mr.SGE(8192+int(id)*64, 64)}}})
+	}
+	src := ha.buf.Bytes()[:size]
+	send := func(id uint64) error {
+		payload(src, 31, id)
+		err := a.PostSend([]verbs.SendWR{{WRID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled | verbs.SendInline,
+			SGL: []verbs.SGE{{Addr: ha.mr.Addr(), Length: size}}}})
+		clear(src) // an inline WR's buffer is the application's again
+		return err
+	}
+	// Receives first, on B with its mutex held; then the sends, on A with its mutex held.
+	b.mu.Lock()
+	err, prompt := within(func() error {
+		for id := range uint64(n) {
+			if err := recv(id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, b.mu.Unlock)
+	if !prompt {
+		t.Fatalf("PostRecv waited for the QP's mutex (more than %v)", appBound)
+	}
+	if got := b.box.nRecv.Load(); got != n {
+		b.mu.Unlock()
+		t.Fatalf("%d receives in the inbox, want %d", got, n)
+	}
+	b.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	err, prompt = within(func() error {
+		for id := range uint64(n / 2) {
+			if err := send(id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, a.mu.Unlock)
+	if !prompt {
+		t.Fatalf("PostSend waited for the QP's mutex (more than %v)", appBound)
+	}
+	if got := a.box.nSend.Load(); got != n/2 {
+		a.mu.Unlock()
+		t.Fatalf("%d sends in the inbox, want %d", got, n/2)
+	}
+	a.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rest right away: behind those, wherever the engine has got to.
+	for id := uint64(n / 2); id < n; id++ {
+		if err := send(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, w := range waitN(t, ha.cq, n) {
+		if w.WRID != uint64(i) || w.Status != verbs.WCSuccess {
+			t.Fatalf("send completion %d: %+v", i, w)
+		}
+	}
+	want := make([]byte, size)
+	for i, w := range waitN(t, hb.cq, n) {
+		payload(want, 31, uint64(i))
+		got := hb.buf.Bytes()[8192+i*64 : 8192+i*64+size]
+		if w.WRID != uint64(i) || w.Status != verbs.WCSuccess || !bytes.Equal(got, want) {
+			t.Fatalf("receive %d: %+v, data as posted %v", i, w, bytes.Equal(got, want))
+		}
+	}
+	waitFor(t, "the inboxes drained", func() bool { return a.box.nSend.Load() == 0 && b.box.nRecv.Load() == 0 },
+		func() string { return e.describe(a, b) })
+	if st, rs := a.SendState(), b.RecvState(); st != SendFallback || rs != RecvFallback {
+		t.Fatalf("states %v/%v, want both Fallback", st, rs)
+	}
+}
