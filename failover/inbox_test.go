@@ -3,6 +3,7 @@ package failover
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -91,5 +92,71 @@ func TestPostsWhileTransitionHoldsQP(t *testing.T) {
 		func() string { return e.describe(a, b) })
 	if st, rs := a.SendState(), b.RecvState(); st != SendFallback || rs != RecvFallback {
 		t.Fatalf("states %v/%v, want both Fallback", st, rs)
+	}
+}
+
+// TestInboxFallsBackFirst: a send left in the inbox while its default QP went to ERR unseen
+// (the NIC failed it; no completion polled yet) makes the engine fall the QP back before it
+// posts the send, which then runs on the backup: the application sees no error.
+func TestInboxFallsBackFirst(t *testing.T) {
+	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
+	as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
+	a, b := as[0], bs[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := b.PostRecv([]verbs.RecvWR{{WRID: 5, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	a.markSlowLocked() // the slow path, as once a QP fell back and came back
+	if err := a.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+		a.mu.Unlock()
+		t.Fatal(err)
+	}
+	err, prompt := within(func() error {
+		return a.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}})
+	}, a.mu.Unlock)
+	if !prompt {
+		t.Fatalf("PostSend waited for the QP's mutex (more than %v)", appBound)
+	}
+	a.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, ha.cq, 1); w[0].WRID != 9 || w[0].Status != verbs.WCSuccess {
+		t.Fatalf("send completion %+v; %s", w[0], e.describe(a, b))
+	}
+	if w := waitN(t, hb.cq, 1); w[0].WRID != 5 || w[0].Status != verbs.WCSuccess {
+		t.Fatalf("receive completion %+v; %s", w[0], e.describe(a, b))
+	}
+	if st := a.SendState(); st != SendFallback {
+		t.Fatalf("send state %v, want Fallback", st)
+	}
+}
+
+// TestSlowPostFallsBackFirst is TestInboxFallsBackFirst for a post that takes q.mu itself: it
+// used to return ErrQPState to the application.
+func TestSlowPostFallsBackFirst(t *testing.T) {
+	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
+	as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
+	a, b := as[0], bs[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := b.PostRecv([]verbs.RecvWR{{WRID: 5, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	a.markSlowLocked()
+	err := a.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+	a.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, ha.cq, 1); w[0].WRID != 9 || w[0].Status != verbs.WCSuccess {
+		t.Fatalf("send completion %+v; %s", w[0], e.describe(a, b))
+	}
+	if w := waitN(t, hb.cq, 1); w[0].WRID != 5 || w[0].Status != verbs.WCSuccess {
+		t.Fatalf("receive completion %+v; %s", w[0], e.describe(a, b))
 	}
 }

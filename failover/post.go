@@ -122,7 +122,7 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 			return err
 		}
 	}
-	if q.box.nSend.Load() != 0 || !q.mu.TryLock() {
+	if q.box.nSend.Load() != 0 || !tryLockPost(&q.mu, false) {
 		// A transition holds q.mu, maybe in the kernel: the engine posts these once it is
 		// done (inbox.go).
 		if q.inboxSends(wrs) {
@@ -131,10 +131,10 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 		return q.PostSend(wrs) // the gate opened meanwhile
 	}
 	q.rkeysForPostLocked(wrs)
-	defer q.mu.Unlock()
 	if q.mach.holdState() == HoldPosts {
 		// A round waits with q.mu released: where WRs go is not settled (roundwait.go).
 		q.queueSendsLocked(wrs)
+		q.mu.Unlock()
 		return nil
 	}
 	err := q.postSendLocked(wrs)
@@ -142,7 +142,21 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 		// The next posts on the backup without q.mu (backupgate.go).
 		q.openBackupLocked(&q.sendGate, q.mach.sendState() == SendFallback)
 	}
+	unseen := err != nil && q.defFailedUnseenLocked()
+	q.mu.Unlock()
+	if unseen {
+		// The default QP failed before SHIFT saw it, as in postSendFailed: fall back, then
+		// post where the state says.
+		q.c.eng.fallbackWait(q)
+		return q.postSendSlow(wrs)
+	}
 	return err
+}
+
+// defFailedUnseenLocked reports whether the default QP is in ERR while the send side is still
+// Default: a failure no completion has told SHIFT of yet (q.mu held).
+func (q *QP) defFailedUnseenLocked() bool {
+	return q.mach.sendState() == SendDefault && q.def.State() == verbs.QPStateErr
 }
 
 // postSendLocked posts wrs where the send state says (q.mu held).
@@ -303,7 +317,7 @@ func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
 		return err
 	}
 	// A send poster on the backup may run meanwhile (backupgate.go).
-	if q.box.nRecv.Load() != 0 || !q.mu.tryLockRecv() {
+	if q.box.nRecv.Load() != 0 || !tryLockPost(&q.mu, true) {
 		// A transition holds q.mu, maybe in the kernel (inbox.go).
 		if q.inboxRecvs(wrs) {
 			return nil

@@ -680,8 +680,10 @@ func (s *runner) postOn(e *end, op verbs.WROpcode, signal, inelig bool) error {
 		return nil
 	}
 	if err != nil {
-		// A post on a QP the NIC moved to ERR before its error completion was polled.
-		if errors.Is(err, verbs.ErrQPState) {
+		// A post on a QP the NIC moved to ERR before its error completion was polled: over
+		// the provider, or over the failover layer on a QP that failed for good (refused, or
+		// its last backup gone); SHIFT hides it from any other.
+		if errors.Is(err, verbs.ErrQPState) && (!s.cfg.Failover || e.refused || e.qp.(*failover.QP).SendState() == failover.SendFailed) {
 			s.record(evPostErr, uint64(e.host), uint64(e.pair), uint64(op), 0)
 			return nil
 		}
