@@ -30,7 +30,7 @@ func TestPostsWhileTransitionHoldsQP(t *testing.T) {
 	}
 	// Receives first, on B with its mutex held; then the sends, on A with its mutex held.
 	b.mu.Lock()
-	err, prompt := within(func() error {
+	promptly(t, "PostRecv with the QP's mutex held", func() error {
 		for id := range uint64(n) {
 			if err := recv(id); err != nil {
 				return err
@@ -38,19 +38,13 @@ func TestPostsWhileTransitionHoldsQP(t *testing.T) {
 		}
 		return nil
 	}, b.mu.Unlock)
-	if !prompt {
-		t.Fatalf("PostRecv waited for the QP's mutex (more than %v)", appBound)
-	}
-	if got := b.box.nRecv.Load(); got != n {
-		b.mu.Unlock()
+	got := b.box.nRecv.Load()
+	b.mu.Unlock()
+	if got != n {
 		t.Fatalf("%d receives in the inbox, want %d", got, n)
 	}
-	b.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
 	a.mu.Lock()
-	err, prompt = within(func() error {
+	promptly(t, "PostSend with the QP's mutex held", func() error {
 		for id := range uint64(n / 2) {
 			if err := send(id); err != nil {
 				return err
@@ -58,16 +52,10 @@ func TestPostsWhileTransitionHoldsQP(t *testing.T) {
 		}
 		return nil
 	}, a.mu.Unlock)
-	if !prompt {
-		t.Fatalf("PostSend waited for the QP's mutex (more than %v)", appBound)
-	}
-	if got := a.box.nSend.Load(); got != n/2 {
-		a.mu.Unlock()
-		t.Fatalf("%d sends in the inbox, want %d", got, n/2)
-	}
+	got = a.box.nSend.Load()
 	a.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
+	if got != n/2 {
+		t.Fatalf("%d sends in the inbox, want %d", got, n/2)
 	}
 	// The rest right away: behind those, wherever the engine has got to.
 	for id := uint64(n / 2); id < n; id++ {
@@ -95,68 +83,48 @@ func TestPostsWhileTransitionHoldsQP(t *testing.T) {
 	}
 }
 
-// TestInboxFallsBackFirst: a send left in the inbox while its default QP went to ERR unseen
-// (the NIC failed it; no completion polled yet) makes the engine fall the QP back before it
-// posts the send, which then runs on the backup: the application sees no error.
-func TestInboxFallsBackFirst(t *testing.T) {
-	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
-	as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
-	a, b := as[0], bs[0]
-	ha, hb := e.hosts[0], e.hosts[1]
-	if err := b.PostRecv([]verbs.RecvWR{{WRID: 5, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
-	a.mu.Lock()
-	a.markSlowLocked() // the slow path, as once a QP fell back and came back
-	if err := a.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
-		a.mu.Unlock()
-		t.Fatal(err)
-	}
-	err, prompt := within(func() error {
-		return a.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}})
-	}, a.mu.Unlock)
-	if !prompt {
-		t.Fatalf("PostSend waited for the QP's mutex (more than %v)", appBound)
-	}
-	a.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w := waitN(t, ha.cq, 1); w[0].WRID != 9 || w[0].Status != verbs.WCSuccess {
-		t.Fatalf("send completion %+v; %s", w[0], e.describe(a, b))
-	}
-	if w := waitN(t, hb.cq, 1); w[0].WRID != 5 || w[0].Status != verbs.WCSuccess {
-		t.Fatalf("receive completion %+v; %s", w[0], e.describe(a, b))
-	}
-	if st := a.SendState(); st != SendFallback {
-		t.Fatalf("send state %v, want Fallback", st)
-	}
-}
-
-// TestSlowPostFallsBackFirst is TestInboxFallsBackFirst for a post that takes q.mu itself: it
-// used to return ErrQPState to the application.
-func TestSlowPostFallsBackFirst(t *testing.T) {
-	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
-	as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
-	a, b := as[0], bs[0]
-	ha, hb := e.hosts[0], e.hosts[1]
-	if err := b.PostRecv([]verbs.RecvWR{{WRID: 5, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
-	a.mu.Lock()
-	a.markSlowLocked()
-	err := a.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-	a.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
-	if w := waitN(t, ha.cq, 1); w[0].WRID != 9 || w[0].Status != verbs.WCSuccess {
-		t.Fatalf("send completion %+v; %s", w[0], e.describe(a, b))
-	}
-	if w := waitN(t, hb.cq, 1); w[0].WRID != 5 || w[0].Status != verbs.WCSuccess {
-		t.Fatalf("receive completion %+v; %s", w[0], e.describe(a, b))
+// TestPostFallsBackFirst: a send posted on the slow path while its default QP went to ERR
+// unseen (the NIC failed it; no completion polled yet) makes SHIFT fall the QP back before it
+// posts the send, which then runs on the backup: the application sees no error. Both where
+// the post takes q.mu itself (it used to return ErrQPState) and where it finds q.mu held and
+// the engine drains the inbox (it would complete with a flush error).
+func TestPostFallsBackFirst(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		t.Run(map[bool]string{false: "locked", true: "inbox"}[held], func(t *testing.T) {
+			e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
+			as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
+			a, b := as[0], bs[0]
+			ha, hb := e.hosts[0], e.hosts[1]
+			if err := b.PostRecv([]verbs.RecvWR{{WRID: 5, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+				t.Fatal(err)
+			}
+			a.mu.Lock()
+			a.markSlowLocked() // the slow path, as once a QP fell back and came back
+			err := a.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+			if !held || err != nil {
+				a.mu.Unlock()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			post := func() error {
+				return a.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}})
+			}
+			if held {
+				promptly(t, "PostSend with the QP's mutex held", post, a.mu.Unlock)
+				a.mu.Unlock()
+			} else if err := post(); err != nil {
+				t.Fatal(err)
+			}
+			if w := waitN(t, ha.cq, 1); w[0].WRID != 9 || w[0].Status != verbs.WCSuccess {
+				t.Fatalf("send completion %+v; %s", w[0], e.describe(a, b))
+			}
+			if w := waitN(t, hb.cq, 1); w[0].WRID != 5 || w[0].Status != verbs.WCSuccess {
+				t.Fatalf("receive completion %+v; %s", w[0], e.describe(a, b))
+			}
+			if st := a.SendState(); st != SendFallback {
+				t.Fatalf("send state %v, want Fallback", st)
+			}
+		})
 	}
 }

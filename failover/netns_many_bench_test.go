@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -30,21 +27,7 @@ func benchLinkDownQPs(b *testing.B, n int) {
 	cp := verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
 	qa, qb := e.pairs(b, n, cp)
 	ha, hb := e.hosts[0], e.hosts[1]
-	v := e.rails[0][0]
-	nsh, err := netns.GetFromName(v.NS.Name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { nsh.Close() })
-	nl, err := netlink.NewHandleAt(nsh)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nl.Close)
-	link, err := nl.LinkByIndex(v.Index)
-	if err != nil {
-		b.Fatal(err)
-	}
+	nl, link := defaultLinkHandle(b, e)
 	const size = 256
 	var first, last, notified []time.Duration
 	sp, rp := &poller{t: b, cq: ha.cq}, &poller{t: b, cq: hb.cq}

@@ -126,6 +126,27 @@ func TestNetnsRoCEv2Flapping(t *testing.T) {
 	}
 }
 
+// defaultLinkHandle opens a netlink socket inside host A's namespace, once, so that taking
+// its default veth down is one request, and returns it with that veth.
+func defaultLinkHandle(b *testing.B, e *testEnv) (*netlink.Handle, netlink.Link) {
+	v := e.rails[0][0]
+	nsh, err := netns.GetFromName(v.NS.Name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { nsh.Close() })
+	nl, err := netlink.NewHandleAt(nsh)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nl.Close)
+	link, err := nl.LinkByIndex(v.Index)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return nl, link
+}
+
 // BenchmarkNetnsLinkDown: link down → traffic resumed on the backup over RoCEv2 between
 // namespaces, with the link watcher (Options.WatchLink) on host A's default veth. Each
 // iteration is one down: host A's default veth goes down (netlink, from this process: the
@@ -147,22 +168,7 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 	qa, qb := a[0], bq[0]
 	ha, hb := e.hosts[0], e.hosts[1]
 	runStreamTB(b, e, qa, qb, stream{mode: modeWrite, msgs: 20, size: 512, failAt: -1, seed: 21})
-	// A netlink socket inside host A's namespace, opened once: the down is one request.
-	v := e.rails[0][0]
-	nsh, err := netns.GetFromName(v.NS.Name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { nsh.Close() })
-	nl, err := netlink.NewHandleAt(nsh)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nl.Close)
-	link, err := nl.LinkByIndex(v.Index)
-	if err != nil {
-		b.Fatal(err)
-	}
+	nl, link := defaultLinkHandle(b, e)
 	const n, size = 8, 256
 	var lat, detect, own, busy, notify, reply, deliver []time.Duration
 	sp := &poller{t: b, cq: ha.cq}

@@ -36,6 +36,20 @@ func holdDrain(t *testing.T, q *QP) (held <-chan struct{}, release func()) {
 	return ch, func() { hold.Store(false) }
 }
 
+// promptly fails the test unless f returns within appBound and without error; release lets
+// f finish (a timeout or an error calls it before failing).
+func promptly(t *testing.T, what string, f func() error, release func()) {
+	t.Helper()
+	err, ok := within(f, release)
+	if !ok {
+		t.Fatalf("%s waited (more than %v)", what, appBound)
+	}
+	if err != nil {
+		release()
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // within runs f on another goroutine and reports whether it returned within appBound; if not,
 // it calls release and waits for f.
 func within(f func() error, release func()) (error, bool) {
@@ -48,6 +62,15 @@ func within(f func() error, release func()) (error, bool) {
 		release()
 		return <-done, false
 	}
+}
+
+// roundPair connects one pair that does not recover (the QP stays on the backup for a
+// second round) and takes inline data.
+func roundPair(t *testing.T) (e *testEnv, qa, qb *QP) {
+	e = newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
+	a, b := e.pairs(t, 1, cp)
+	return e, a[0], b[0]
 }
 
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
@@ -64,11 +87,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 // return at once: the round waits with the QP's mutex released (roundwait.go). What was
 // posted meanwhile is held and delivered exactly once, in order, after what came before.
 func TestPostsDuringWaitingRound(t *testing.T) {
-	// No recovery: the QP stays on the backup for the second round.
-	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
-	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
-	a, b := e.pairs(t, 1, cp)
-	qa, qb := a[0], b[0]
+	e, qa, qb := roundPair(t)
 	ha, hb := e.hosts[0], e.hosts[1]
 	const n, size, seed = 8, 1024, 99
 	for i := range 3 * n {
@@ -228,10 +247,7 @@ func TestDestroyDuringWaitingRound(t *testing.T) {
 // WRs must carry the bytes they were posted with, not what the buffer holds when the round
 // posts them (they used to keep only the SGL's address).
 func TestHeldInlineReusedBuffer(t *testing.T) {
-	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
-	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
-	a, b := e.pairs(t, 1, cp)
-	qa, qb := a[0], b[0]
+	e, qa, qb := roundPair(t)
 	ha, hb := e.hosts[0], e.hosts[1]
 	const n, size, seed = 8, 48, 7
 	for i := range n {
@@ -244,7 +260,7 @@ func TestHeldInlineReusedBuffer(t *testing.T) {
 	ha.ctx.eng.do(func() { qa.fallback(ctlMsg{}, false) })
 	waitClosed(t, held, "the round's drain")
 	src := ha.buf.Bytes()[:size]
-	err, prompt := within(func() error {
+	promptly(t, "the posts during the fallback round", func() error {
 		for i := range n {
 			payload(src, seed, uint64(i))
 			if err := qa.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendInline | verbs.SendSignaled,
@@ -255,12 +271,6 @@ func TestHeldInlineReusedBuffer(t *testing.T) {
 		}
 		return nil
 	}, release)
-	if !prompt {
-		t.Fatalf("the posts waited for the fallback round (more than %v)", appBound)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	release()
 	for i, w := range waitN(t, ha.cq, n) {
 		if w.Status != verbs.WCSuccess || w.WRID != uint64(i) {
