@@ -13,21 +13,22 @@ var testHookRound atomic.Pointer[func()]
 // flushes had not all come (tests: a round that waits).
 var testHookDrain atomic.Pointer[func(q *QP) bool]
 
-// engine runs the transitions of a context's QPs in one place, off the application's
-// threads. An application Poll that meets an error completion, a peer's notification or a
-// finished fence only classifies and queues it on its CQ (toFail, toFailBk, recov, drained)
-// and kicks the engine, which runs the queued work (CQ.runPending); link and async events,
-// the completion watchdog, the handshake timers and the peers' messages on the shared
-// control QPs hand their transitions to it too (do). One goroutine per context runs them in
-// the order they came; a goroutine of SHIFT's that reads a peer's message or a link event
-// while the engine is idle runs that work itself, holding the engine (doNow). A post that fails on the default QP waits for the engine's fallback
-// of its QP, then posts where the new state says. While CQ work is queued or running the
-// CQ's gate stays closed (reopenCQLocked), so the application polls the WC buffer and never
-// sees a completion SHIFT has not classified. The probe goroutines keep only their timers and
-// the wait for a probe's completion: each step that reads or changes the state runs here, as
-// do SwitchToBackup and SwitchToDefault (their callers wait: wait). A round that waits for a
-// NIC's completions waits with the QP's mutex released (roundwait.go), so the application's
-// slow path never waits for it; the engine does (other QPs' work queues behind the wait).
+// engine runs the transitions of a context's QPs in one place, off the application's threads.
+// An application Poll that meets an error completion, a peer's notification or a finished
+// fence only classifies and queues it on its CQ (toFail, toFailBk, recov, drained) and kicks
+// the engine, which runs the queued work (CQ.runPending); link and async events, the
+// completion watchdog, the handshake timers and the peers' messages on the shared control QPs
+// hand their transitions to it too (do). One goroutine per context runs them in the order they
+// came; a goroutine of SHIFT's that reads a peer's message or a link event while the engine is
+// idle runs that work itself, holding the engine (doNow). A post that fails on the default QP
+// leaves its WRs to the engine (the QP's inbox), which falls the QP back, then posts them
+// where the new state says. While CQ work is queued or running the CQ's gate stays closed
+// (reopenCQLocked), so the application polls the WC buffer and never sees a completion SHIFT
+// has not classified. The probe goroutines keep only their timers and the wait for a probe's
+// completion: each step that reads or changes the state runs here, as do SwitchToBackup and
+// SwitchToDefault (their callers wait: wait). A round that waits for a NIC's completions waits
+// with the QP's mutex released (roundwait.go), so the application's slow path never waits for
+// it; the engine does (other QPs' work queues behind the wait).
 type engine struct {
 	// stepped: no goroutine; Context.Step runs the work and wait runs it inline
 	// (Options.Stepped).
@@ -40,7 +41,7 @@ type engine struct {
 	stopped bool
 	wake    chan struct{} // capacity 1
 	done    chan struct{} // closed when the goroutine returned
-	// waiting are the done channels of failed posts still queued (released at stop).
+	// waiting are the done channels of callers of wait still queued (released at stop).
 	waiting map[chan struct{}]struct{}
 }
 
@@ -127,13 +128,9 @@ func (e *engine) kick(cq *CQ) {
 	e.signal()
 }
 
-// fallbackWait has the engine fall q back (a post failed on its default QP) and returns once
-// it did, or once the context is closing.
-func (e *engine) fallbackWait(q *QP) { e.wait(func() { q.fallback(ctlMsg{}, false) }) }
-
 // wait runs fn on the engine and returns once it ran (true), or once the context is closing
-// and fn was dropped (false). For callers off the engine that need a transition's outcome (a
-// failed post, SwitchToBackup, the probe goroutines); the engine itself must never call it.
+// and fn was dropped (false). For callers off the engine that need a transition's outcome
+// (SwitchToBackup, the probe goroutines); the engine itself must never call it.
 func (e *engine) wait(fn func()) bool {
 	if e.stepped {
 		// The caller is the simulation's one thread: what was queued first runs first.

@@ -19,6 +19,10 @@ import (
 // held while a round waits (roundwait.go). A WR it then cannot post (the QP failed meanwhile)
 // completes with an error, as a held one does: the call had returned already.
 //
+// A post that the default QP refuses because it is in ERR before any completion told SHIFT
+// of the failure uses the inbox too (inboxUnseen): the drain falls the QP back first, so the
+// application's thread never waits for a fallback round.
+//
 // A post first tries for a while (lockTries): most holders of q.mu hold it for a moment
 // without I/O (the watchdog's look, a probe's check, another thread's post), and a post that
 // waits that long is cheaper than one the engine posts later.
@@ -142,8 +146,8 @@ func (q *QP) postInboxSendsLocked(recs []sendRec) {
 	fellBack := false
 	for i := range recs {
 		if !fellBack && q.defFailedUnseenLocked() {
-			// The default QP failed before SHIFT saw it: fall back first, as a post that
-			// finds it so does (postSendFailed).
+			// The default QP failed before SHIFT saw it (a post found it so and left its
+			// WRs here: inboxUnseen): fall back first.
 			fellBack = true
 			q.fallbackLocked(ctlMsg{}, false)
 			if q.destroyed {

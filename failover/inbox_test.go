@@ -2,6 +2,7 @@ package failover
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,14 +84,19 @@ func TestPostsWhileTransitionHoldsQP(t *testing.T) {
 	}
 }
 
-// TestPostFallsBackFirst: a send posted on the slow path while its default QP went to ERR
-// unseen (the NIC failed it; no completion polled yet) makes SHIFT fall the QP back before it
-// posts the send, which then runs on the backup: the application sees no error. Both where
-// the post takes q.mu itself (it used to return ErrQPState) and where it finds q.mu held and
-// the engine drains the inbox (it would complete with a flush error).
+// TestPostFallsBackFirst: a send posted while its default QP went to ERR unseen (the NIC
+// failed it; no completion polled yet) makes SHIFT fall the QP back before it posts the send,
+// which then runs on the backup: the application sees no error and does not wait for the
+// round. On the fast path with the engine busy (the post used to wait for the engine's
+// fallback), on the slow path taking q.mu itself (it used to return ErrQPState), and on the
+// slow path finding q.mu held (the engine drains the inbox; it would complete with a flush
+// error).
 func TestPostFallsBackFirst(t *testing.T) {
-	for _, held := range []bool{false, true} {
-		t.Run(map[bool]string{false: "locked", true: "inbox"}[held], func(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		slow, held bool
+	}{{"fast", false, false}, {"locked", true, false}, {"inbox", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
 			as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
 			a, b := as[0], bs[0]
@@ -99,23 +105,35 @@ func TestPostFallsBackFirst(t *testing.T) {
 				t.Fatal(err)
 			}
 			a.mu.Lock()
-			a.markSlowLocked() // the slow path, as once a QP fell back and came back
+			if tc.slow {
+				a.markSlowLocked() // the slow path, as once a QP fell back and came back
+			}
 			err := a.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-			if !held || err != nil {
+			if !tc.held || err != nil {
 				a.mu.Unlock()
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The engine is busy with other work: a post that waited for it would wait for
+			// that too.
+			busy := make(chan struct{})
+			var once sync.Once
+			release := func() {
+				once.Do(func() {
+					close(busy)
+					if tc.held {
+						a.mu.Unlock()
+					}
+				})
+			}
+			t.Cleanup(release)
+			a.c.eng.do(func() { <-busy })
 			post := func() error {
 				return a.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}})
 			}
-			if held {
-				promptly(t, "PostSend with the QP's mutex held", post, a.mu.Unlock)
-				a.mu.Unlock()
-			} else if err := post(); err != nil {
-				t.Fatal(err)
-			}
+			promptly(t, "PostSend on a default QP in ERR", post, release)
+			release()
 			if w := waitN(t, ha.cq, 1); w[0].WRID != 9 || w[0].Status != verbs.WCSuccess {
 				t.Fatalf("send completion %+v; %s", w[0], e.describe(a, b))
 			}

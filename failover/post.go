@@ -30,15 +30,25 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 }
 
 // postSendFailed ends a fast PostSend whose post failed (the poster is inside the gate). A
-// default QP in ERR means a failure SHIFT handles: fall back, then post where the state says.
+// default QP in ERR means a failure SHIFT handles: the WRs go to the inbox, whose drain on
+// the engine falls the QP back first and then posts them where the state says (inbox.go);
+// the application's thread does not wait for the fallback.
 func (q *QP) postSendFailed(wrs []verbs.SendWR, err error) error {
 	if errors.Is(err, verbs.ErrQPState) && q.def.State() == verbs.QPStateErr {
 		q.sendGate.closeAndLeave()
-		q.c.eng.fallbackWait(q)
-		return q.postSendSlow(wrs)
+		return q.inboxUnseen(wrs)
 	}
 	q.sendGate.leave()
 	return err
+}
+
+// inboxUnseen leaves wrs, refused by a default QP in ERR that SHIFT has not seen fail, to the
+// engine: its drain falls back first (postInboxSendsLocked). The send gate is closed.
+func (q *QP) inboxUnseen(wrs []verbs.SendWR) error {
+	if q.inboxSends(wrs) {
+		return nil
+	}
+	return q.PostSend(wrs) // the gate opened meanwhile: a fallback ran
 }
 
 // postDefaultLocked is postDefault once the QP fell back at least once (q.mu held): the
@@ -145,10 +155,8 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 	unseen := err != nil && q.defFailedUnseenLocked()
 	q.mu.Unlock()
 	if unseen {
-		// The default QP failed before SHIFT saw it, as in postSendFailed: fall back, then
-		// post where the state says.
-		q.c.eng.fallbackWait(q)
-		return q.postSendSlow(wrs)
+		// The default QP failed before SHIFT saw it, as in postSendFailed.
+		return q.inboxUnseen(wrs)
 	}
 	return err
 }
