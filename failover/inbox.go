@@ -130,7 +130,9 @@ func (q *QP) drainInbox() {
 		}
 		b.mu.Unlock()
 		if !q.destroyed {
-			q.postInboxRecvsLocked(recvs)
+			q.postInboxRecvsLocked(recvs) // may fall back first, and the QP be destroyed meanwhile
+		}
+		if !q.destroyed {
 			q.postInboxSendsLocked(sends)
 		}
 		b.mu.Lock()
@@ -183,6 +185,13 @@ func (q *QP) postInboxSendsLocked(recs []sendRec) {
 func (q *QP) postInboxRecvsLocked(recvs []verbs.RecvWR) {
 	if len(recvs) == 0 {
 		return
+	}
+	if q.recvFailedUnseenLocked() {
+		// The default QP failed before SHIFT saw it (inboxUnseenRecvs): fall back first.
+		q.fallbackLocked(ctlMsg{}, false)
+		if q.destroyed {
+			return
+		}
 	}
 	var err error
 	if q.mach.holdState() == HoldPosts {

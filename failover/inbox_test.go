@@ -84,24 +84,42 @@ func TestPostsWhileTransitionHoldsQP(t *testing.T) {
 	}
 }
 
-// TestPostFallsBackFirst: a send posted while its default QP went to ERR unseen (the NIC
-// failed it; no completion polled yet) makes SHIFT fall the QP back before it posts the send,
-// which then runs on the backup: the application sees no error and does not wait for the
-// round. On the fast path with the engine busy (the post used to wait for the engine's
-// fallback), on the slow path taking q.mu itself (it used to return ErrQPState), and on the
-// slow path finding q.mu held (the engine drains the inbox; it would complete with a flush
-// error).
+// TestPostFallsBackFirst: a send or a receive posted while its default QP went to ERR unseen
+// (the NIC failed it; no completion polled yet) makes SHIFT fall the QP back before it posts
+// the WR, which then runs on the backup: the application sees no error and does not wait for
+// the round. On the fast path with the engine busy (a send used to wait for the engine's
+// fallback, a receive got ErrQPState), on the slow path taking q.mu itself (both got
+// ErrQPState once), and on the slow path finding q.mu held (the engine drains the inbox; the
+// WR would complete with a flush error).
 func TestPostFallsBackFirst(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		slow, held bool
-	}{{"fast", false, false}, {"locked", true, false}, {"inbox", true, true}} {
+		name             string
+		slow, held, recv bool
+	}{
+		{"send/fast", false, false, false}, {"send/locked", true, false, false}, {"send/inbox", true, true, false},
+		{"recv/fast", false, false, true}, {"recv/locked", true, false, true}, {"recv/inbox", true, true, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
 			as, bs := e.pairs(t, 1, verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1})
 			a, b := as[0], bs[0]
 			ha, hb := e.hosts[0], e.hosts[1]
-			if err := b.PostRecv([]verbs.RecvWR{{WRID: 5, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+			// The send crosses from src to dst: a to b, or b to a when a's post is the
+			// receive.
+			src, dst, hs, hd := a, b, ha, hb
+			if tc.recv {
+				src, dst, hs, hd = b, a, hb, ha
+			}
+			recv := func() error {
+				return dst.PostRecv([]verbs.RecvWR{{WRID: 5, SGL: []verbs.SGE{hd.mr.SGE(4096, 64)}}})
+			}
+			send := func() error {
+				return src.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{hs.mr.SGE(0, 64)}}})
+			}
+			post := send
+			if tc.recv {
+				post = recv
+			} else if err := recv(); err != nil {
 				t.Fatal(err)
 			}
 			a.mu.Lock()
@@ -129,19 +147,25 @@ func TestPostFallsBackFirst(t *testing.T) {
 			}
 			t.Cleanup(release)
 			a.c.eng.do(func() { <-busy })
-			post := func() error {
-				return a.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}})
-			}
-			promptly(t, "PostSend on a default QP in ERR", post, release)
+			promptly(t, "a post on a default QP in ERR", post, release)
 			release()
-			if w := waitN(t, ha.cq, 1); w[0].WRID != 9 || w[0].Status != verbs.WCSuccess {
+			if tc.recv {
+				// b sends once both sides moved: sent earlier, on b's default QP, it would
+				// wait for b's retry timer.
+				waitFor(t, "both QPs on the backup", func() bool { return a.RecvState() == RecvFallback && b.SendState() == SendFallback },
+					func() string { return e.describe(a, b) })
+				if err := send(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if w := waitN(t, hs.cq, 1); w[0].WRID != 9 || w[0].Status != verbs.WCSuccess {
 				t.Fatalf("send completion %+v; %s", w[0], e.describe(a, b))
 			}
-			if w := waitN(t, hb.cq, 1); w[0].WRID != 5 || w[0].Status != verbs.WCSuccess {
+			if w := waitN(t, hd.cq, 1); w[0].WRID != 5 || w[0].Status != verbs.WCSuccess {
 				t.Fatalf("receive completion %+v; %s", w[0], e.describe(a, b))
 			}
-			if st := a.SendState(); st != SendFallback {
-				t.Fatalf("send state %v, want Fallback", st)
+			if st, rs := a.SendState(), a.RecvState(); st != SendFallback || rs != RecvFallback {
+				t.Fatalf("states %v/%v, want both Fallback", st, rs)
 			}
 		})
 	}

@@ -167,6 +167,11 @@ func (q *QP) defFailedUnseenLocked() bool {
 	return q.mach.sendState() == SendDefault && q.def.State() == verbs.QPStateErr
 }
 
+// recvFailedUnseenLocked is defFailedUnseenLocked for the receive side.
+func (q *QP) recvFailedUnseenLocked() bool {
+	return q.mach.recvState() == RecvDefault && q.def.State() == verbs.QPStateErr
+}
+
 // postSendLocked posts wrs where the send state says (q.mu held).
 func (q *QP) postSendLocked(wrs []verbs.SendWR) error {
 	switch q.mach.sendState() {
@@ -292,9 +297,30 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 	if !q.recvGate.enter() {
 		return q.postRecvSlow(wrs)
 	}
-	err := q.postRecvDefault(wrs)
+	if err := q.postRecvDefault(wrs); err != nil {
+		return q.postRecvFailed(wrs, err)
+	}
+	q.recvGate.leave()
+	return nil
+}
+
+// postRecvFailed is postSendFailed for receives: refused by a default QP in ERR that SHIFT
+// has not seen fail, they go to the inbox, whose drain falls back first.
+func (q *QP) postRecvFailed(wrs []verbs.RecvWR, err error) error {
+	if errors.Is(err, verbs.ErrQPState) && q.def.State() == verbs.QPStateErr {
+		q.recvGate.closeAndLeave()
+		return q.inboxUnseenRecvs(wrs)
+	}
 	q.recvGate.leave()
 	return err
+}
+
+// inboxUnseenRecvs is inboxUnseen for receives; the receive gate is closed.
+func (q *QP) inboxUnseenRecvs(wrs []verbs.RecvWR) error {
+	if q.inboxRecvs(wrs) {
+		return nil
+	}
+	return q.PostRecv(wrs) // the gate opened meanwhile: a fallback ran
 }
 
 func (q *QP) postRecvDefault(wrs []verbs.RecvWR) error {
@@ -332,11 +358,18 @@ func (q *QP) postRecvSlow(wrs []verbs.RecvWR) error {
 		}
 		return q.PostRecv(wrs) // the gate opened meanwhile
 	}
-	defer q.mu.Unlock()
 	if q.mach.holdState() == HoldPosts {
-		return q.holdRecvsLocked(wrs) // a round waits with q.mu released (roundwait.go)
+		err := q.holdRecvsLocked(wrs) // a round waits with q.mu released (roundwait.go)
+		q.mu.Unlock()
+		return err
 	}
-	return q.postRecvLocked(wrs)
+	err := q.postRecvLocked(wrs)
+	unseen := err != nil && q.recvFailedUnseenLocked()
+	q.mu.Unlock()
+	if unseen {
+		return q.inboxUnseenRecvs(wrs) // as in postRecvFailed
+	}
+	return err
 }
 
 // postRecvLocked posts wrs where the receive state says (q.mu held, no hold).
