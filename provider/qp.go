@@ -23,7 +23,9 @@ type QP struct {
 	cap    verbs.QPCap
 
 	state atomic.Uint32 // QPState
-	mu    sync.Mutex
+	// mu orders the control verbs that change or refresh state (Modify, Query, Destroy);
+	// the data path only loads state.
+	mu sync.Mutex
 
 	mem   *Buffer // RQ followed by SQ (mlx5_alloc_qp_buf)
 	dbMem *Buffer // doorbell record page (owned when not shared)

@@ -126,13 +126,26 @@ func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 }
 
 // Query is ibv_query_qp; it also refreshes the state the data path checks (a QP the NIC moved
-// to ERR is seen as such afterwards).
-func (q *QP) Query(mask verbs.QPAttrMask) (verbs.QPAttr, error) {
+// to ERR is seen as such afterwards). It holds q.mu as Modify does: a query answered before a
+// concurrent Modify and stored after it would leave the data path with the state before (a
+// QP in RTS taken for RTR, its posts refused).
+func (q *QP) Query(mask verbs.QPAttrMask) (verbs.QPAttr, error) { return q.query(mask, true) }
+
+// QueryOnly is Query without the refresh: for a layer above that owns the QP's state and
+// learns of its failures from completions and events (failover: the application's
+// ibv_query_qp must not move what SHIFT's transitions read).
+func (q *QP) QueryOnly(mask verbs.QPAttrMask) (verbs.QPAttr, error) { return q.query(mask, false) }
+
+func (q *QP) query(mask verbs.QPAttrMask, refresh bool) (verbs.QPAttr, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	ua, err := uverbs.QueryQP(q.ctx.f, q.handle, uint32(mask|verbs.QPAttrState), nil)
 	if err != nil {
 		return verbs.QPAttr{}, opError(fmt.Sprintf("query qp %#x", q.qpn), err)
 	}
-	q.state.Store(uint32(ua.State))
+	if refresh {
+		q.state.Store(uint32(ua.State))
+	}
 	return fromUverbsQPAttr(&ua), nil
 }
 
