@@ -73,6 +73,9 @@ func statusClass(s verbs.WCStatus) errClass {
 // The event and the completion travel apart (the async fd, the CQ), so a flush polled
 // before SHIFT read the event is still taken for the network's.
 func (q *QP) flushCause() errClass {
+	if q.appStopping.Load() {
+		return classApp // the application moved the QP to ERR (appstop.go)
+	}
 	if q.tracked {
 		return classNetwork
 	}
@@ -134,10 +137,16 @@ func (q *QP) scanErrWCsLocked() (errClass, verbs.WC) {
 // provider reports them; the peer is not notified and its QP is left alone; the default QP
 // stays as the device left it (ERR); later posts go to it, as without SHIFT.
 func (q *QP) appErrorLocked(wc verbs.WC) {
-	q.markSlowLocked()
 	q.c.appErrors.Add(1)
+	q.appEndLocked(fmt.Errorf("failover: QP %#x: %v (wr_id %#x) is the application's error: reported, not failed over", q.qpn, wc.Status, wc.WRID))
+}
+
+// appEndLocked ends SHIFT's involvement with q for the application's doing (its error, its
+// Modify to ERR: appstop.go), err the QP's error from then on.
+func (q *QP) appEndLocked(err error) {
+	q.markSlowLocked()
 	q.appErr = true
-	q.failErr = fmt.Errorf("failover: QP %#x: %v (wr_id %#x) is the application's error: reported, not failed over", q.qpn, wc.Status, wc.WRID)
+	q.failErr = err
 	if q.mach.sendState() != SendFailed {
 		_, _ = q.mach.sendEvent(EvFatal)
 	}

@@ -802,6 +802,15 @@ func (q *QP) failLocked(status verbs.WCStatus, err error) {
 		}
 		return
 	}
+	q.failOnLocked(status, err)
+	q.c.refused.Add(1)
+	q.stats.refused.Add(1)
+}
+
+// failOnLocked is failLocked past its check of the state (st neither Default nor Failed),
+// without counting the QP as refused (the application's Modify to ERR: appstop.go).
+func (q *QP) failOnLocked(status verbs.WCStatus, err error) {
+	st := q.mach.sendState()
 	q.failErr = err
 	q.giveUpSetLocked()
 	if st == SendHandshake {
@@ -819,8 +828,6 @@ func (q *QP) failLocked(status verbs.WCStatus, err error) {
 	if q.mach.recvState() != RecvFailed {
 		_, _ = q.mach.recvEvent(EvFatal)
 	}
-	q.c.refused.Add(1)
-	q.stats.refused.Add(1)
 }
 
 // synthErrorsLocked gives the application an error completion for each WR of ws: the first

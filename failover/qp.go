@@ -183,6 +183,12 @@ type QP struct {
 	// appErr: the default QP failed by the application's own error (appErrorLocked); posts
 	// go to it as without SHIFT. Under mu.
 	appErr bool
+	// appStopping: the application is moving the QP to ERR (appstop.go); its flushes are
+	// the application's.
+	appStopping atomic.Bool
+	// appState is the state the application last moved the QP to (Modify): what Query
+	// reports while SHIFT keeps the QP running.
+	appState atomic.Uint32
 	// defStopped: SHIFT moved the default QP to ERR in this incarnation (prepareLocked,
 	// refuseLocked, resetDefaultLocked); its flushes are SHIFT's. Under mu.
 	defStopped bool
@@ -407,12 +413,20 @@ const queryMask = verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | ver
 // published for this connection, once it is in the KV store; on RTS the timeouts, retry
 // counts and first send PSN, and the attributes queried again.
 func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	if mask&verbs.QPAttrState != 0 && a.State == verbs.QPStateErr {
+		if err := q.stopByApp(a, mask); err != nil {
+			return err
+		}
+		q.appState.Store(uint32(a.State))
+		return nil
+	}
 	if err := q.def.Modify(a, mask); err != nil {
 		return fmt.Errorf("failover: modify_qp: %w", err)
 	}
 	if mask&verbs.QPAttrState == 0 {
 		return nil
 	}
+	q.appState.Store(uint32(a.State))
 	switch a.State {
 	case verbs.QPStateInit:
 		q.mu.Lock()
@@ -454,8 +468,26 @@ func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	return nil
 }
 
-// Query is ibv_query_qp on the default QP.
-func (q *QP) Query(mask verbs.QPAttrMask) (verbs.QPAttr, error) { return q.def.Query(mask) }
+// Query is ibv_query_qp on the default QP, with the application's view of the state: while
+// SHIFT keeps the QP running (on a backup, its default QP in ERR or reconnecting for a probe,
+// or failed on a NIC SHIFT has not seen fail yet) the state the application last moved it
+// to; once SHIFT gave it up (Failed, the application's error, its Modify to ERR) the default
+// QP's. The query leaves the state the provider's data path and SHIFT's transitions read as
+// SHIFT set it (QueryOnly): SHIFT learns of a failure from completions and events, and a
+// refresh with the ERR the application happened to read would change under a transition
+// what it decides on (a probe's success needs RTS, a recovery a connected default QP).
+func (q *QP) Query(mask verbs.QPAttrMask) (verbs.QPAttr, error) {
+	a, err := q.def.QueryOnly(mask)
+	if err != nil {
+		return a, err
+	}
+	if mask&verbs.QPAttrState != 0 && q.mach.sendState() != SendFailed && q.mach.recvState() != RecvFailed {
+		if st := verbs.QPState(q.appState.Load()); st != verbs.QPStateReset {
+			a.State = st
+		}
+	}
+	return a, nil
+}
 
 // QueriedAttrs returns the default QP's attributes queried at RTR and RTS.
 func (q *QP) QueriedAttrs() (rtr, rts verbs.QPAttr) {

@@ -1,0 +1,68 @@
+package failover
+
+import (
+	"fmt"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// The application's own ibv_modify_qp to ERR (librdmacm's rdma_disconnect does it, as do
+// applications that flush a QP before they destroy it). Without SHIFT the QP stops: every WR
+// outstanding completes with WR_FLUSH_ERR and later posts fail. SHIFT took the default QP in
+// ERR for a failure of its NIC: the flushes were classified as the network's whenever a send
+// was outstanding, and a post on a QP with nothing outstanding fell back, so the WRs the
+// application meant to cancel ran on a backup and the QP went on (found by reading the code,
+// then reproduced: TestApplicationModifyErr). Now the application's ERR ends SHIFT's
+// involvement with the QP as its own error does (appErrorLocked): the flushes of the default
+// QP pass through as they are, the backup QP in use goes to ERR too so that what runs there
+// flushes to the application as well, the sends SHIFT still held complete flushed, and later
+// posts go to the default QP, as without SHIFT. The peer is not told: its QP finds ours
+// gone, as it would without SHIFT (its own fallback is then refused by this side).
+//
+// appStopping is set before the default QP is moved, so a flush classified before the engine
+// ran appStopLocked is the application's (flushCause) and never starts a fallback.
+
+// stopByApp moves q's default QP to ERR for the application (Modify) and ends SHIFT's
+// involvement on the engine; the caller waits.
+func (q *QP) stopByApp(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	q.appStopping.Store(true)
+	if err := q.def.Modify(a, mask); err != nil {
+		q.appStopping.Store(false)
+		return fmt.Errorf("failover: modify_qp: %w", err)
+	}
+	q.c.eng.wait(func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.appStopLocked()
+	})
+	return nil
+}
+
+// appStopLocked is the engine's part of stopByApp (q.mu held).
+func (q *QP) appStopLocked() {
+	if q.destroyed || q.appErr {
+		return
+	}
+	err := fmt.Errorf("failover: QP %#x: moved to ERR by the application: %w", q.qpn, verbs.ErrQPState)
+	st, rs := q.mach.sendState(), q.mach.recvState()
+	if st == SendFailed && rs == RecvFailed {
+		return // SHIFT gave it up already
+	}
+	if st == SendDefault && rs == RecvDefault {
+		q.appEndLocked(err)
+		q.flushDeadLocked() // a dead device flushes nothing (deadflush.go)
+		return
+	}
+	if st == SendDefault {
+		// Only the receive side moved: the default QP's completions are the application's,
+		// and the receives on the backup flush there.
+		q.appEndLocked(err)
+		q.giveUpSetLocked()
+		return
+	}
+	// A fallback started: what the backup QP in use holds flushes there, and the sends SHIFT
+	// held back complete flushed here. The default QP's completions stay SHIFT's to account
+	// (a probe's WR among them).
+	q.appErr = true
+	q.failOnLocked(verbs.WCWRFlushErr, err)
+}
