@@ -61,6 +61,7 @@ type Result struct {
 	WRITE, SEND, READ, FAA int         // posts of each kind (WRITE_WITH_IMM counted as SEND)
 	CAS                    int         // CMP_AND_SWP posts (in the runs that swap instead of add)
 	Inline                 int         // posts with SendInline (in the runs that post inline: inline.go)
+	Queries                int         // ibv_query_qp calls (in the runs that query: query.go)
 	RecvOnly               bool        // pair 0's host-1 QP was left in RTR (recvonly.go)
 	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
@@ -116,10 +117,11 @@ const (
 	evCtx
 	evYield
 	evFault
+	evQuery
 )
 
 var evNames = [...]string{evPost: "post", evWC: "wc", evRecvWC: "recv-wc", evNIC: "nic", evDeliver: "deliver",
-	evClock: "clock", evDown: "link-down", evUp: "link-up", evRecv: "post-recv", evPostErr: "post-err", evAckLoss: "ack-loss", evCtx: "ctx-step", evYield: "yield", evFault: "fault"}
+	evClock: "clock", evDown: "link-down", evUp: "link-up", evRecv: "post-recv", evPostErr: "post-err", evAckLoss: "ack-loss", evCtx: "ctx-step", evYield: "yield", evFault: "fault", evQuery: "query"}
 
 type event struct {
 	step       int
@@ -158,6 +160,8 @@ type runner struct {
 	late  lateState  // late receive CQEs (latecqe.go)
 	// cas: the run's atomics are CMP_AND_SWPs rather than FETCH_AND_ADDs (drawCAS).
 	cas bool
+	// qr draws the application's queries of a querying run (query.go); nil: none.
+	qr *rand.Rand
 }
 
 func (s *runner) record(kind int, a, b, c, d uint64) {
@@ -236,6 +240,7 @@ func Run(cfg Config) (Result, error) {
 	s.cfg = cfg
 	s.drawRisk()
 	s.drawCAS()
+	s.qr = drawQueries(cfg.Seed, cfg.Failover)
 	links := cfg.Failover && drawLinkWatch(cfg.Seed)
 	recvOnly := cfg.Failover && cfg.Recovery && drawRecvOnly(cfg.Seed)
 	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, recvOnly, drawInline(cfg.Seed), s.yield)
@@ -296,6 +301,9 @@ func (s *runner) run() error {
 			}
 		}
 		if err := s.observe(); err != nil {
+			return err
+		}
+		if err := s.queryStep(); err != nil {
 			return err
 		}
 		if s.step%memEvery == 0 {
@@ -720,9 +728,11 @@ func (s *runner) replenish() error {
 	if s.paused(e.host) {
 		return nil
 	}
+
 	ok, err := e.postRecv()
 	if err != nil {
-		if errors.Is(err, verbs.ErrQPState) {
+		// As for a send (postOn): over the provider, or on a QP the failover layer gave up.
+		if errors.Is(err, verbs.ErrQPState) && (!s.cfg.Failover || e.refused || e.qp.(*failover.QP).RecvState() == failover.RecvFailed) {
 			return nil
 		}
 		return s.violation("post_recv on host %d pair %d: %v", e.host, e.pair, err)
@@ -906,7 +916,12 @@ func (s *runner) quiet() bool {
 func (s *runner) outstanding() string {
 	var b strings.Builder
 	for _, e := range s.w.ends {
-		fmt.Fprintf(&b, "[host %d pair %d: %d sends outstanding, failed %v, received %d of %d] ", e.host, e.pair, len(e.sq), e.failed, e.expect, e.peer.twoSided)
+		fmt.Fprintf(&b, "[host %d pair %d: %d sends outstanding", e.host, e.pair, len(e.sq))
+		if len(e.sq) > 0 {
+			p := &e.sq[0]
+			fmt.Fprintf(&b, " (first: %v wr_id %d, signaled %v)", p.op, p.wrid, p.signaled)
+		}
+		fmt.Fprintf(&b, ", failed %v, received %d of %d] ", e.failed, e.expect, e.peer.twoSided)
 	}
 	return b.String()
 }
