@@ -164,9 +164,10 @@ func TestPostFallsBackFirst(t *testing.T) {
 			if w := waitN(t, hd.cq, 1); w[0].WRID != 5 || w[0].Status != verbs.WCSuccess {
 				t.Fatalf("receive completion %+v; %s", w[0], e.describe(a, b))
 			}
-			if st, rs := a.SendState(), a.RecvState(); st != SendFallback || rs != RecvFallback {
-				t.Fatalf("states %v/%v, want both Fallback", st, rs)
-			}
+			// A's send side ends its handshake once B's reply is in, which may come after the
+			// messages above (they do not wait for it).
+			waitFor(t, "A's QP on the backup", func() bool { return a.SendState() == SendFallback && a.RecvState() == RecvFallback },
+				func() string { return e.describe(a, b) })
 		})
 	}
 }

@@ -69,7 +69,7 @@ func e2eDevicesQueriesAndGIDs(t *testing.T, tb *testbed) {
 }
 
 // An MR registered without remote write rejects RDMA WRITEs: the requester sees
-// REM_ACCESS_ERR.
+// REM_ACCESS_ERR, and its QP, which the NIC moved to ERR, is seen so by Query (queryRefresh).
 func TestE2EMRAccessFlags(t *testing.T) { e2eMRAccessFlags(t, newTestbed(t)) }
 
 func e2eMRAccessFlags(t *testing.T, tb *testbed) {
@@ -92,6 +92,32 @@ func e2eMRAccessFlags(t *testing.T, tb *testbed) {
 	}
 	if wc := waitWC(t, a.cq, 1); wc[0].Status != verbs.WCRemAccessErr {
 		t.Fatalf("WRITE to a read-only MR: %v, want REM_ACCESS_ERR", wc[0].Status)
+	}
+	queryRefresh(t, a.qp)
+}
+
+// queryRefresh checks a QP the NIC moved to ERR (after an error completion): the state the
+// data path checks stays as Modify left it until Query refreshes it; QueryOnly reports the
+// NIC's state and leaves it (the layer above that owns the QP's state uses it:
+// failover.QP.Query).
+func queryRefresh(t *testing.T, qp *provider.QP) {
+	t.Helper()
+	if st := qp.State(); st != verbs.QPStateRTS {
+		t.Fatalf("state before any query %v, want RTS (as last set by Modify)", st)
+	}
+	q, err := qp.QueryOnly(verbs.QPAttrState)
+	if err != nil || q.State != verbs.QPStateErr {
+		t.Fatalf("QueryOnly: %v, %v; want ERR", q.State, err)
+	}
+	if st := qp.State(); st != verbs.QPStateRTS {
+		t.Fatalf("state after QueryOnly %v, want RTS still", st)
+	}
+	q, err = qp.Query(verbs.QPAttrState)
+	if err != nil || q.State != verbs.QPStateErr {
+		t.Fatalf("Query: %v, %v; want ERR", q.State, err)
+	}
+	if st := qp.State(); st != verbs.QPStateErr {
+		t.Fatalf("state after Query %v, want ERR", st)
 	}
 }
 
@@ -204,43 +230,5 @@ func TestE2ECloseWithLiveObjects(t *testing.T) {
 	}
 	if err := qp.Destroy(); err != nil {
 		t.Fatalf("destroy after close: %v", err)
-	}
-}
-
-// A QP the NIC moved to ERR (here after REM_ACCESS_ERR) keeps the state the data path checks
-// until Query refreshes it; QueryOnly reports the NIC's state and leaves it (the layer above
-// that owns the QP's state uses it: failover.QP.Query).
-func TestE2EQueryRefresh(t *testing.T) { e2eQueryRefresh(t, newTestbed(t)) }
-
-func e2eQueryRefresh(t *testing.T, tb *testbed) {
-	a, b := connectedPair(t, tb, defaultPairOpts())
-	ro, err := as[*provider.MR](b.pd.RegMR(b.buf.Bytes()[:4096], verbs.AccessRemoteRead))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Dereg()
-	if err := a.qp.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		SGL: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: ro.Addr(), RKey: ro.RKey()}}); err != nil {
-		t.Fatal(err)
-	}
-	if wc := waitWC(t, a.cq, 1); wc[0].Status != verbs.WCRemAccessErr {
-		t.Fatalf("WRITE to a read-only MR: %v, want REM_ACCESS_ERR", wc[0].Status)
-	}
-	if st := a.qp.State(); st != verbs.QPStateRTS {
-		t.Fatalf("state before any query %v, want RTS (as last set by Modify)", st)
-	}
-	q, err := a.qp.QueryOnly(verbs.QPAttrState)
-	if err != nil || q.State != verbs.QPStateErr {
-		t.Fatalf("QueryOnly: %v, %v; want ERR", q.State, err)
-	}
-	if st := a.qp.State(); st != verbs.QPStateRTS {
-		t.Fatalf("state after QueryOnly %v, want RTS still", st)
-	}
-	q, err = a.qp.Query(verbs.QPAttrState)
-	if err != nil || q.State != verbs.QPStateErr {
-		t.Fatalf("Query: %v, %v; want ERR", q.State, err)
-	}
-	if st := a.qp.State(); st != verbs.QPStateErr {
-		t.Fatalf("state after Query %v, want ERR", st)
 	}
 }
