@@ -19,17 +19,36 @@ import (
 // posts go to the default QP, as without SHIFT. The peer is not told: its QP finds ours
 // gone, as it would without SHIFT (its own fallback is then refused by this side).
 //
+// A Modify to RESET of a QP the application had connected (to reuse it, or a disconnect
+// without ERR first) ends SHIFT's involvement the same way: the backup QP stays connected to
+// the old peer's (connectBackup leaves a backup QP in RTS as it is), and a fallback of the QP
+// reconnected to another peer failed it, its SEND and the new peer's receive flushed
+// (TestApplicationResetReconnect). The QP then runs as on the plain provider. RESET drops the
+// default QP's WRs without completions; if a fallback had started, what the backup QP held
+// still completes flushed (SHIFT does not reset it). A RESET before the QP was connected
+// (INIT back to RESET) changes nothing.
+//
 // appStopping is set before the default QP is moved, so a flush classified before the engine
 // ran appStopLocked is the application's (flushCause) and never starts a fallback.
 
-// stopByApp moves q's default QP to ERR for the application (Modify) and ends SHIFT's
-// involvement on the engine; the caller waits.
+// stopsByApp reports whether the application's Modify to state to ends SHIFT's involvement:
+// ERR, or RESET once the application had connected the QP (RTR or later).
+func (q *QP) stopsByApp(to verbs.QPState) bool {
+	if to == verbs.QPStateErr {
+		return true
+	}
+	return to == verbs.QPStateReset && verbs.QPState(q.appState.Load()) >= verbs.QPStateRTR
+}
+
+// stopByApp moves q's default QP to ERR (or RESET) for the application (Modify) and ends
+// SHIFT's involvement on the engine; the caller waits.
 func (q *QP) stopByApp(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	q.appStopping.Store(true)
 	if err := q.def.Modify(a, mask); err != nil {
 		q.appStopping.Store(false)
 		return fmt.Errorf("failover: modify_qp: %w", err)
 	}
+	q.appState.Store(uint32(a.State))
 	q.c.eng.wait(func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -43,7 +62,7 @@ func (q *QP) appStopLocked() {
 	if q.destroyed || q.appErr {
 		return
 	}
-	err := fmt.Errorf("failover: QP %#x: moved to ERR by the application: %w", q.qpn, verbs.ErrQPState)
+	err := fmt.Errorf("failover: QP %#x: stopped by the application (modify_qp to %v): %w", q.qpn, verbs.QPState(q.appState.Load()), verbs.ErrQPState)
 	st, rs := q.mach.sendState(), q.mach.recvState()
 	if st == SendFailed && rs == RecvFailed {
 		return // SHIFT gave it up already

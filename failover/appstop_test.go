@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"testing"
@@ -21,7 +22,11 @@ func TestApplicationModifyErr(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
 		outstanding, onBk bool
-	}{{"default/idle", false, false}, {"default/outstanding", true, false}, {"backup/outstanding", true, true}} {
+		to                verbs.QPState
+	}{
+		{"default/idle", false, false, verbs.QPStateErr}, {"default/outstanding", true, false, verbs.QPStateErr},
+		{"backup/outstanding", true, true, verbs.QPStateErr}, {"default/reset", true, false, verbs.QPStateReset},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
 			as, bs := e.pairs(t, 1, smallCap)
@@ -46,10 +51,12 @@ func TestApplicationModifyErr(t *testing.T) {
 				if err := a.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
 					t.Fatal(err)
 				}
-				want = []uint64{5, 9}
+				if tc.to == verbs.QPStateErr {
+					want = []uint64{5, 9} // RESET drops them without completions
+				}
 			}
 			falls := e.hosts[0].ctx.Stats().Fallbacks
-			if err := a.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+			if err := a.Modify(&verbs.QPAttr{State: tc.to}, verbs.QPAttrState); err != nil {
 				t.Fatal(err)
 			}
 			var got []uint64
@@ -80,8 +87,8 @@ func TestApplicationModifyErr(t *testing.T) {
 			}
 			refused("post_send", a.PostSend([]verbs.SendWR{{WRID: 10, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}), 10)
 			refused("post_recv", a.PostRecv([]verbs.RecvWR{{WRID: 6, SGL: []verbs.SGE{ha.mr.SGE(4096, 64)}}}), 6)
-			if got, err := a.Query(verbs.QPAttrState); err != nil || got.State != verbs.QPStateErr {
-				t.Fatalf("query: state %v, %v; want ERR", got.State, err)
+			if got, err := a.Query(verbs.QPAttrState); err != nil || got.State != tc.to {
+				t.Fatalf("query: state %v, %v; want %v", got.State, err, tc.to)
 			}
 			if n := e.hosts[0].ctx.Stats().Fallbacks; n != falls {
 				t.Fatalf("%d fallbacks after the application's ERR; %s", n-falls, e.describe(a, b))
@@ -103,5 +110,47 @@ func TestApplicationModifyErr(t *testing.T) {
 				t.Fatalf("the peer's send: %+v, want RETRY_EXC_ERR; %s", w, e.describe(a, b))
 			}
 		})
+	}
+}
+
+// TestApplicationResetReconnect: a QP the application resets and connects to another peer QP
+// runs as on the plain provider (appstop.go): its backup QP, still connected to the old
+// peer's, is not used. Before, SwitchToBackup took it there, and its SEND and the new peer's
+// receive completed flushed (after 12.7 s, both QPs failed).
+func TestApplicationResetReconnect(t *testing.T) {
+	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
+	as, bs := e.pairs(t, 2, smallCap)
+	a0, b1 := as[0], bs[1]
+	ha, hb := e.hosts[0], e.hosts[1]
+	for _, q := range []*QP{a0, b1} {
+		if err := q.Modify(&verbs.QPAttr{State: verbs.QPStateReset}, verbs.QPAttrState); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aa, ab := e.attr, e.attr
+	aa.GIDIndex, ab.GIDIndex = ha.gidIdx, hb.gidIdx
+	ea := verbs.Endpoint{QPN: a0.QPN(), PSN: 0x500, GID: ha.gid}
+	eb := verbs.Endpoint{QPN: b1.QPN(), PSN: 0x9500, GID: hb.gid}
+	if err := verbs.Connect(a0, aa, ea, eb); err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.Connect(b1, ab, eb, ea); err != nil {
+		t.Fatal(err)
+	}
+	if err := b1.PostRecv([]verbs.RecvWR{{WRID: 5, SGL: []verbs.SGE{hb.mr.SGE(4096, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a0.SwitchToBackup(); err == nil {
+		t.Fatal("SwitchToBackup of a QP the application reset and reconnected: nil error")
+	}
+	payload(ha.buf.Bytes()[:64], 7, 0)
+	if err := a0.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, ha.cq, 1)[0]; w.WRID != 9 || w.Status != verbs.WCSuccess {
+		t.Fatalf("send completion %+v; %s", w, e.describe(a0, b1))
+	}
+	if w := waitN(t, hb.cq, 1)[0]; w.WRID != 5 || w.Status != verbs.WCSuccess || w.QPNum != b1.QPN() || !bytes.Equal(hb.buf.Bytes()[4096:4096+64], ha.buf.Bytes()[:64]) {
+		t.Fatalf("receive %+v; %s", w, e.describe(a0, b1))
 	}
 }

@@ -413,12 +413,8 @@ const queryMask = verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | ver
 // published for this connection, once it is in the KV store; on RTS the timeouts, retry
 // counts and first send PSN, and the attributes queried again.
 func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
-	if mask&verbs.QPAttrState != 0 && a.State == verbs.QPStateErr {
-		if err := q.stopByApp(a, mask); err != nil {
-			return err
-		}
-		q.appState.Store(uint32(a.State))
-		return nil
+	if mask&verbs.QPAttrState != 0 && q.stopsByApp(a.State) {
+		return q.stopByApp(a, mask)
 	}
 	if err := q.def.Modify(a, mask); err != nil {
 		return fmt.Errorf("failover: modify_qp: %w", err)
