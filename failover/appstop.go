@@ -67,6 +67,7 @@ func (q *QP) appStopLocked() {
 	if st == SendFailed && rs == RecvFailed {
 		return // SHIFT gave it up already
 	}
+	q.c.appStops.Add(1)
 	if st == SendDefault && rs == RecvDefault {
 		q.appEndLocked(err)
 		q.flushDeadLocked() // a dead device flushes nothing (deadflush.go)

@@ -90,8 +90,9 @@ func TestApplicationModifyErr(t *testing.T) {
 			if got, err := a.Query(verbs.QPAttrState); err != nil || got.State != tc.to {
 				t.Fatalf("query: state %v, %v; want %v", got.State, err, tc.to)
 			}
-			if n := e.hosts[0].ctx.Stats().Fallbacks; n != falls {
-				t.Fatalf("%d fallbacks after the application's ERR; %s", n-falls, e.describe(a, b))
+			if st := e.hosts[0].ctx.Stats(); st.Fallbacks != falls || st.AppStops != 1 || st.AppErrors != 0 {
+				t.Fatalf("stats after the application's %v: %d fallbacks more, %d stops, %d application errors; want 0, 1, 0; %s",
+					tc.to, st.Fallbacks-falls, st.AppStops, st.AppErrors, e.describe(a, b))
 			}
 			var wc [4]verbs.WC
 			if n, err := ha.cq.Poll(wc[:]); n != 0 || err != nil {

@@ -137,6 +137,10 @@ func (q *QP) scanErrWCsLocked() (errClass, verbs.WC) {
 // provider reports them; the peer is not notified and its QP is left alone; the default QP
 // stays as the device left it (ERR); later posts go to it, as without SHIFT.
 func (q *QP) appErrorLocked(wc verbs.WC) {
+	if q.appStopping.Load() {
+		q.appStopLocked() // a flush of the application's own Modify to ERR (appstop.go)
+		return
+	}
 	q.c.appErrors.Add(1)
 	q.appEndLocked(fmt.Errorf("failover: QP %#x: %v (wr_id %#x) is the application's error: reported, not failed over", q.qpn, wc.Status, wc.WRID))
 }

@@ -138,7 +138,10 @@ type Stats struct {
 	Refused   uint64 // fallbacks refused (unsafe WR, KV, backup not ready)
 	// AppErrors counts QPs whose default QP failed by the application's own error (a bad
 	// key, address, length or opcode, on either side): reported as is, never failed over.
-	AppErrors   uint64
+	AppErrors uint64
+	// AppStops counts QPs the application moved to ERR, or to RESET once connected: SHIFT
+	// stopped with them, as with an application error (appstop.go).
+	AppStops    uint64
 	Transitions uint64 // state transitions of every QP
 	Reposted    uint64 // send WRs reposted on backup QPs
 	Skipped     uint64 // send WRs treated as completed because the peer had received them
@@ -212,7 +215,7 @@ type Context struct {
 	cqIDs atomic.Uint64 // user handles of CQs created without one
 
 	fallbacks, refused, transitions, reposted, skipped atomic.Uint64
-	appErrors                                          atomic.Uint64
+	appErrors, appStops                                atomic.Uint64
 
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
 	recvLateWaits, recvLateTimeouts                                      atomic.Uint64
@@ -471,7 +474,7 @@ func (c *Context) Stats() Stats {
 		sets += b.rearm.nSets.Load()
 		eps += b.rearm.nEps.Load()
 	}
-	return Stats{Rearms: sets, CtlRearms: eps, Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), AppErrors: c.appErrors.Load(), Transitions: c.transitions.Load(),
+	return Stats{Rearms: sets, CtlRearms: eps, Fallbacks: c.fallbacks.Load(), Refused: c.refused.Load(), AppErrors: c.appErrors.Load(), AppStops: c.appStops.Load(), Transitions: c.transitions.Load(),
 		Reposted: c.reposted.Load(), Skipped: c.skipped.Load(),
 		Probes: c.probes.Load(), ProbeFailures: c.probeFails.Load(), Recoveries: c.recoveries.Load(),
 		RecvRecoveries: c.recvRecoveries.Load(), RecvLateWaits: c.recvLateWaits.Load(), RecvLateTimeouts: c.recvLateTimeouts.Load(),

@@ -64,6 +64,7 @@ type Counters struct {
 	// and those the completion watchdog started; WatchdogBackups: backup devices the
 	// watchdog took for hung.
 	AppErrors         uint64 `json:"app_errors"`
+	AppStops          uint64 `json:"app_stops"` // QPs the application moved to ERR (or reset)
 	Chains            uint64 `json:"chains"`
 	AsyncEvents       uint64 `json:"async_events"`
 	EventFallbacks    uint64 `json:"event_fallbacks"`
@@ -223,7 +224,7 @@ func (c *Context) Status() ProcessStatus {
 			Transitions: st.Transitions, Probes: st.Probes, ProbeFailures: st.ProbeFailures,
 			Recoveries: st.Recoveries, RecvRecoveries: st.RecvRecoveries,
 			LinkEvents: st.LinkEvents, LinkFallbacks: st.LinkFallbacks,
-			AppErrors: st.AppErrors, Chains: st.Chains, AsyncEvents: st.AsyncEvents,
+			AppErrors: st.AppErrors, AppStops: st.AppStops, Chains: st.Chains, AsyncEvents: st.AsyncEvents,
 			EventFallbacks: st.EventFallbacks, WatchdogFallbacks: st.WatchdogFallbacks,
 			WatchdogBackups: st.WatchdogBackups, Inboxed: st.Inboxed,
 			Rearms: st.Rearms, CtlRearms: st.CtlRearms,

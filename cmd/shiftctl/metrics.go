@@ -90,6 +90,7 @@ type metricDescs struct {
 	ctxFallbacks, ctxRefused, ctxReposted, ctxRecoveries, ctxProbes     *prometheus.Desc
 	ctxProbeFailures, ctxLinkEvents, ctxTransitions                     *prometheus.Desc
 	ctxAppErrors, ctxChains, ctxAsyncEvents, ctxEventFallbacks          *prometheus.Desc
+	ctxAppStops                                                         *prometheus.Desc
 	ctxWatchdogFallbacks, ctxWatchdogBackups, ctxRearms, ctxCtlRearms   *prometheus.Desc
 	ctxInboxed                                                          *prometheus.Desc
 	qpInfo, qpOnBackup, qpBackupReady, qpFallbacks, qpRecoveries        *prometheus.Desc
@@ -119,6 +120,7 @@ func newShiftCollector(root string, getenv func(string) string) *shiftCollector 
 		ctxLinkEvents:        d("shift_context_link_events_total", "Link events read from the link watch source.", proc...),
 		ctxTransitions:       d("shift_context_state_transitions_total", "State transitions of the context's QPs.", proc...),
 		ctxAppErrors:         d("shift_context_application_errors_total", "QPs failed by the application's own error (reported as is, never failed over).", proc...),
+		ctxAppStops:          d("shift_context_application_stops_total", "QPs the application moved to ERR, or to RESET once connected: SHIFT stopped with them.", proc...),
 		ctxChains:            d("shift_context_backup_chains_total", "Moves of a QP from a failed backup to the next backup.", proc...),
 		ctxAsyncEvents:       d("shift_context_async_events_total", "Async events of the default device read (and forwarded to the application).", proc...),
 		ctxEventFallbacks:    d("shift_context_event_fallbacks_total", "Fallbacks started by DEVICE_FATAL, PORT_ERR or QP_FATAL.", proc...),
@@ -151,7 +153,7 @@ func newShiftCollector(root string, getenv func(string) string) *shiftCollector 
 func (c *shiftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.d.procInfo, c.d.procUpdated, c.d.procInterval, c.d.ctxFallbacks,
 		c.d.ctxRefused, c.d.ctxReposted, c.d.ctxRecoveries, c.d.ctxProbes, c.d.ctxProbeFailures,
-		c.d.ctxLinkEvents, c.d.ctxTransitions, c.d.ctxAppErrors, c.d.ctxChains, c.d.ctxAsyncEvents,
+		c.d.ctxLinkEvents, c.d.ctxTransitions, c.d.ctxAppErrors, c.d.ctxAppStops, c.d.ctxChains, c.d.ctxAsyncEvents,
 		c.d.ctxEventFallbacks, c.d.ctxWatchdogFallbacks, c.d.ctxWatchdogBackups, c.d.ctxInboxed, c.d.ctxRearms, c.d.ctxCtlRearms, c.d.qpInfo, c.d.qpOnBackup, c.d.qpBackupReady,
 		c.d.qpFallbacks, c.d.qpRecoveries, c.d.qpReposted, c.d.qpRefused, c.d.qpProbes, c.d.qpOnBackupSecs,
 		c.d.qpLastEvent, c.d.portState, c.d.portMTU, c.d.netdevUp, c.d.netdevCarrier, c.d.netdevDowns,
@@ -195,6 +197,7 @@ func (c *shiftCollector) collectProcess(ch chan<- prometheus.Metric, p failover.
 	m(c.d.ctxLinkEvents, prometheus.CounterValue, float64(k.LinkEvents))
 	m(c.d.ctxTransitions, prometheus.CounterValue, float64(k.Transitions))
 	m(c.d.ctxAppErrors, prometheus.CounterValue, float64(k.AppErrors))
+	m(c.d.ctxAppStops, prometheus.CounterValue, float64(k.AppStops))
 	m(c.d.ctxChains, prometheus.CounterValue, float64(k.Chains))
 	m(c.d.ctxAsyncEvents, prometheus.CounterValue, float64(k.AsyncEvents))
 	m(c.d.ctxEventFallbacks, prometheus.CounterValue, float64(k.EventFallbacks))

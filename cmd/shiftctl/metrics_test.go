@@ -130,7 +130,7 @@ func TestMetricsScrape(t *testing.T) {
 	check(mfs, "shift_qp_backup_ready", qp, gauge, eq(1))
 	check(mfs, "shift_qp_info", map[string]string{"qpn": qp["qpn"], "device": qp["device"], "send_state": "Default",
 		"nic": l.prefix + "0", "backup_chain": l.prefix + "1"}, gauge, eq(1))
-	for _, name := range []string{"shift_context_application_errors_total", "shift_context_backup_chains_total",
+	for _, name := range []string{"shift_context_application_errors_total", "shift_context_application_stops_total", "shift_context_backup_chains_total",
 		"shift_context_async_events_total", "shift_context_event_fallbacks_total", "shift_context_watchdog_fallbacks_total", "shift_context_watchdog_backups_total",
 		"shift_context_backup_rearms_total", "shift_context_control_rearms_total"} {
 		check(mfs, name, map[string]string{"pid": me, "device": l.prefix + "0"}, counter, eq(0))
