@@ -44,10 +44,12 @@ func (q *QP) stopsByApp(to verbs.QPState) bool {
 // SHIFT's involvement on the engine; the caller waits.
 func (q *QP) stopByApp(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	q.appStopping.Store(true)
-	if err := q.def.Modify(a, mask); err != nil {
+	if err := q.def.Modify(a, mask); err != nil && !q.c.defDead.Load() {
 		q.appStopping.Store(false)
 		return fmt.Errorf("failover: modify_qp: %w", err)
 	}
+	// A dead default device refuses the command (EIO), but its QP executes nothing any
+	// more: the application, whose QP SHIFT kept running on a backup, stops it there.
 	q.appState.Store(uint32(a.State))
 	q.c.eng.wait(func() {
 		q.mu.Lock()

@@ -237,3 +237,52 @@ func postBadRKeyWrite(t *testing.T, qa *QP, ha, hb *testHost) {
 		t.Fatal(err)
 	}
 }
+
+// TestWatchdogStoppedQP: a QP the application moved to ERR passes the default QP's
+// completions through (appstop.go). On a live NIC its flushes come at once and it is never
+// suspect, however long after; on a NIC that hung, no flush comes: the watchdog (its scan
+// driven here) takes the device for dead once the bound passed, and SHIFT completes the
+// QP's SEND with WR_FLUSH_ERR itself (deadflush.go). Before, the application waited for ever.
+func TestWatchdogStoppedQP(t *testing.T) {
+	const bound = time.Hour
+	e := newEnvWith(t, 256, func(_ int, o *Options) { o.CQWatchdog = bound; o.ProbeInterval = time.Hour })
+	a, _ := e.pairs(t, 2, smallCap)
+	ha := e.hosts[0]
+	c := ha.ctx
+	t0 := time.Now()
+	scan := func(what string, at time.Time, want bool) {
+		t.Helper()
+		if got := c.watchdogScan(at); got != want {
+			t.Fatalf("%s: watchdog fired %v, want %v (stats %+v)", what, got, want, c.Stats())
+		}
+	}
+	// The peer posts no receive: the SEND waits on RNR (rnr_retry 7) until the flush.
+	stop := func(q *QP, id uint64) {
+		t.Helper()
+		if err := q.PostSend([]verbs.SendWR{{WRID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop(a[0], 1)
+	if w := waitN(t, ha.cq, 1)[0]; w.WRID != 1 || w.Status != verbs.WCWRFlushErr {
+		t.Fatalf("completion %+v", w)
+	}
+	scan("stopped on a live NIC", t0, false)
+	scan("stopped on a live NIC, two bounds later", t0.Add(2*bound), false)
+
+	e.cl.Hosts[0].Devices[0].NIC().Hang()
+	stop(a[1], 2)
+	scan("stopped on a hung NIC", t0.Add(3*bound), false)
+	scan("stopped on a hung NIC, less than the bound", t0.Add(3*bound+bound/2), false)
+	scan("stopped on a hung NIC for the bound", t0.Add(4*bound), true)
+	if w := waitN(t, ha.cq, 1)[0]; w.WRID != 2 || w.Status != verbs.WCWRFlushErr || w.QPNum != a[1].QPN() {
+		t.Fatalf("completion after the watchdog %+v", w)
+	}
+	var wc [2]verbs.WC
+	if n, _ := ha.cq.Poll(wc[:]); n != 0 {
+		t.Fatalf("more completions %+v", wc[:n])
+	}
+}

@@ -11,14 +11,20 @@ import "github.com/shift-rdma/shift/provider/verbs"
 // send WR of the application still outstanding and every receive, with WR_FLUSH_ERR, in
 // posting order.
 //
-// A hung device (not yet taken for dead when the QP fails) is not covered: its WRs wait.
+// The device may also die, or hang, after the QP failed (the application's error, its Modify
+// to ERR, a refused fallback): its flushes never come. Once SHIFT takes the device for dead
+// (DEVICE_FATAL, or the watchdog, which watches such a QP while the application waits for its
+// completions: watchPassLocked), fallBackAll completes what each of them still waits for
+// (found by internal/sim: a QP the application moved to ERR on a default NIC that had hung
+// before, 16 WRITEs never completed, seed 34 of the stop runs).
 
 // flushDeadLocked completes the default QP's outstanding WRs with flush errors when the
-// default device is dead. q.mu held, the QP failed (pass-through).
+// default device is dead, once. q.mu held, the QP failed (pass-through).
 func (q *QP) flushDeadLocked() {
-	if !q.c.defDead.Load() {
+	if !q.c.defDead.Load() || q.deadFlushed {
 		return
 	}
+	q.deadFlushed = true
 	q.defOutstandingLocked()
 	var sends []verbs.WC
 	for _, w := range q.outSends {
@@ -42,4 +48,12 @@ func (q *QP) flushDeadLocked() {
 	q.rcq.mu.Unlock()
 	q.scq.raise()
 	q.rcq.raise()
+}
+
+// passingThroughLocked reports whether the default QP's completions go to the application as
+// they are (defPassThrough: q failed on the default NIC). q.mu held.
+func (q *QP) passingThroughLocked() bool {
+	q.scq.mu.Lock()
+	defer q.scq.mu.Unlock()
+	return q.defMode == defPassThrough
 }

@@ -63,6 +63,8 @@ func (c *Context) fallBackAll(n *atomic.Uint64) {
 		if q.onDefaultLocked() {
 			n.Add(1)
 			q.fallbackLocked(ctlMsg{}, false)
+		} else if !q.destroyed && q.passingThroughLocked() {
+			q.flushDeadLocked() // failed before the device died (deadflush.go)
 		}
 		if !q.slow && !q.destroyed {
 			closed[i].reopen(q)

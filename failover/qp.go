@@ -183,6 +183,8 @@ type QP struct {
 	// appErr: the default QP failed by the application's own error (appErrorLocked); posts
 	// go to it as without SHIFT. Under mu.
 	appErr bool
+	// deadFlushed: flushDeadLocked completed the default QP's WRs (once). Under mu.
+	deadFlushed bool
 	// appStopping: the application is moving the QP to ERR (appstop.go); its flushes are
 	// the application's.
 	appStopping atomic.Bool
@@ -477,9 +479,13 @@ func (q *QP) Query(mask verbs.QPAttrMask) (verbs.QPAttr, error) {
 	if err != nil {
 		return a, err
 	}
-	if mask&verbs.QPAttrState != 0 && q.mach.sendState() != SendFailed && q.mach.recvState() != RecvFailed {
-		if st := verbs.QPState(q.appState.Load()); st != verbs.QPStateReset {
-			a.State = st
+	if mask&verbs.QPAttrState != 0 {
+		app := verbs.QPState(q.appState.Load())
+		runs := q.mach.sendState() != SendFailed && q.mach.recvState() != RecvFailed
+		if runs && app != verbs.QPStateReset || app == verbs.QPStateErr {
+			// The application's ERR stands even where the default QP could not be moved
+			// (a dead device answers EIO: appstop.go).
+			a.State = app
 		}
 	}
 	return a, nil

@@ -98,6 +98,9 @@ func (c *Context) watchdogScan(now time.Time) bool {
 // q.mu is held, so q is not destroyed under it (its CQs outlive it).
 func (q *QP) watchLocked(now time.Time, bound time.Duration) bool {
 	w := &q.wd
+	if q.watchPassLocked() {
+		return q.silentLocked(now, bound)
+	}
 	if q.destroyed || q.tracked || q.mach.sendState() != SendDefault {
 		// After a fallback the default QP's WRs are SHIFT's to account (by position): the
 		// watchdog covers QPs that never left it.
@@ -115,6 +118,13 @@ func (q *QP) watchLocked(now time.Time, bound time.Duration) bool {
 		*w = wdState{}
 		return false
 	}
+	return q.silentLocked(now, bound)
+}
+
+// silentLocked is the watchdog's rule on the default QP: signaled WRs due, nothing completed
+// and nothing waiting in its CQ for bound (at least twice the retry reach). q.mu held.
+func (q *QP) silentLocked(now time.Time, bound time.Duration) bool {
+	w := &q.wd
 	done, due := q.def.SignaledDue()
 	if !due {
 		*w = wdState{} // idle: nothing is due
@@ -125,6 +135,14 @@ func (q *QP) watchLocked(now time.Time, bound time.Duration) bool {
 		return false
 	}
 	return now.Sub(w.since) >= max(bound, 2*retryReach(q.attr))
+}
+
+// watchPassLocked reports whether the watchdog watches q as a failed QP whose application
+// waits for the default QP's completions (pass-through): a default QP in ERR flushes its WRs
+// at once on a live device, so one that stays silent for the bound is on a hung device, whose
+// flushes never come (deadflush.go). q.mu held.
+func (q *QP) watchPassLocked() bool {
+	return !q.destroyed && !q.deadFlushed && q.mach.sendState() == SendFailed && q.passingThroughLocked()
 }
 
 // retryReach is how long the QP's own retry timer may take to report a path or a peer that

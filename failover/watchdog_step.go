@@ -33,7 +33,7 @@ func (c *Context) anyWatched() bool {
 			return true // busy: look at it in the scan
 		}
 		due := false
-		if !defDead && !q.destroyed && !q.tracked && q.mach.sendState() == SendDefault {
+		if !defDead && (!q.destroyed && !q.tracked && q.mach.sendState() == SendDefault || q.watchPassLocked()) {
 			_, due = q.def.SignaledDue()
 		}
 		if _, b, ok := q.backupWatchedLocked(); ok && !due {

@@ -47,6 +47,9 @@ func TestRetainSends(t *testing.T) {
 	if q.TwoSidedPosted() != 3 {
 		t.Fatalf("two-sided posted %d", q.TwoSidedPosted())
 	}
+	if _, due := q.SignaledDue(); !due {
+		t.Fatal("SignaledDue: not due with signaled WQEs posted")
+	}
 	// WR 2 fails (1 completed silently before it), 3, 4 and 5 are flushed.
 	r.nicCQE(0, mlx5.CQE64{OpOwn: mlx5.CQEReqErr << 4, SopDropQPN: 0x1234, WQECounter: uint16(out[1].Pos), Syndrome: mlx5.SyndromeRemoteAccessErr})
 	r.nicCQE(1, mlx5.CQE64{OpOwn: mlx5.CQEReqErr << 4, SopDropQPN: 0x1234, WQECounter: uint16(out[2].Pos), Syndrome: mlx5.SyndromeWRFlushErr})
@@ -61,6 +64,10 @@ func TestRetainSends(t *testing.T) {
 	if q.sq.tail() != 1 || q.sq.intRetired.Load() != 0 {
 		t.Fatalf("tail %d, internal retired %d", q.sq.tail(), q.sq.intRetired.Load())
 	}
+	r1, due := q.SignaledDue()
+	if !due {
+		t.Fatal("SignaledDue: not due with WR 5's completion not polled")
+	}
 	r.nicCQE(2, mlx5.CQE64{OpOwn: mlx5.CQEReqErr << 4, SopDropQPN: 0x1234, WQECounter: uint16(out[3].Pos), Syndrome: mlx5.SyndromeWRFlushErr})
 	r.nicCQE(3, mlx5.CQE64{OpOwn: mlx5.CQEReqErr << 4, SopDropQPN: 0x1234, WQECounter: uint16(out[4].Pos), Syndrome: mlx5.SyndromeWRFlushErr})
 	if n, _ := r.cq.Poll(wc[:]); n != 2 {
@@ -69,6 +76,11 @@ func TestRetainSends(t *testing.T) {
 	held = q.OutstandingSends(held[:0])
 	if len(held) != 4 || !held[3].Completed {
 		t.Fatalf("held %+v", held)
+	}
+	// Held WQEs whose completions were polled wait for nothing: the watchdog must not take
+	// them for a silent device (it did, on a failed QP the application had stopped).
+	if r2, due := q.SignaledDue(); due || r2 == r1 {
+		t.Fatalf("SignaledDue: due %v with every signaled WQE's completion polled (held), progress %d → %d", due, r1, r2)
 	}
 	if q.sq.head-q.sq.tail() != 4 {
 		t.Fatalf("held WQEs must keep their slots: %d outstanding", q.sq.head-q.sq.tail())

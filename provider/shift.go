@@ -361,8 +361,8 @@ func (q *QP) PostDrainMarker(wrid uint64) error {
 }
 
 // SignaledDue reports whether a signaled WQE the doorbell has published is still waiting for
-// its completion, and the number of WRs retired so far (which moves whenever completions
-// are polled). It reads only what the poster publishes atomically (the doorbell record) and
+// its completion, and a count that moves whenever completions are polled (the WRs retired,
+// plus the WQEBBs held after an error completion on a retaining SQ). It reads only what the poster publishes atomically (the doorbell record) and
 // the ring behind it, so a watchdog may call it while PostSend and Poll run on other
 // goroutines; a WQE posted meanwhile may be missed until the next call.
 func (q *QP) SignaledDue() (retired uint32, due bool) {
@@ -372,6 +372,14 @@ func (q *QP) SignaledDue() (retired uint32, due bool) {
 	}
 	r := sq.retired.Load()
 	retired, done := uint32(r), uint32(r>>32)
+	if sq.holding.Load() {
+		// Held WQEs (SetRetainSends) whose error or flush completions were polled wait for
+		// nothing: they are the layer above's to copy, not the device's to complete. Their
+		// completions count as progress.
+		seen := sq.seen.Load()
+		retired += seen - done
+		done = seen
+	}
 	// The doorbell record holds the low 16 bits of the position after the last rung WQE.
 	end := done + uint32(uint16(sq.db.SendCounter())-uint16(done))
 	if int32(end-done) > int32(sq.wqeCnt) {

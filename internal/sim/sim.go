@@ -62,6 +62,7 @@ type Result struct {
 	CAS                    int         // CMP_AND_SWP posts (in the runs that swap instead of add)
 	Inline                 int         // posts with SendInline (in the runs that post inline: inline.go)
 	Queries                int         // ibv_query_qp calls (in the runs that query: query.go)
+	Stops                  int         // QPs the application moved to ERR (stop.go)
 	RecvOnly               bool        // pair 0's host-1 QP was left in RTR (recvonly.go)
 	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
@@ -118,10 +119,11 @@ const (
 	evYield
 	evFault
 	evQuery
+	evStop
 )
 
 var evNames = [...]string{evPost: "post", evWC: "wc", evRecvWC: "recv-wc", evNIC: "nic", evDeliver: "deliver",
-	evClock: "clock", evDown: "link-down", evUp: "link-up", evRecv: "post-recv", evPostErr: "post-err", evAckLoss: "ack-loss", evCtx: "ctx-step", evYield: "yield", evFault: "fault", evQuery: "query"}
+	evClock: "clock", evDown: "link-down", evUp: "link-up", evRecv: "post-recv", evPostErr: "post-err", evAckLoss: "ack-loss", evCtx: "ctx-step", evYield: "yield", evFault: "fault", evQuery: "query", evStop: "stop"}
 
 type event struct {
 	step       int
@@ -162,6 +164,8 @@ type runner struct {
 	cas bool
 	// qr draws the application's queries of a querying run (query.go); nil: none.
 	qr *rand.Rand
+	// stop plans the application's stop of a QP (stop.go).
+	stop stopState
 }
 
 func (s *runner) record(kind int, a, b, c, d uint64) {
@@ -241,6 +245,7 @@ func Run(cfg Config) (Result, error) {
 	s.drawRisk()
 	s.drawCAS()
 	s.qr = drawQueries(cfg.Seed, cfg.Failover)
+	s.stop = drawStop(cfg.Seed, cfg.Failover, cfg.Ops)
 	links := cfg.Failover && drawLinkWatch(cfg.Seed)
 	recvOnly := cfg.Failover && cfg.Recovery && drawRecvOnly(cfg.Seed)
 	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, recvOnly, drawInline(cfg.Seed), s.yield)
@@ -304,6 +309,9 @@ func (s *runner) run() error {
 			return err
 		}
 		if err := s.queryStep(); err != nil {
+			return err
+		}
+		if err := s.stopStep(posts); err != nil {
 			return err
 		}
 		if s.step%memEvery == 0 {
@@ -548,13 +556,14 @@ func (s *runner) chainFaults() {
 	s.w.clk.AfterFunc(time.Duration(s.r.IntN(2000))*time.Microsecond, s.chainFirst(def))
 }
 
-// chainStep takes the first backup's link down once the first fallback round ran.
+// chainStep takes the first backup's link down once the first fallback round ran (or was
+// refused, or a QP the application stopped left none to run: stop.go).
 func (s *runner) chainStep() {
 	if s.chainLeft != 1 {
 		return
 	}
 	for _, h := range s.w.hosts {
-		if st := h.fo.Stats(); st.Fallbacks > 0 || st.Refused > 0 {
+		if st := h.fo.Stats(); st.Fallbacks > 0 || st.Refused > 0 || st.AppStops > 0 {
 			if s.down(s.r.IntN(2)*len(s.w.hosts[0].nics)+1, s.longDown()) {
 				s.chainLeft-- // else a short down holds that link: try again next step
 			}

@@ -1,0 +1,63 @@
+package sim
+
+import (
+	"math/rand/v2"
+
+	"github.com/shift-rdma/shift/failover"
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// Application stops. An application may move its own QP to ERR at any time (librdmacm's
+// rdma_disconnect does, as do applications that flush a QP before destroying it). Over the
+// failover layer that ends SHIFT's involvement with the QP (failover/appstop.go), whatever the
+// QP is doing at that moment (a round under way, a handshake, on a backup, probing): what it
+// had outstanding completes (flushed, unless it had completed), later posts fail, Query says
+// ERR, and its peer fails as it would without SHIFT, its own fallback refused. In a quarter of
+// the failover runs (a stream of the seed's own, so the others run as before) the application
+// stops one QP once a number of posts drawn from the stream went out; from then on the pair's
+// errors are allowed (end.refused), and the run must still end with nothing stuck or lost.
+
+// stopStream names the stream ("STOP").
+const stopStream = 0x53544f50
+
+// stopState is a stopping run's plan.
+type stopState struct {
+	r    *rand.Rand // nil: the run stops nothing
+	at   int        // the number of posts after which the application stops a QP
+	done bool
+}
+
+// drawStop plans a run's stop.
+func drawStop(seed uint64, fo bool, ops int) stopState {
+	r := rand.New(rand.NewPCG(seed, stopStream))
+	if !fo || r.IntN(4) != 0 {
+		return stopState{}
+	}
+	return stopState{r: r, at: r.IntN(ops)}
+}
+
+// stopStep stops a QP once the plan's posts went out, as the application would.
+func (s *runner) stopStep(posts int) error {
+	if s.stop.r == nil || s.stop.done || posts < s.stop.at {
+		return nil
+	}
+	e := s.w.ends[s.stop.r.IntN(len(s.w.ends))]
+	if s.paused(e.host) {
+		return nil // the next step draws again
+	}
+	s.stop.done = true
+	e.refused, e.peer.refused = true, true
+	if err := e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+		return s.violation("modify_qp to ERR on host %d pair %d: %v", e.host, e.pair, err)
+	}
+	s.res.Stops++
+	s.record(evStop, uint64(e.host)<<8|uint64(e.pair), 0, 0, 0)
+	q := e.qp.(*failover.QP)
+	if st, rs := q.SendState(), q.RecvState(); st != failover.SendFailed || rs != failover.RecvFailed {
+		return s.violation("host %d pair %d: the application stopped its QP, SHIFT left it in %v/%v", e.host, e.pair, st, rs)
+	}
+	if a, err := q.Query(verbs.QPAttrState); err != nil || a.State != verbs.QPStateErr {
+		return s.violation("host %d pair %d: query_qp of the QP the application stopped: %v, %v", e.host, e.pair, a.State, err)
+	}
+	return nil
+}
