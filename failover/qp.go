@@ -413,7 +413,9 @@ const queryMask = verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | ver
 // PSN, GID and LID) and the path, then the default QP's attributes queried (paper §4.2) and
 // the shadow connect recorded: the backup QP is connected to the backup QP the peer
 // published for this connection, once it is in the KV store; on RTS the timeouts, retry
-// counts and first send PSN, and the attributes queried again.
+// counts and first send PSN, and the attributes queried again. A Modify to ERR, or to RESET
+// once the QP was connected, stops the QP as without SHIFT and ends SHIFT's involvement with
+// it (appstop.go).
 func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	if mask&verbs.QPAttrState != 0 && q.stopsByApp(a.State) {
 		return q.stopByApp(a, mask)
