@@ -155,3 +155,30 @@ func TestApplicationResetReconnect(t *testing.T) {
 		t.Fatalf("receive %+v; %s", w, e.describe(a0, b1))
 	}
 }
+
+// TestPeerOfDestroyedQP: the application destroys its QP while the peer's goes on. The peer's
+// next send fails on the default NIC, its fallback's notification reaches a context that no
+// longer has the QP, which answers with a refusal (ctlep.go deliver): the peer's QP fails at
+// once, as without SHIFT, instead of at its HandshakeTimeout (10 minutes here; the simulation
+// found peers waiting their 2 s).
+func TestPeerOfDestroyedQP(t *testing.T) {
+	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour; o.HandshakeTimeout = 10 * time.Minute })
+	as, bs := e.pairs(t, 2, smallCap) // the second pair keeps the control QPs in use
+	a, b := as[0], bs[0]
+	hb := e.hosts[1]
+	if err := a.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PostSend([]verbs.SendWR{{WRID: 11, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{hb.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, hb.cq, 1)[0]; w.WRID != 11 || w.Status != verbs.WCRetryExcErr {
+		t.Fatalf("the peer's send: %+v, want RETRY_EXC_ERR", w)
+	}
+	if st := b.SendState(); st != SendFailed {
+		t.Fatalf("the peer's QP in %v, want Failed", st)
+	}
+}

@@ -42,6 +42,8 @@ func (c *Context) chainOffDead(b *backupDev) {
 		onSet := (st != SendDefault && st != SendFailed) || rs == RecvFallback
 		switch {
 		case q.destroyed || q.cs().dev != b:
+		case st == SendFailed:
+			q.flushDeadSetLocked(q.cs()) // failed on the set before its device was found dead
 		case onSet:
 			q.failBackupLocked(bkFail{q: q, set: int(q.cur.Load()), wc: verbs.WC{Status: verbs.WCFatalErr}})
 		case st == SendDefault:
@@ -71,4 +73,55 @@ func (q *QP) skipDeadSetLocked() {
 		return
 	}
 	q.leaveSetLocked(j, false)
+}
+
+// flushDeadSetLocked completes with WR_FLUSH_ERR what a QP that failed on backup set bs (no
+// next backup: failLocked) still waits for there, bs's device being dead or taken for hung:
+// such a device writes no flush, and the application waited for ever (found by internal/sim:
+// a QP the application stopped on a backup that had hung, seed 7474 of the stop runs). The
+// WRs are those a chain to a next backup would have reposted: the sends of the backup log in
+// posting order, then the receives posted and not completed (the receive log's tail) when
+// they are on the set (as many application receives as its kinds record). Once per set;
+// q.mu held.
+func (q *QP) flushDeadSetLocked(bs *bkSet) {
+	if !bs.dev.dead.Load() {
+		return
+	}
+	q.fifoMu.Lock()
+	if !bs.gaveUp || bs.deadFlushed {
+		q.fifoMu.Unlock()
+		return
+	}
+	bs.deadFlushed = true
+	onSet := 0 // the application's receives posted on the set and not completed
+	for _, k := range bs.recvKinds {
+		if k == kindApp {
+			onSet++
+		}
+	}
+	sends := make([]verbs.WC, 0, len(q.bkLog))
+	for i := range q.bkLog {
+		sends = append(sends, verbs.WC{WRID: q.bkLog[i].wr.WRID, Status: verbs.WCWRFlushErr, QPNum: q.qpn})
+	}
+	q.freeRecs(q.bkLog)
+	clear(q.bkLog)
+	q.bkLog = q.bkLog[:0]
+	q.fifoMu.Unlock()
+	q.scq.mu.Lock()
+	q.scq.buf = append(q.scq.buf, sends...)
+	q.scq.mu.Unlock()
+	q.rcq.mu.Lock()
+	var recvs []verbs.WC
+	if p := q.rPosted.Load(); p-q.recvDone == uint64(onSet) {
+		// The receive log's tail is on the set (not on the default QP, whose own flushes
+		// report it, nor partly: then nothing is flushed here).
+		for i := q.recvDone; i < p; i++ {
+			recvs = append(recvs, verbs.WC{WRID: q.rlog[i&q.rmask].wrid, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPNum: q.qpn})
+		}
+		q.recvDone = p
+	}
+	q.rcq.buf = append(q.rcq.buf, recvs...)
+	q.rcq.mu.Unlock()
+	q.scq.raise()
+	q.rcq.raise()
 }

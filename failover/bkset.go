@@ -37,8 +37,9 @@ type bkSet struct {
 	failQueued bool
 	stash      []ownedWC
 	// gaveUp: the QP failed with this set; later error completions go to the application
-	// (q.fifoMu).
-	gaveUp bool
+	// (q.fifoMu). deadFlushed: SHIFT completed what the application still waited for on the
+	// set, its device dead (flushDeadSetLocked; q.fifoMu).
+	gaveUp, deadFlushed bool
 	// dead: the set failed and the QP moved to another one; its completions are drained and
 	// never used again, until a re-arm (rearm.go) gives the set fresh QPs (q.fifoMu).
 	dead bool

@@ -394,12 +394,18 @@ func (ep *ctlEndpoint) onEvent() {
 
 // deliver hands m to the QP it names, if that QP is a live QP of the context whose backup set
 // on this device uses this endpoint and is connected to the sender's QP; otherwise m is
-// dropped.
+// dropped. A notification for a QP the context no longer has (the application destroyed it)
+// is answered with a refusal, as a failed QP answers (notifyRefusalLocked): the sender's QP
+// fails now instead of at its HandshakeTimeout (found by internal/sim: the peer of a QP the
+// application stopped and destroyed waited its 2 s, stop.go).
 func (ep *ctlEndpoint) deliver(m ctlMsg) {
 	i := ep.dev.idx
 	q := ep.dev.c.live.lookup(m.dst)
 	if q == nil {
 		ep.dropped.Add(1)
+		if !m.reply && !m.refused && !m.neverSent {
+			_ = ep.sendMsg(ctlMsg{refused: true, reply: true, dst: m.src, src: m.dst})
+		}
 		return
 	}
 	bs := q.sets[i]

@@ -53,3 +53,52 @@ func TestDeadNICRefusedFlushes(t *testing.T) {
 	}
 	expectNoMore(t, ha.cq)
 }
+
+// TestDeadBackupFailedFlushes: a QP runs on its only backup (SwitchToBackup) with a receive
+// and two sends outstanding there (the peer posts no receive: the SEND waits on RNR); the
+// backup NIC hangs, then dies. With no next backup the QP fails, and the dead NIC writes no
+// flush: the sends complete with errors in posting order (the set's failure reports them) and
+// SHIFT completes the receive with WR_FLUSH_ERR itself (flushDeadSetLocked). Before, the
+// application waited for the receive for ever (found by internal/sim: a QP the application
+// stopped on a backup that had hung kept its WRs there).
+func TestDeadBackupFailedFlushes(t *testing.T) {
+	e := newEnv(t, 256)
+	a, _ := e.pairs(t, 1, smallCap)
+	qa := a[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := qa.SwitchToBackup(); err != nil {
+		t.Fatal(err)
+	}
+	nic := e.cl.Hosts[0].Devices[1].NIC()
+	nic.Hang() // nothing posted next executes
+	if err := qa.PostRecv([]verbs.RecvWR{{WRID: 30, SGL: []verbs.SGE{ha.mr.SGE(512, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := qa.PostSend([]verbs.SendWR{
+		{WRID: 10, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}},
+		{WRID: 11, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(64, 64)}, RemoteAddr: hb.mr.Addr() + 128, RKey: hb.mr.RKey()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	nic.Kill()
+	ws := waitN(t, ha.cq, 3)
+	var sends []uint64
+	recv := false
+	for _, w := range ws {
+		if w.Status == verbs.WCSuccess {
+			t.Fatalf("completion %+v: want an error", w)
+		}
+		if w.WRID == 30 {
+			recv = true
+			continue
+		}
+		sends = append(sends, w.WRID)
+	}
+	if !recv || len(sends) != 2 || sends[0] != 10 || sends[1] != 11 {
+		t.Fatalf("completions %+v: want wr_id 10, 11 in order and the receive 30", ws)
+	}
+	if qa.SendState() != SendFailed {
+		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
+	}
+	expectNoMore(t, ha.cq)
+}

@@ -789,6 +789,7 @@ func (q *QP) giveUpSetLocked() {
 		o.cq.mu.Unlock()
 		o.cq.raise()
 	}
+	q.flushDeadSetLocked(bs) // a dead device flushes nothing (bkdead.go)
 }
 
 // failLocked fails a QP whose fallback started: the backup QP is stopped (its WQEs complete

@@ -55,8 +55,14 @@
 //     side is on the backup held back 20 µs to 2 ms after their messages were acknowledged
 //     (as a responder may write its CQE after its ACK, and two NICs' CQEs come in no order).
 //
+// The application itself, in streams of their own: in half the failover runs it queries QPs
+// (query.go: the state must be the application's while SHIFT keeps the QP running), and in a
+// quarter it moves one QP to ERR and in half of those then destroys it (stop.go: the QP fails
+// as without SHIFT, its pair's errors are allowed, and nothing is left without a completion).
+//
 // For all of them the invariant is the link down's: no error completion (but on a pair
-// refused for an unsafe WR), nothing lost, duplicated or reordered. The run waits for its
+// refused for an unsafe WR or stopped by the application), nothing lost, duplicated or
+// reordered. The run waits for its
 // drawn faults to begin; with recovery it does not wait for QPs to come back to a dead or
 // hung default NIC.
 //

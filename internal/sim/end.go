@@ -41,6 +41,7 @@ type end struct {
 	failed   bool   // an error completion came back on the send queue
 
 	recvPosted, recvDone uint64
+	recvFailed           uint64 // receives completed with an error (flushed)
 	expect               uint64 // the peer's next two-sided sequence this end must receive
 
 	addSum, addPosted uint64 // FETCH_AND_ADD: completed, posted
@@ -53,6 +54,8 @@ type end struct {
 	recvOnly bool
 	// inline is the QP's MaxInlineData: payloads up to it are posted inline (inline.go).
 	inline int
+	// gone: the application destroyed the QP (stop.go); nothing is posted or polled on it.
+	gone bool
 }
 
 func (e *end) slot(i, n int) []byte {

@@ -36,7 +36,7 @@ func (s *runner) queryStep() error {
 		return nil
 	}
 	e := s.w.ends[s.qr.IntN(len(s.w.ends))]
-	if s.paused(e.host) {
+	if s.paused(e.host) || e.gone {
 		return nil
 	}
 	a, err := e.qp.Query(verbs.QPAttrState)

@@ -63,6 +63,7 @@ type Result struct {
 	Inline                 int         // posts with SendInline (in the runs that post inline: inline.go)
 	Queries                int         // ibv_query_qp calls (in the runs that query: query.go)
 	Stops                  int         // QPs the application moved to ERR (stop.go)
+	Destroys               int         // of those, QPs it then destroyed (stop.go)
 	RecvOnly               bool        // pair 0's host-1 QP was left in RTR (recvonly.go)
 	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
@@ -676,7 +677,7 @@ var ops = [...]verbs.WROpcode{verbs.WRRDMAWrite, verbs.WRRDMAWrite, verbs.WRRDMA
 func (s *runner) postOne() error {
 	e := s.w.ends[s.r.IntN(len(s.w.ends))]
 	op := ops[s.r.IntN(len(ops))]
-	if s.paused(e.host) || s.muted(e.host) || e.recvOnly {
+	if s.paused(e.host) || s.muted(e.host) || e.recvOnly || e.gone {
 		return nil
 	}
 	inelig := false
@@ -734,7 +735,7 @@ func (s *runner) postOn(e *end, op verbs.WROpcode, signal, inelig bool) error {
 
 func (s *runner) replenish() error {
 	e := s.w.ends[s.r.IntN(len(s.w.ends))]
-	if s.paused(e.host) {
+	if s.paused(e.host) || e.gone {
 		return nil
 	}
 
@@ -773,6 +774,9 @@ func (s *runner) poll(h int) error {
 		e := s.w.byQPN[h][wc.QPNum]
 		if e == nil {
 			return s.violation("host %d: completion for unknown QP %#x", h, wc.QPNum)
+		}
+		if e.gone {
+			return s.violation("host %d: completion %+v of QP %#x after the application destroyed it", h, *wc, wc.QPNum)
 		}
 		if wc.WRID&recvTag != 0 {
 			if wc.Status == verbs.WCSuccess && wc.Opcode&verbs.WCRecv == 0 {
@@ -860,6 +864,7 @@ func (s *runner) check(e *end, p *sent) error {
 // recvDone checks a receive completion: the peer's next two-sided WR, intact.
 func (s *runner) recvDone(e *end, wc *verbs.WC) error {
 	if wc.Status != verbs.WCSuccess {
+		e.recvFailed++
 		if s.cfg.Failover {
 			return s.errAllowed(e, "receive", wc.WRID&^recvTag, wc.Status)
 		}

@@ -93,6 +93,7 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.LinkFallbacks += res.LinkFallbacks
 		tot.Queries += res.Queries
 		tot.Stops += res.Stops
+		tot.Destroys += res.Destroys
 		if res.RecvOnly {
 			recvOnly++
 		}
@@ -107,7 +108,7 @@ func runSeeds(t *testing.T, fo bool) {
 	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d, CMP_SWAP %d; %d inline, %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %v virtual; largest failover queue %d (QP), %d (CQ)",
 		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.CAS, tot.Inline, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
 	if fo {
-		t.Logf("faults: %v; %d link events read, %d fallbacks they started; %d runs with a receive-only QP; %d queries, %d QPs stopped by the application", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, recvOnly, tot.Queries, tot.Stops)
+		t.Logf("faults: %v; %d link events read, %d fallbacks they started; %d runs with a receive-only QP; %d queries, %d QPs stopped by the application (%d then destroyed)", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, recvOnly, tot.Queries, tot.Stops, tot.Destroys)
 	}
 }
 

@@ -15,16 +15,21 @@ import (
 // ERR, and its peer fails as it would without SHIFT, its own fallback refused. In a quarter of
 // the failover runs (a stream of the seed's own, so the others run as before) the application
 // stops one QP once a number of posts drawn from the stream went out; from then on the pair's
-// errors are allowed (end.refused), and the run must still end with nothing stuck or lost.
+// errors are allowed (end.refused), and the run must still end with nothing stuck or lost. In
+// half of those runs the application then destroys the QP, as a teardown does, once every WR
+// it had posted on it completed (flushed); the QP's CQ must show nothing of it afterwards,
+// whatever SHIFT's engine, probes and watchdog still had in hand for it.
 
 // stopStream names the stream ("STOP").
 const stopStream = 0x53544f50
 
 // stopState is a stopping run's plan.
 type stopState struct {
-	r    *rand.Rand // nil: the run stops nothing
-	at   int        // the number of posts after which the application stops a QP
-	done bool
+	r       *rand.Rand // nil: the run stops nothing
+	at      int        // the number of posts after which the application stops a QP
+	done    bool
+	destroy bool // then destroys it
+	victim  *end // the QP stopped
 }
 
 // drawStop plans a run's stop.
@@ -33,19 +38,22 @@ func drawStop(seed uint64, fo bool, ops int) stopState {
 	if !fo || r.IntN(4) != 0 {
 		return stopState{}
 	}
-	return stopState{r: r, at: r.IntN(ops)}
+	return stopState{r: r, at: r.IntN(ops), destroy: r.IntN(2) == 0}
 }
 
 // stopStep stops a QP once the plan's posts went out, as the application would.
 func (s *runner) stopStep(posts int) error {
-	if s.stop.r == nil || s.stop.done || posts < s.stop.at {
+	if s.stop.done {
+		return s.destroyStep()
+	}
+	if s.stop.r == nil || posts < s.stop.at {
 		return nil
 	}
 	e := s.w.ends[s.stop.r.IntN(len(s.w.ends))]
 	if s.paused(e.host) {
 		return nil // the next step draws again
 	}
-	s.stop.done = true
+	s.stop.done, s.stop.victim = true, e
 	e.refused, e.peer.refused = true, true
 	if err := e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
 		return s.violation("modify_qp to ERR on host %d pair %d: %v", e.host, e.pair, err)
@@ -59,5 +67,20 @@ func (s *runner) stopStep(posts int) error {
 	if a, err := q.Query(verbs.QPAttrState); err != nil || a.State != verbs.QPStateErr {
 		return s.violation("host %d pair %d: query_qp of the QP the application stopped: %v, %v", e.host, e.pair, a.State, err)
 	}
+	return nil
+}
+
+// destroyStep destroys the stopped QP once its WRs all completed, in the runs that do.
+func (s *runner) destroyStep() error {
+	e := s.stop.victim
+	if !s.stop.destroy || e == nil || e.gone || len(e.sq) > 0 || e.recvPosted != e.recvDone+e.recvFailed || s.paused(e.host) {
+		return nil
+	}
+	if err := e.qp.Destroy(); err != nil {
+		return s.violation("destroy_qp on host %d pair %d: %v", e.host, e.pair, err)
+	}
+	e.gone = true
+	s.res.Destroys++
+	s.record(evStop, uint64(e.host)<<8|uint64(e.pair), 1, 0, 0)
 	return nil
 }

@@ -226,7 +226,9 @@ func (w *World) Close() error {
 	}
 	var errs []error
 	for _, e := range w.ends {
-		errs = append(errs, e.qp.Destroy())
+		if !e.gone {
+			errs = append(errs, e.qp.Destroy())
+		}
 	}
 	w.ends = nil
 	for _, h := range w.hosts {
