@@ -182,3 +182,34 @@ func TestPeerOfDestroyedQP(t *testing.T) {
 		t.Fatalf("the peer's QP in %v, want Failed", st)
 	}
 }
+
+// TestApplicationModifyErrDeadNIC: on a default NIC that died (the QP runs on the backup),
+// the application's Modify to ERR, which the dead device refuses with EIO, still stops the QP
+// (appstop.go): it succeeds, Query says ERR, and a later post fails instead of going to the
+// dead device's ring, where it would never complete (found by internal/sim, seed 1479 of the
+// stop runs: the Modify returned EIO and the QP ran on).
+func TestApplicationModifyErrDeadNIC(t *testing.T) {
+	e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
+	as, bs := e.pairs(t, 1, smallCap)
+	a, b := as[0], bs[0]
+	ha := e.hosts[0]
+	e.cl.Hosts[0].Devices[0].NIC().Kill()
+	waitFor(t, "the QP on the backup after DEVICE_FATAL", func() bool { return a.SendState() == SendFallback && b.SendState() == SendFallback },
+		func() string { return e.describe(a, b) })
+	if err := a.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+		t.Fatalf("modify_qp to ERR on a dead default NIC: %v", err)
+	}
+	if st, rs := a.SendState(), a.RecvState(); st != SendFailed || rs != RecvFailed {
+		t.Fatalf("states %v/%v, want Failed", st, rs)
+	}
+	if got, err := a.Query(verbs.QPAttrState); err != nil || got.State != verbs.QPStateErr {
+		t.Fatalf("query: %v, %v; want ERR", got.State, err)
+	}
+	err := a.PostSend([]verbs.SendWR{{WRID: 10, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}})
+	if !errors.Is(err, verbs.ErrQPState) {
+		t.Fatalf("post after the application's ERR on a dead NIC: %v, want ErrQPState", err)
+	}
+	if err := a.PostRecv([]verbs.RecvWR{{WRID: 6, SGL: []verbs.SGE{ha.mr.SGE(4096, 64)}}}); !errors.Is(err, verbs.ErrQPState) {
+		t.Fatalf("post_recv after the application's ERR on a dead NIC: %v, want ErrQPState", err)
+	}
+}

@@ -191,7 +191,7 @@ func (q *QP) postSendLocked(wrs []verbs.SendWR) error {
 	case SendFallback:
 		return q.postBackupLocked(wrs)
 	}
-	if q.appErr {
+	if q.appErr && !q.c.defDead.Load() {
 		return q.def.PostSend(wrs) // as without SHIFT: the provider answers for a QP in ERR
 	}
 	return fmt.Errorf("failover: post_send on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
@@ -401,8 +401,10 @@ func (q *QP) postRecvLocked(wrs []verbs.RecvWR) error {
 		}
 		return err
 	}
-	if q.appErr {
-		return q.def.PostRecv(wrs) // as without SHIFT
+	if q.appErr && !q.c.defDead.Load() {
+		// As without SHIFT. A dead device's QP may still look as it was (a Modify to ERR
+		// it refused with EIO: appstop.go): what it took would never complete.
+		return q.def.PostRecv(wrs)
 	}
 	return fmt.Errorf("failover: post_recv on QP %#x: %w: %w", q.qpn, ErrFailed, verbs.ErrQPState)
 }
