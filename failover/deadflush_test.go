@@ -2,6 +2,7 @@ package failover
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -32,22 +33,7 @@ func TestDeadNICRefusedFlushes(t *testing.T) {
 		t.Fatal(err)
 	}
 	nic.Kill()
-	ws := waitN(t, ha.cq, 4)
-	var sends []uint64
-	recv := false
-	for _, w := range ws {
-		if w.Status == verbs.WCSuccess {
-			t.Fatalf("completion %+v: want an error", w)
-		}
-		if w.WRID == 30 {
-			recv = true
-			continue
-		}
-		sends = append(sends, w.WRID)
-	}
-	if !recv || len(sends) != 3 || sends[0] != 10 || sends[1] != 11 || sends[2] != 12 {
-		t.Fatalf("completions %+v: want wr_id 10, 11, 12 in order and the receive 30", ws)
-	}
+	errorsInOrder(t, ha.cq, 30, 10, 11, 12)
 	if qa.SendState() != SendFailed || !errors.Is(qa.Err(), ErrNotSafe) {
 		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
 	}
@@ -81,24 +67,31 @@ func TestDeadBackupFailedFlushes(t *testing.T) {
 		t.Fatal(err)
 	}
 	nic.Kill()
-	ws := waitN(t, ha.cq, 3)
-	var sends []uint64
-	recv := false
-	for _, w := range ws {
-		if w.Status == verbs.WCSuccess {
-			t.Fatalf("completion %+v: want an error", w)
-		}
-		if w.WRID == 30 {
-			recv = true
-			continue
-		}
-		sends = append(sends, w.WRID)
-	}
-	if !recv || len(sends) != 2 || sends[0] != 10 || sends[1] != 11 {
-		t.Fatalf("completions %+v: want wr_id 10, 11 in order and the receive 30", ws)
-	}
+	errorsInOrder(t, ha.cq, 30, 10, 11)
 	if qa.SendState() != SendFailed {
 		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
 	}
 	expectNoMore(t, ha.cq)
+}
+
+// errorsInOrder waits for the error completions of the sends (in this order) and of the
+// receive recv on cq.
+func errorsInOrder(t *testing.T, cq *CQ, recv uint64, sends ...uint64) {
+	t.Helper()
+	ws := waitN(t, cq, len(sends)+1)
+	var got []uint64
+	sawRecv := false
+	for _, w := range ws {
+		if w.Status == verbs.WCSuccess {
+			t.Fatalf("completion %+v: want an error", w)
+		}
+		if w.WRID == recv {
+			sawRecv = true
+			continue
+		}
+		got = append(got, w.WRID)
+	}
+	if !sawRecv || !slices.Equal(got, sends) {
+		t.Fatalf("completions %+v: want wr_id %v in order and the receive %d", ws, sends, recv)
+	}
 }
