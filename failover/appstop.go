@@ -70,16 +70,13 @@ func (q *QP) appStopLocked() {
 		return // SHIFT gave it up already
 	}
 	q.c.appStops.Add(1)
-	if st == SendDefault && rs == RecvDefault {
-		q.appEndLocked(err)
-		q.flushDeadLocked() // a dead device flushes nothing (deadflush.go)
-		return
-	}
 	if st == SendDefault {
-		// Only the receive side moved: the default QP's completions are the application's,
-		// and the receives on the backup flush there.
+		// The default QP's completions are the application's; a dead device writes none.
 		q.appEndLocked(err)
-		q.giveUpSetLocked()
+		q.flushDeadLocked() // deadflush.go
+		if rs != RecvDefault {
+			q.giveUpSetLocked() // the receive side moved: its receives on the backup flush there
+		}
 		return
 	}
 	// A fallback started: what the backup QP in use holds flushes there, and the sends SHIFT

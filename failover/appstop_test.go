@@ -94,10 +94,7 @@ func TestApplicationModifyErr(t *testing.T) {
 				t.Fatalf("stats after the application's %v: %d fallbacks more, %d stops, %d application errors; want 0, 1, 0; %s",
 					tc.to, st.Fallbacks-falls, st.AppStops, st.AppErrors, e.describe(a, b))
 			}
-			var wc [4]verbs.WC
-			if n, err := ha.cq.Poll(wc[:]); n != 0 || err != nil {
-				t.Fatalf("more completions: %+v, %v", wc[:n], err)
-			}
+			expectNoMore(t, ha.cq)
 			if tc.onBk {
 				return
 			}

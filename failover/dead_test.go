@@ -281,8 +281,5 @@ func TestWatchdogStoppedQP(t *testing.T) {
 	if w := waitN(t, ha.cq, 1)[0]; w.WRID != 2 || w.Status != verbs.WCWRFlushErr || w.QPNum != a[1].QPN() {
 		t.Fatalf("completion after the watchdog %+v", w)
 	}
-	var wc [2]verbs.WC
-	if n, _ := ha.cq.Poll(wc[:]); n != 0 {
-		t.Fatalf("more completions %+v", wc[:n])
-	}
+	expectNoMore(t, ha.cq)
 }

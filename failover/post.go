@@ -34,7 +34,7 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 // the engine falls the QP back first and then posts them where the state says (inbox.go);
 // the application's thread does not wait for the fallback.
 func (q *QP) postSendFailed(wrs []verbs.SendWR, err error) error {
-	if errors.Is(err, verbs.ErrQPState) && q.def.State() == verbs.QPStateErr && !q.appStopping.Load() {
+	if errors.Is(err, verbs.ErrQPState) && q.defErrUnseen() {
 		q.sendGate.closeAndLeave()
 		return q.inboxUnseen(wrs)
 	}
@@ -161,16 +161,21 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 	return err
 }
 
-// defFailedUnseenLocked reports whether the default QP is in ERR while the send side is still
-// Default: a failure no completion has told SHIFT of yet, and not the application's Modify to
-// ERR (appstop.go). q.mu held.
+// defErrUnseen reports whether the default QP is in ERR by no doing of the application's
+// (its Modify to ERR: appstop.go): a failure SHIFT handles.
+func (q *QP) defErrUnseen() bool {
+	return q.def.State() == verbs.QPStateErr && !q.appStopping.Load()
+}
+
+// defFailedUnseenLocked reports whether the default QP failed (defErrUnseen) while the send
+// side is still Default: a failure no completion has told SHIFT of yet. q.mu held.
 func (q *QP) defFailedUnseenLocked() bool {
-	return q.mach.sendState() == SendDefault && q.def.State() == verbs.QPStateErr && !q.appStopping.Load()
+	return q.mach.sendState() == SendDefault && q.defErrUnseen()
 }
 
 // recvFailedUnseenLocked is defFailedUnseenLocked for the receive side.
 func (q *QP) recvFailedUnseenLocked() bool {
-	return q.mach.recvState() == RecvDefault && q.def.State() == verbs.QPStateErr && !q.appStopping.Load()
+	return q.mach.recvState() == RecvDefault && q.defErrUnseen()
 }
 
 // postSendLocked posts wrs where the send state says (q.mu held).
@@ -308,7 +313,7 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 // postRecvFailed is postSendFailed for receives: refused by a default QP in ERR that SHIFT
 // has not seen fail, they go to the inbox, whose drain falls back first.
 func (q *QP) postRecvFailed(wrs []verbs.RecvWR, err error) error {
-	if errors.Is(err, verbs.ErrQPState) && q.def.State() == verbs.QPStateErr && !q.appStopping.Load() {
+	if errors.Is(err, verbs.ErrQPState) && q.defErrUnseen() {
 		q.recvGate.closeAndLeave()
 		return q.inboxUnseenRecvs(wrs)
 	}

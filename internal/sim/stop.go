@@ -27,9 +27,8 @@ const stopStream = 0x53544f50
 type stopState struct {
 	r       *rand.Rand // nil: the run stops nothing
 	at      int        // the number of posts after which the application stops a QP
-	done    bool
-	destroy bool // then destroys it
-	victim  *end // the QP stopped
+	destroy bool       // then destroys it
+	victim  *end       // the QP stopped, once it was
 }
 
 // drawStop plans a run's stop.
@@ -43,7 +42,7 @@ func drawStop(seed uint64, fo bool, ops int) stopState {
 
 // stopStep stops a QP once the plan's posts went out, as the application would.
 func (s *runner) stopStep(posts int) error {
-	if s.stop.done {
+	if s.stop.victim != nil {
 		return s.destroyStep()
 	}
 	if s.stop.r == nil || posts < s.stop.at {
@@ -53,7 +52,7 @@ func (s *runner) stopStep(posts int) error {
 	if s.paused(e.host) {
 		return nil // the next step draws again
 	}
-	s.stop.done, s.stop.victim = true, e
+	s.stop.victim = e
 	e.refused, e.peer.refused = true, true
 	if err := e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
 		return s.violation("modify_qp to ERR on host %d pair %d: %v", e.host, e.pair, err)
@@ -73,7 +72,7 @@ func (s *runner) stopStep(posts int) error {
 // destroyStep destroys the stopped QP once its WRs all completed, in the runs that do.
 func (s *runner) destroyStep() error {
 	e := s.stop.victim
-	if !s.stop.destroy || e == nil || e.gone || len(e.sq) > 0 || e.recvPosted != e.recvDone+e.recvFailed || s.paused(e.host) {
+	if !s.stop.destroy || e.gone || len(e.sq) > 0 || e.recvPosted != e.recvDone+e.recvFailed || s.paused(e.host) {
 		return nil
 	}
 	if err := e.qp.Destroy(); err != nil {
