@@ -79,9 +79,11 @@ type ctlEndpoint struct {
 	// closed: released with the context (mu); nothing is posted any more.
 	closed bool
 
-	mu       sync.Mutex // the QP's posts and the CQ's polls
-	inflight int        // SENDs posted without completion
-	backlog  []ctlMsg   // messages waiting for a send slot
+	mu sync.Mutex // the QP's posts and the CQ's polls
+	// srcs names the sending QP of each SEND posted without completion, in post order: the
+	// QPs to tell when the endpoint is replaced with those in flight (lostOnReplace).
+	srcs    []uint32
+	backlog []ctlMsg // messages waiting for a send slot
 	send     [ctlMsgSize]byte
 	scratch  []verbs.WC
 
@@ -289,7 +291,7 @@ var (
 
 // post sends m, or keeps it for a send slot; ep.mu held.
 func (ep *ctlEndpoint) postLocked(m ctlMsg) error {
-	if ep.inflight >= ep.sendDepth {
+	if len(ep.srcs) >= ep.sendDepth {
 		ep.backlog = append(ep.backlog, m)
 		ep.backlogged.Add(1)
 		return nil
@@ -300,7 +302,7 @@ func (ep *ctlEndpoint) postLocked(m ctlMsg) error {
 		Flags: verbs.SendSignaled | verbs.SendInline, SGL: []verbs.SGE{{Addr: sliceAddr(ep.send[:]), Length: ctlMsgSize}}}}); err != nil {
 		return err
 	}
-	ep.inflight++
+	ep.srcs = append(ep.srcs, m.src)
 	ep.sent.Add(1)
 	return nil
 }
@@ -342,12 +344,14 @@ func (ep *ctlEndpoint) onEvent() {
 			if w.Status != verbs.WCSuccess {
 				if !ep.failed.Swap(true) {
 					failWC = &w
-					ep.backlog = nil // lost with the path: their QPs move on (failAll)
+					ep.backlog, ep.srcs = nil, nil // lost with the path: their QPs move on (failAll)
 				}
 				continue
 			}
 			if w.Opcode&verbs.WCRecv == 0 {
-				ep.inflight--
+				if len(ep.srcs) > 0 { // sends complete in post order
+					ep.srcs = ep.srcs[1:]
+				}
 				continue
 			}
 			slot := w.WRID - ctlRecvBase
@@ -375,7 +379,7 @@ func (ep *ctlEndpoint) onEvent() {
 			break
 		}
 	}
-	for !ep.failed.Load() && len(ep.backlog) > 0 && ep.inflight < ep.sendDepth {
+	for !ep.failed.Load() && len(ep.backlog) > 0 && len(ep.srcs) < ep.sendDepth {
 		m := ep.backlog[0]
 		ep.backlog = ep.backlog[1:]
 		if err := ep.postLocked(m); err != nil {
@@ -456,7 +460,8 @@ func (b *backupDev) closeEndpoints() error {
 	var errs []error
 	for _, m := range []map[uint64]*ctlEndpoint{b.eps, b.rearm.next} {
 		for peer, ep := range m {
-			errs = append(errs, b.closeEndpoint(ep))
+			_, err := b.closeEndpoint(ep)
+			errs = append(errs, err)
 			delete(m, peer)
 		}
 	}
@@ -467,22 +472,31 @@ func (b *backupDev) closeEndpoints() error {
 	return errors.Join(errs...)
 }
 
-// closeEndpoint destroys one endpoint and withdraws its entry.
-func (b *backupDev) closeEndpoint(ep *ctlEndpoint) error {
+// closeEndpoint destroys one endpoint and withdraws its entry. It returns the QPs whose
+// messages were still in flight or waiting for a send slot on an endpoint that had not
+// failed: nothing will deliver or fail those now (see lostOnReplace).
+func (b *backupDev) closeEndpoint(ep *ctlEndpoint) (lost []uint32, err error) {
 	c := b.c
 	b.cqMu.Lock()
 	delete(b.ctlCQs, ep.cq)
 	b.cqMu.Unlock()
 	ep.mu.Lock() // a QP's round on another goroutine may be sending
 	ep.closed = true
-	err := ep.release()
+	if !ep.failed.Load() {
+		lost = append(lost, ep.srcs...)
+		for _, m := range ep.backlog {
+			lost = append(lost, m.src)
+		}
+	}
+	ep.srcs, ep.backlog = nil, nil
+	err = ep.release()
 	ep.mu.Unlock()
 	if ep.published.Load() {
 		ctx, cancel := c.kvCtx()
 		_ = c.opts.KV.Delete(ctx, c.ctlKeyGen(b.idx, c.ctlID, ep.peer, ep.gen))
 		cancel()
 	}
-	return err
+	return lost, err
 }
 
 // mix64 is splitmix64's finaliser (the control QPs' first PSNs).

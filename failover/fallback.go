@@ -449,8 +449,9 @@ func (q *QP) notifyLocked(reply bool) error {
 }
 
 // sendCtlLocked sends m on the control endpoint of the backup set in use, to the peer's QP.
-// On an endpoint that failed, nothing is sent and the QP learns of the failure as if the
-// post had been flushed (ctlFailed, once this round released the QP's mutex).
+// On an endpoint that failed, or that a re-arm replaced meanwhile, nothing is sent and the
+// QP learns of the failure as if the post had been flushed (ctlFailed, once this round
+// released the QP's mutex).
 func (q *QP) sendCtlLocked(m ctlMsg) error {
 	bs, i := q.cs(), int(q.cur.Load())
 	ep := bs.ep.Load()
@@ -459,6 +460,10 @@ func (q *QP) sendCtlLocked(m ctlMsg) error {
 	}
 	m.dst, m.src = bs.peerQPN.Load(), q.qpn
 	err := ep.sendMsg(m)
+	if errors.Is(err, errCtlClosed) && bs.ep.Load() != ep {
+		// A re-arm replaced the endpoint since it was loaded: lost with it (lostOnReplace).
+		err = errCtlFailed
+	}
 	if errors.Is(err, errCtlFailed) {
 		wc := verbs.WC{Status: verbs.WCWRFlushErr, WRID: ctrlWRID, QPNum: ep.qp.QPN()}
 		q.c.eng.do(func() { q.ctlFailed(i, wc) })

@@ -85,6 +85,17 @@ func fallbackSplit(a, peer *QP) (own, busy, notify, reply time.Duration, ok bool
 	return own, busy, time.Duration(pCtl - aPrep), time.Duration(aCtl - pPrep), true
 }
 
+// ownParts splits fallbackSplit's own share into its three parts: a's round until its
+// notification is posted (less its drain's wait), the peer's from the poll of that
+// notification until its reply is posted (less its drain's wait), and a's from the poll of
+// the reply until the last WR is reposted. Call it only where fallbackSplit reported ok.
+func ownParts(a, peer *QP) (prep, answer, repost time.Duration) {
+	prep = time.Duration(a.tPrep.Load() - a.tErr.Load() - a.tDrain.Load())
+	answer = time.Duration(peer.tPrep.Load() - peer.tCtl.Load() - peer.tDrain.Load())
+	repost = time.Duration(a.tPosted.Load() - a.tCtl.Load())
+	return prep, answer, repost
+}
+
 // Shadow setup cost: the time the application's control verbs take (default device only) and
 // the time until the backup goroutines have replayed them (backup objects created, KV entries
 // published, backup QPs connected), for 1, 100 and 1000 QP pairs across two hosts.

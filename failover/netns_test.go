@@ -161,7 +161,8 @@ func defaultLinkHandle(b *testing.B, e *testEnv) (*netlink.Handle, netlink.Link)
 // link down (its return may come after the watcher saw the down: counted from there, detection
 // p50 came out at −2.7 µs in a run of 2026-11-28), with the request's own p50 (netlink-p50);
 // and of that round's SHIFT share and the transit of the notification and reply
-// (fallbackSplit); deliver-p50 is the last segment, A's last WR reposted on the backup → the
+// (fallbackSplit), with the share's three parts (ownParts: own-prep, own-answer, own-repost);
+// deliver-p50 is the last segment, A's last WR reposted on the backup → the
 // receiver's poll of the WRITE_WITH_IMM (the backup NICs executing, carrying and completing
 // the reposted WRs, and the poll).
 func BenchmarkNetnsLinkDown(b *testing.B) {
@@ -173,7 +174,7 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 	runStreamTB(b, e, qa, qb, stream{mode: modeWrite, msgs: 20, size: 512, failAt: -1, seed: 21})
 	nl, link := defaultLinkHandle(b, e)
 	const n, size = 8, 256
-	var lat, detect, req, own, busy, notify, reply, deliver []time.Duration
+	var lat, detect, req, own, busy, notify, reply, deliver, ownPrep, ownAnswer, ownRepost []time.Duration
 	sp := &poller{t: b, cq: ha.cq}
 	rp := &poller{t: b, cq: hb.cq}
 	b.ResetTimer()
@@ -213,6 +214,8 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 		req = append(req, t1.Sub(t0))
 		if o, u, nt, r, ok := fallbackSplit(qa, qb); ok {
 			own, busy, notify, reply = append(own, o), append(busy, u), append(notify, nt), append(reply, r)
+			pr, an, rp := ownParts(qa, qb)
+			ownPrep, ownAnswer, ownRepost = append(ownPrep, pr), append(ownAnswer, an), append(ownRepost, rp)
 			if p := qa.tPosted.Load(); p > t1.UnixNano() && p < got.UnixNano() {
 				deliver = append(deliver, time.Duration(got.UnixNano()-p))
 			}
@@ -238,6 +241,9 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 	b.ReportMetric(us(pct(req, 0.5)), "netlink-p50-µs")
 	b.ReportMetric(us(pct(own, 0.5)), "own-p50-µs")
 	b.ReportMetric(us(pct(busy, 0.5)), "busy-p50-µs")
+	b.ReportMetric(us(pct(ownPrep, 0.5)), "own-prep-p50-µs")
+	b.ReportMetric(us(pct(ownAnswer, 0.5)), "own-answer-p50-µs")
+	b.ReportMetric(us(pct(ownRepost, 0.5)), "own-repost-p50-µs")
 	b.ReportMetric(us(pct(notify, 0.5)), "notify-p50-µs")
 	b.ReportMetric(us(pct(reply, 0.5)), "reply-p50-µs")
 	b.ReportMetric(us(pct(deliver, 0.5)), "deliver-p50-µs")
