@@ -84,8 +84,8 @@ type ctlEndpoint struct {
 	// QPs to tell when the endpoint is replaced with those in flight (lostOnReplace).
 	srcs    []uint32
 	backlog []ctlMsg // messages waiting for a send slot
-	send     [ctlMsgSize]byte
-	scratch  []verbs.WC
+	send    [ctlMsgSize]byte
+	scratch []verbs.WC
 
 	sent, received, dropped, backlogged atomic.Uint64
 }
