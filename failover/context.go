@@ -173,6 +173,10 @@ type Stats struct {
 	// Inboxed counts the application's posts that found their QP's mutex held by a
 	// transition and were left to the engine instead of waiting (inbox.go).
 	Inboxed uint64
+	// RefusalsResent counts refusals (of failed or destroyed QPs) sent again on another
+	// control endpoint towards the same peer, the first lost with one that failed or was
+	// replaced (resendRefusals).
+	RefusalsResent uint64
 	// SwitchBack and Stall sum, over Recoveries, the time from probe success to Default and
 	// the time application WRs were withheld (fence WR posted → Default).
 	SwitchBack, Stall time.Duration
@@ -220,6 +224,7 @@ type Context struct {
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
 	recvLateWaits, recvLateTimeouts                                      atomic.Uint64
 	fastReopens, resetRounds, chains, inboxed                            atomic.Uint64
+	refusalsResent                                                       atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
 	asyncEvents, eventFallbacks, watchdogFallbacks, watchdogBackups      atomic.Uint64
 	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
@@ -481,7 +486,8 @@ func (c *Context) Stats() Stats {
 		ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
 		FastReopens: c.fastReopens.Load(),
 		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(), Inboxed: c.inboxed.Load(),
-		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
+		RefusalsResent: c.refusalsResent.Load(),
+		LinkEvents:     c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
 		AsyncEvents: c.asyncEvents.Load(), EventFallbacks: c.eventFallbacks.Load(), WatchdogFallbacks: c.watchdogFallbacks.Load(),
 		WatchdogBackups: c.watchdogBackups.Load(),
 		SwitchBack:      time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load()),

@@ -80,12 +80,12 @@ type ctlEndpoint struct {
 	closed bool
 
 	mu sync.Mutex // the QP's posts and the CQ's polls
-	// srcs names the sending QP of each SEND posted without completion, in post order: the
-	// QPs to tell when the endpoint is replaced with those in flight (lostOnReplace).
-	srcs    []uint32
-	backlog []ctlMsg // messages waiting for a send slot
-	send    [ctlMsgSize]byte
-	scratch []verbs.WC
+	// inflight holds the messages posted without completion, in post order: what is lost
+	// if the endpoint fails or is replaced (lostLocked).
+	inflight []ctlMsg
+	backlog  []ctlMsg // messages waiting for a send slot
+	send     [ctlMsgSize]byte
+	scratch  []verbs.WC
 
 	sent, received, dropped, backlogged atomic.Uint64
 }
@@ -291,7 +291,7 @@ var (
 
 // post sends m, or keeps it for a send slot; ep.mu held.
 func (ep *ctlEndpoint) postLocked(m ctlMsg) error {
-	if len(ep.srcs) >= ep.sendDepth {
+	if len(ep.inflight) >= ep.sendDepth {
 		ep.backlog = append(ep.backlog, m)
 		ep.backlogged.Add(1)
 		return nil
@@ -302,7 +302,7 @@ func (ep *ctlEndpoint) postLocked(m ctlMsg) error {
 		Flags: verbs.SendSignaled | verbs.SendInline, SGL: []verbs.SGE{{Addr: sliceAddr(ep.send[:]), Length: ctlMsgSize}}}}); err != nil {
 		return err
 	}
-	ep.srcs = append(ep.srcs, m.src)
+	ep.inflight = append(ep.inflight, m)
 	ep.sent.Add(1)
 	return nil
 }
@@ -331,6 +331,7 @@ func (ep *ctlEndpoint) sendMsg(m ctlMsg) error {
 func (ep *ctlEndpoint) onEvent() {
 	var msgs []ctlMsg
 	var failWC *verbs.WC
+	var lost []ctlMsg
 	ep.mu.Lock()
 	if ep.closed {
 		ep.mu.Unlock() // replaced by a re-armed pair (rearm.go) after the event was taken
@@ -344,13 +345,14 @@ func (ep *ctlEndpoint) onEvent() {
 			if w.Status != verbs.WCSuccess {
 				if !ep.failed.Swap(true) {
 					failWC = &w
-					ep.backlog, ep.srcs = nil, nil // lost with the path: their QPs move on (failAll)
+					lost = ep.lostLocked()
+					ep.backlog, ep.inflight = nil, nil // lost with the path: their QPs move on (failAll)
 				}
 				continue
 			}
 			if w.Opcode&verbs.WCRecv == 0 {
-				if len(ep.srcs) > 0 { // sends complete in post order
-					ep.srcs = ep.srcs[1:]
+				if len(ep.inflight) > 0 { // sends complete in post order
+					ep.inflight = ep.inflight[1:]
 				}
 				continue
 			}
@@ -379,7 +381,7 @@ func (ep *ctlEndpoint) onEvent() {
 			break
 		}
 	}
-	for !ep.failed.Load() && len(ep.backlog) > 0 && len(ep.srcs) < ep.sendDepth {
+	for !ep.failed.Load() && len(ep.backlog) > 0 && len(ep.inflight) < ep.sendDepth {
 		m := ep.backlog[0]
 		ep.backlog = ep.backlog[1:]
 		if err := ep.postLocked(m); err != nil {
@@ -391,7 +393,7 @@ func (ep *ctlEndpoint) onEvent() {
 		ep.deliver(m)
 	}
 	if failWC != nil {
-		ep.failAll(*failWC)
+		ep.failAll(*failWC, lost)
 		ep.dev.kickRearm() // re-armed once the device's link is up (rearm.go)
 	}
 }
@@ -421,11 +423,47 @@ func (ep *ctlEndpoint) deliver(m ctlMsg) {
 	ep.dev.c.eng.doNow(func() { q.onControl(m, i) })
 }
 
-// failAll tells every QP that uses the failed endpoint (ctlFailed).
-func (ep *ctlEndpoint) failAll(wc verbs.WC) {
-	for _, q := range ep.dev.c.live.all() {
-		if q.sets[ep.dev.idx].ep.Load() == ep {
-			ep.dev.c.eng.do(func() { q.ctlFailed(ep.dev.idx, wc) })
+// failAll tells every QP that uses the failed endpoint (ctlFailed), and sends the refusals
+// lost with it again (resendRefusals).
+func (ep *ctlEndpoint) failAll(wc verbs.WC, lost []ctlMsg) {
+	c, i := ep.dev.c, ep.dev.idx
+	for _, q := range c.live.all() {
+		if q.sets[i].ep.Load() == ep {
+			c.eng.do(func() { q.ctlFailed(i, wc) })
+		}
+	}
+	ep.dev.resendRefusals(ep, lost)
+}
+
+// lostLocked copies the messages in flight and those waiting for a send slot (ep.mu held).
+func (ep *ctlEndpoint) lostLocked() []ctlMsg {
+	return append(append([]ctlMsg(nil), ep.inflight...), ep.backlog...)
+}
+
+// resendRefusals sends the refusals among lost (messages lost with endpoint old) again on
+// another endpoint towards the same peer context, on any backup device: the first whose pair
+// is connected and up. A refusal answers a notification for a QP that failed (which does not
+// chain) or that the context no longer has, so no round of this side moves on in its stead,
+// and the peer, waiting for the answer to its notification, would wait for its
+// HandshakeTimeout (found by internal/sim, failover seeds 90 and 5154 with two backups: the
+// refusal's backup link went down for longer than the RC reach). The peer acts on a refusal
+// whichever set it arrives on (onControl).
+func (b *backupDev) resendRefusals(old *ctlEndpoint, lost []ctlMsg) {
+	for _, m := range lost {
+		if !m.refused {
+			continue
+		}
+		for _, d := range b.c.bks {
+			d.epMu.Lock()
+			ep := d.eps[old.peer]
+			d.epMu.Unlock()
+			if ep == nil || ep == old || !ep.connected.Load() || ep.failed.Load() {
+				continue
+			}
+			if ep.sendMsg(m) == nil {
+				b.c.refusalsResent.Add(1)
+				break
+			}
 		}
 	}
 }
@@ -472,10 +510,10 @@ func (b *backupDev) closeEndpoints() error {
 	return errors.Join(errs...)
 }
 
-// closeEndpoint destroys one endpoint and withdraws its entry. It returns the QPs whose
-// messages were still in flight or waiting for a send slot on an endpoint that had not
-// failed: nothing will deliver or fail those now (see lostOnReplace).
-func (b *backupDev) closeEndpoint(ep *ctlEndpoint) (lost []uint32, err error) {
+// closeEndpoint destroys one endpoint and withdraws its entry. It returns the messages still
+// in flight or waiting for a send slot on an endpoint that had not failed: nothing will
+// deliver or fail those now (see lostOnReplace).
+func (b *backupDev) closeEndpoint(ep *ctlEndpoint) (lost []ctlMsg, err error) {
 	c := b.c
 	b.cqMu.Lock()
 	delete(b.ctlCQs, ep.cq)
@@ -483,12 +521,9 @@ func (b *backupDev) closeEndpoint(ep *ctlEndpoint) (lost []uint32, err error) {
 	ep.mu.Lock() // a QP's round on another goroutine may be sending
 	ep.closed = true
 	if !ep.failed.Load() {
-		lost = append(lost, ep.srcs...)
-		for _, m := range ep.backlog {
-			lost = append(lost, m.src)
-		}
+		lost = ep.lostLocked()
 	}
-	ep.srcs, ep.backlog = nil, nil
+	ep.inflight, ep.backlog = nil, nil
 	err = ep.release()
 	ep.mu.Unlock()
 	if ep.published.Load() {

@@ -160,7 +160,7 @@ func sendRaw(t *testing.T, ep *ctlEndpoint, b []byte) {
 		Flags: verbs.SendSignaled | verbs.SendInline, SGL: []verbs.SGE{{Addr: sliceAddr(ep.send[:]), Length: uint32(len(b))}}}}); err != nil {
 		t.Fatal(err)
 	}
-	ep.srcs = append(ep.srcs, 0) // no QP of ours sent it
+	ep.inflight = append(ep.inflight, ctlMsg{}) // no message of ours: nothing to resend
 }
 
 // TestControlPeerContexts: two contexts on the peer host (two processes: the same devices

@@ -44,6 +44,10 @@ func (q *QP) onControl(peer ctlMsg, set int) {
 		q.fallbackLocked(peer, true)
 	case set != cur && !peer.reply && q.sets[set].ready.Load() && !q.setDead(set):
 		q.chainLocked(set, peer, true)
+	case set != cur && peer.refused:
+		// The peer's QP failed (or is gone) and said so again on another set, its first
+		// refusal lost with a control endpoint (resendRefusals): it will not follow on any.
+		q.fallbackLocked(peer, true)
 	}
 }
 
@@ -210,6 +214,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		q.c.eng.do(func() {
 			q.mu.Lock()
 			defer q.mu.Unlock()
+			fmt.Printf("TRACE %v ctx%p hs timer qp %#x state %v destroyed %v\n", q.c.now().UnixNano(), q.c, q.qpn, q.mach.sendState(), q.destroyed)
 			if q.mach.sendState() == SendHandshake && !q.destroyed {
 				q.failLocked(verbs.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
 			}
@@ -425,6 +430,7 @@ func (q *QP) drainLocked() error {
 // fails now and not at HandshakeTimeout. Best effort: without a control QP the peer's
 // timeout still ends it.
 func (q *QP) notifyRefusalLocked() {
+	fmt.Printf("TRACE %v ctx%p refusal qp %#x ep %v ready %v\n", q.c.now().UnixNano(), q.c, q.qpn, q.cs().ep.Load() != nil, q.cs().ready.Load())
 	if bs := q.cs(); bs.ep.Load() == nil || !bs.ready.Load() {
 		return
 	}
@@ -460,6 +466,7 @@ func (q *QP) sendCtlLocked(m ctlMsg) error {
 	}
 	m.dst, m.src = bs.peerQPN.Load(), q.qpn
 	err := ep.sendMsg(m)
+	fmt.Printf("TRACE %v ctx%p dev%d send %+v err=%v\n", q.c.now().UnixNano(), q.c, i, m, err)
 	if errors.Is(err, errCtlClosed) && bs.ep.Load() != ep {
 		// A re-arm replaced the endpoint since it was loaded: lost with it (lostOnReplace).
 		err = errCtlFailed
@@ -727,6 +734,7 @@ func wcOpcode(op verbs.WROpcode) verbs.WCOpcode {
 // refuseLocked ends a fallback that must not happen: the application gets the default QP's
 // completions as they are (the original error first), as without SHIFT.
 func (q *QP) refuseLocked(err error) {
+	fmt.Printf("TRACE %v ctx%p refuseLocked qp %#x err %v\n", q.c.now().UnixNano(), q.c, q.qpn, err)
 	// A failed QP stays on the slow path for good (pass-through of its completions).
 	q.markSlowLocked()
 	q.c.refused.Add(1)
@@ -817,6 +825,9 @@ func (q *QP) failLocked(status verbs.WCStatus, err error) {
 // without counting the QP as refused (the application's Modify to ERR: appstop.go).
 func (q *QP) failOnLocked(status verbs.WCStatus, err error) {
 	st := q.mach.sendState()
+	if q.hsTimer != nil {
+		q.hsTimer.Stop() // a failed handshake waits for nothing more
+	}
 	q.failErr = err
 	q.giveUpSetLocked()
 	if st == SendHandshake {

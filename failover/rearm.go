@@ -265,21 +265,27 @@ func (b *backupDev) rearmEndpoint(old *ctlEndpoint) *ctlEndpoint {
 	}
 	oldQPN := old.qp.QPN()
 	lost, _ := b.closeEndpoint(old)
-	b.lostOnReplace(lost, oldQPN)
+	b.lostOnReplace(old, lost, oldQPN)
 	return nx
 }
 
-// lostOnReplace tells the QPs named in lost that a message of theirs went with the endpoint
-// rearmEndpoint replaced (control QP oldQPN) as if its post had been flushed (ctlFailed): the
-// peer replaced its own endpoint, so that message was not and will not be delivered, and
-// the old QP, destroyed, will not fail it either. A QP whose round waited for the peer's
-// answer to it moves on to its next set there, as when an endpoint fails, instead of waiting
-// for its HandshakeTimeout (found by internal/sim, failover seed 58 with two backups: the
-// peer's endpoint failed and was re-armed while a notification of this side was still being
-// retried towards it; TestReplacedEndpointSeeds).
-func (b *backupDev) lostOnReplace(lost []uint32, oldQPN uint32) {
-	slices.Sort(lost)
-	for _, src := range slices.Compact(lost) {
+// lostOnReplace handles the messages lost with the endpoint rearmEndpoint replaced (control
+// QP oldQPN): the peer replaced its own, so they were not and will not be delivered, and the
+// old QP, destroyed, will not fail them either. The QP of each is told as if its post had
+// been flushed (ctlFailed): a round waiting for the peer's answer moves on to its next set, as
+// when an endpoint fails, instead of waiting for its HandshakeTimeout (found by internal/sim,
+// failover seed 58 with two backups: the peer's endpoint failed and was re-armed while a
+// notification of this side was still being retried towards it). Refusals are sent again
+// (resendRefusals).
+func (b *backupDev) lostOnReplace(old *ctlEndpoint, lost []ctlMsg, oldQPN uint32) {
+	var srcs []uint32
+	for _, m := range lost {
+		if !m.refused {
+			srcs = append(srcs, m.src)
+		}
+	}
+	slices.Sort(srcs)
+	for _, src := range slices.Compact(srcs) {
 		q := b.c.live.lookup(src)
 		if q == nil {
 			continue
@@ -287,6 +293,7 @@ func (b *backupDev) lostOnReplace(lost []uint32, oldQPN uint32) {
 		wc := verbs.WC{Status: verbs.WCWRFlushErr, WRID: ctrlWRID, QPNum: oldQPN}
 		b.c.eng.do(func() { q.ctlFailed(b.idx, wc) })
 	}
+	b.resendRefusals(old, lost)
 }
 
 // rearmSet builds q's set on this device again: a fresh backup data QP, published under the
@@ -378,7 +385,7 @@ func (b *backupDev) rearmSet(q *QP, ep *ctlEndpoint) {
 func (ep *ctlEndpoint) quiet() bool {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	return len(ep.srcs) == 0 && len(ep.backlog) == 0
+	return len(ep.inflight) == 0 && len(ep.backlog) == 0
 }
 
 // installSet puts the connected backup QP p in place of the dead one of set i, with the

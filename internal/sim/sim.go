@@ -69,6 +69,9 @@ type Result struct {
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
 	// down event started (Failover, in the runs with link events: linkwatch.go).
 	LinkEvents, LinkFallbacks uint64
+	// RefusalsResent counts the refusals sent again on another control endpoint, the first
+	// lost with its own (failover.Stats.RefusalsResent).
+	RefusalsResent uint64
 }
 
 // Violation is a broken invariant, with the events that led to it.
@@ -267,6 +270,7 @@ func Run(cfg Config) (Result, error) {
 			s.res.LinkEvents += st.LinkEvents
 			s.res.LinkFallbacks += st.LinkFallbacks
 			s.res.Refused += st.Refused
+			s.res.RefusalsResent += st.RefusalsResent
 		}
 	}
 	s.res.Steps, s.res.Trace = s.step, s.hash
