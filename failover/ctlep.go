@@ -88,6 +88,10 @@ type ctlEndpoint struct {
 	scratch  []verbs.WC
 
 	sent, received, dropped, backlogged atomic.Uint64
+	// sendsDone counts the SEND completions polled; wd is the watchdog's watch
+	// (watchdog_ctl.go).
+	sendsDone atomic.Uint64
+	wd        wdCtl
 }
 
 // newCtlID draws a context's control id: random, never zero.
@@ -354,6 +358,7 @@ func (ep *ctlEndpoint) onEvent() {
 				if len(ep.inflight) > 0 { // sends complete in post order
 					ep.inflight = ep.inflight[1:]
 				}
+				ep.sendsDone.Add(1)
 				continue
 			}
 			slot := w.WRID - ctlRecvBase
@@ -442,16 +447,20 @@ func (ep *ctlEndpoint) lostLocked() []ctlMsg {
 
 // resendRefusals sends the refusals among lost (messages lost with endpoint old) again on
 // another endpoint towards the same peer context, on any backup device: the first whose pair
-// is connected and up. A refusal answers a notification for a QP that failed (which does not
-// chain) or that the context no longer has, so no round of this side moves on in its stead,
-// and the peer, waiting for the answer to its notification, would wait for its
-// HandshakeTimeout (found by internal/sim, failover seeds 90 and 5154 with two backups: the
-// refusal's backup link went down for longer than the RC reach). The peer acts on a refusal
-// whichever set it arrives on (onControl).
+// is connected and up; a lost message of a QP that failed since (its fallback refused, the
+// application's error or Modify to ERR) or that the context no longer has is answered so too,
+// by a refusal in its stead. Neither a failed nor a destroyed QP chains, so no round of this
+// side moves on for such a message, and the peer, waiting for the answer to its
+// notification, would wait for its HandshakeTimeout (found by internal/sim, failover seeds
+// 90, 5154, 6014 and 7342 with two backups: the message's backup link went down for longer
+// than the RC reach). The peer acts on a refusal whichever set it arrives on (onControl).
 func (b *backupDev) resendRefusals(old *ctlEndpoint, lost []ctlMsg) {
 	for _, m := range lost {
 		if !m.refused {
-			continue
+			if q := b.c.live.lookup(m.src); q != nil && q.mach.sendState() != SendFailed && q.mach.recvState() != RecvFailed {
+				continue // its QP moves on (ctlFailed)
+			}
+			m = ctlMsg{refused: true, reply: true, dst: m.dst, src: m.src}
 		}
 		for _, d := range b.c.bks {
 			d.epMu.Lock()

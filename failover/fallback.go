@@ -214,7 +214,6 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		q.c.eng.do(func() {
 			q.mu.Lock()
 			defer q.mu.Unlock()
-			fmt.Printf("TRACE %v ctx%p hs timer qp %#x state %v destroyed %v\n", q.c.now().UnixNano(), q.c, q.qpn, q.mach.sendState(), q.destroyed)
 			if q.mach.sendState() == SendHandshake && !q.destroyed {
 				q.failLocked(verbs.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
 			}
@@ -430,7 +429,6 @@ func (q *QP) drainLocked() error {
 // fails now and not at HandshakeTimeout. Best effort: without a control QP the peer's
 // timeout still ends it.
 func (q *QP) notifyRefusalLocked() {
-	fmt.Printf("TRACE %v ctx%p refusal qp %#x ep %v ready %v\n", q.c.now().UnixNano(), q.c, q.qpn, q.cs().ep.Load() != nil, q.cs().ready.Load())
 	if bs := q.cs(); bs.ep.Load() == nil || !bs.ready.Load() {
 		return
 	}
@@ -466,7 +464,6 @@ func (q *QP) sendCtlLocked(m ctlMsg) error {
 	}
 	m.dst, m.src = bs.peerQPN.Load(), q.qpn
 	err := ep.sendMsg(m)
-	fmt.Printf("TRACE %v ctx%p dev%d send %+v err=%v\n", q.c.now().UnixNano(), q.c, i, m, err)
 	if errors.Is(err, errCtlClosed) && bs.ep.Load() != ep {
 		// A re-arm replaced the endpoint since it was loaded: lost with it (lostOnReplace).
 		err = errCtlFailed
@@ -734,7 +731,6 @@ func wcOpcode(op verbs.WROpcode) verbs.WCOpcode {
 // refuseLocked ends a fallback that must not happen: the application gets the default QP's
 // completions as they are (the original error first), as without SHIFT.
 func (q *QP) refuseLocked(err error) {
-	fmt.Printf("TRACE %v ctx%p refuseLocked qp %#x err %v\n", q.c.now().UnixNano(), q.c, q.qpn, err)
 	// A failed QP stays on the slow path for good (pass-through of its completions).
 	q.markSlowLocked()
 	q.c.refused.Add(1)

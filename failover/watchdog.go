@@ -79,6 +79,11 @@ func (c *Context) watchdogScan(now time.Time) bool {
 		}
 		q.mu.Unlock()
 	}
+	for _, b := range c.ctlHung(now, c.opts.CQWatchdog, nil) { // watchdog_ctl.go
+		if !slices.Contains(hung, b) {
+			hung = append(hung, b)
+		}
+	}
 	for _, b := range hung {
 		c.backupHung(b) // watchdog_backup.go
 	}

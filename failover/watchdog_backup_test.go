@@ -59,3 +59,44 @@ func TestHungBackupWatchdog(t *testing.T) {
 		})
 	}
 }
+
+// TestHungBackupDuringHandshake: three NICs per host; host 0's first backup NIC hangs before
+// anything fails, then host 0's default link fails under a WRITE stream. Host 0's round runs
+// on the first backup set, whose control QP is on the hung NIC: its notification is neither
+// sent nor failed, no WR is due on a backup data QP (the round holds the sends), and the peer,
+// which only receives and does not probe, never starts a round of its own. The watchdog's
+// watch of the control endpoints takes the hung NIC for dead and the QP chains to the second
+// backup well within the HandshakeTimeout (watchdog_ctl.go; before, the round waited for the
+// timeout and the QP failed: internal/sim failover seed 270 with two backups).
+func TestHungBackupDuringHandshake(t *testing.T) {
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	const bound, handshake = 300 * time.Millisecond, 30 * time.Second
+	e := newEnvNICs(t, 256, func(_ int, o *Options) {
+		o.CQWatchdog = bound
+		o.HandshakeTimeout = handshake
+		o.ProbeInterval, o.ProbeMaxInterval = time.Hour, time.Hour
+	}, false, 3)
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("at failure: A %v, B %v; %s; stats A %+v B %+v", qa.Err(), qb.Err(), e.describe(qa, qb),
+				e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats())
+		}
+	})
+	e.cl.Hosts[0].Devices[1].NIC().Hang()
+	start := time.Now()
+	runStream(t, e, qa, qb, stream{mode: modeWrite, msgs: 120, size: 4096, failAt: 40, failHost: 0, seed: 73})
+	el := time.Since(start)
+	sa := e.hosts[0].ctx.Stats()
+	if sa.WatchdogBackups != 1 || sa.Chains == 0 {
+		t.Fatalf("the hung backup was not taken for dead: stats A %+v", sa)
+	}
+	if qa.BackupIndex() != 1 || qb.BackupIndex() != 1 {
+		t.Fatalf("backups in use %d %d, want 1 (the second): %s", qa.BackupIndex(), qb.BackupIndex(), e.describe(qa, qb))
+	}
+	if el >= handshake/2 {
+		t.Fatalf("the stream took %v: the round waited for its HandshakeTimeout (%v)", el, handshake)
+	}
+	t.Logf("stream with the first backup hung during the handshake: %v (bound %v)", el, bound)
+}

@@ -44,5 +44,5 @@ func (c *Context) anyWatched() bool {
 			return true
 		}
 	}
-	return false
+	return c.anyCtlSending()
 }
