@@ -463,6 +463,9 @@ func (b *backupDev) resendRefusals(old *ctlEndpoint, lost []ctlMsg) {
 			m = ctlMsg{refused: true, reply: true, dst: m.dst, src: m.src}
 		}
 		for _, d := range b.c.bks {
+			if d.dead.Load() {
+				continue
+			}
 			d.epMu.Lock()
 			ep := d.eps[old.peer]
 			d.epMu.Unlock()

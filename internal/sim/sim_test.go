@@ -258,6 +258,9 @@ func TestRecoveryTwoBackupsSeeds(t *testing.T) {
 //   - seed 270 (two backups): a backup NIC hung before the round that ran on it; its
 //     notification was neither sent nor failed, and no data WR was due there. The watchdog
 //     now watches the control endpoints too (failover/watchdog_ctl.go).
+//   - seed 1554 (two backups): a refusal went out on a backup NIC that then died; a dead
+//     device neither sends nor fails it. A device taken for dead now has its endpoints'
+//     messages answered as lost ones (failover/bkdead.go, chainOffDead).
 //   - seed 1801 (one backup): the QP failed at once on the peer's refusal, but its handshake
 //     timer stayed armed and the run ended when it fired (failOnLocked now stops it).
 func TestHandshakeTimeoutSeeds(t *testing.T) {
@@ -265,7 +268,7 @@ func TestHandshakeTimeoutSeeds(t *testing.T) {
 		{Seed: 58, Failover: true, Backups: 2}, {Seed: 90, Failover: true, Backups: 2},
 		{Seed: 5154, Failover: true, Backups: 2}, {Seed: 6014, Failover: true, Backups: 2},
 		{Seed: 7342, Failover: true, Backups: 2}, {Seed: 270, Failover: true, Backups: 2},
-		{Seed: 1801, Failover: true},
+		{Seed: 1554, Failover: true, Backups: 2}, {Seed: 1801, Failover: true},
 	} {
 		res, err := Run(c)
 		if err != nil {
