@@ -25,17 +25,9 @@ func TestHungBackupWatchdog(t *testing.T) {
 		probe time.Duration
 	}{{"watchdog", time.Hour}, {"peer-chain", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnvNICs(t, 256, func(_ int, o *Options) {
+			e, qa, qb := threeNICPair(t, cp, func(o *Options) {
 				o.CQWatchdog = bound
 				o.ProbeInterval, o.ProbeMaxInterval = tc.probe, tc.probe
-			}, false, 3)
-			a, b := e.pairs(t, 1, cp)
-			qa, qb := a[0], b[0]
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("at failure: A %v, B %v; %s; stats A %+v B %+v", qa.Err(), qb.Err(), e.describe(qa, qb),
-						e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats())
-				}
 			})
 			hang := func() { e.cl.Hosts[0].Devices[1].NIC().Hang() }
 			start := time.Now()
@@ -71,18 +63,10 @@ func TestHungBackupWatchdog(t *testing.T) {
 func TestHungBackupDuringHandshake(t *testing.T) {
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	const bound, handshake = 300 * time.Millisecond, 30 * time.Second
-	e := newEnvNICs(t, 256, func(_ int, o *Options) {
+	e, qa, qb := threeNICPair(t, cp, func(o *Options) {
 		o.CQWatchdog = bound
 		o.HandshakeTimeout = handshake
 		o.ProbeInterval, o.ProbeMaxInterval = time.Hour, time.Hour
-	}, false, 3)
-	a, b := e.pairs(t, 1, cp)
-	qa, qb := a[0], b[0]
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("at failure: A %v, B %v; %s; stats A %+v B %+v", qa.Err(), qb.Err(), e.describe(qa, qb),
-				e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats())
-		}
 	})
 	e.cl.Hosts[0].Devices[1].NIC().Hang()
 	start := time.Now()
@@ -99,4 +83,20 @@ func TestHungBackupDuringHandshake(t *testing.T) {
 		t.Fatalf("the stream took %v: the round waited for its HandshakeTimeout (%v)", el, handshake)
 	}
 	t.Logf("stream with the first backup hung during the handshake: %v (bound %v)", el, bound)
+}
+
+// threeNICPair is a QP pair between two hosts of three NICs each, with opts applied to both
+// contexts' options; a failing test logs both QPs and both contexts' stats.
+func threeNICPair(t *testing.T, cp verbs.QPCap, opts func(*Options)) (*testEnv, *QP, *QP) {
+	t.Helper()
+	e := newEnvNICs(t, 256, func(_ int, o *Options) { opts(o) }, false, 3)
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("at failure: A %v, B %v; %s; stats A %+v B %+v", qa.Err(), qb.Err(), e.describe(qa, qb),
+				e.hosts[0].ctx.Stats(), e.hosts[1].ctx.Stats())
+		}
+	})
+	return e, qa, qb
 }
