@@ -41,21 +41,31 @@ func (q *QP) stopsByApp(to verbs.QPState) bool {
 }
 
 // stopByApp moves q's default QP to ERR (or RESET) for the application (Modify) and ends
-// SHIFT's involvement on the engine; the caller waits.
+// SHIFT's involvement, both on the engine; the caller waits.
 func (q *QP) stopByApp(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	q.appStopping.Store(true)
-	if err := q.def.Modify(a, mask); err != nil && !q.c.defDead.Load() {
-		q.appStopping.Store(false)
-		return fmt.Errorf("failover: modify_qp: %w", err)
-	}
-	// A dead default device refuses the command (EIO), but its QP executes nothing any
-	// more: the application, whose QP SHIFT kept running on a backup, stops it there.
-	q.appState.Store(uint32(a.State))
+	var err error
+	// The default QP moves on the engine, under q.mu, in the same transition as the stop: a
+	// round queued before, whose reply resets the default QP (resetDefaultLocked), ran
+	// between the two when the Modify came first, and left the QP in INIT with the
+	// application's ERR undone; a receive posted afterwards was taken there and never
+	// completed (TestApplicationModifyErr, backup case, about one run in 40 under load).
 	q.c.eng.wait(func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
+		if err = q.def.Modify(a, mask); err != nil && !q.c.defDead.Load() {
+			q.appStopping.Store(false)
+			return
+		}
+		// A dead default device refuses the command (EIO), but its QP executes nothing any
+		// more: the application, whose QP SHIFT kept running on a backup, stops it there.
+		err = nil
+		q.appState.Store(uint32(a.State))
 		q.appStopLocked()
 	})
+	if err != nil {
+		return fmt.Errorf("failover: modify_qp: %w", err)
+	}
 	return nil
 }
 

@@ -36,8 +36,11 @@ func TestApplicationModifyErr(t *testing.T) {
 				if err := a.SwitchToBackup(); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, "the peer on the backup", func() bool { return b.SendState() == SendFallback },
-					func() string { return e.describe(a, b) })
+				// The switch's round ends on the peer's reply, after the peer moved: its
+				// fallback is counted (and the default QP reset) only then.
+				waitFor(t, "both on the backup, the switch's round over", func() bool {
+					return b.SendState() == SendFallback && ha.ctx.Stats().Fallbacks == 1
+				}, func() string { return e.describe(a, b) })
 			}
 			if got, err := a.Query(verbs.QPAttrState); err != nil || got.State != verbs.QPStateRTS {
 				t.Fatalf("query of the running QP: state %v, %v; want RTS", got.State, err)
