@@ -1,6 +1,11 @@
 package failover
 
-import "time"
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"time"
+)
 
 // The completion watchdog on the control endpoints. A backup NIC that hangs while a QP's
 // round waits for the peer's answer leaves nothing for the data QPs' watch to see: the
@@ -43,14 +48,13 @@ func (ep *ctlEndpoint) silent(now time.Time, bound time.Duration) bool {
 	return now.Sub(w.since) >= max(bound, 2*retryReach(ep.attr))
 }
 
-// endpoints returns the device's control endpoints in use.
+// endpoints returns the device's control endpoints in use, by peer id: a fixed order, so
+// that a simulated run replays exactly (chainOffDead sends in it).
 func (b *backupDev) endpoints() []*ctlEndpoint {
 	b.epMu.Lock()
-	defer b.epMu.Unlock()
-	eps := make([]*ctlEndpoint, 0, len(b.eps))
-	for _, ep := range b.eps {
-		eps = append(eps, ep)
-	}
+	eps := slices.Collect(maps.Values(b.eps))
+	b.epMu.Unlock()
+	slices.SortFunc(eps, func(x, y *ctlEndpoint) int { return cmp.Compare(x.peer, y.peer) })
 	return eps
 }
 
