@@ -622,9 +622,23 @@ func (s *runner) tick(inYield bool) error {
 	d := time.Duration(s.r.IntN(20)) * time.Microsecond
 	if s.r.IntN(2) == 0 && s.idle(!inYield) {
 		if next, ok := s.nextEvent(); ok {
+			small := d
 			d = max(d, next.Sub(s.w.clk.Now()))
-			if inYield {
+			switch {
+			case inYield:
 				d = min(d, yieldJump) // the waiting thread polls (yieldJump, pause.go)
+			case d > longJump:
+				// Completions waiting in a CQ are work too: the application polls them
+				// before a machine would sit idle for so long. Without this, 12 of the
+				// 10,000 failover runs jumped to the 1 h probe timer before their last
+				// polls (their virtual time an hour).
+				n, err := s.pollQueued()
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					d = small
+				}
 			}
 		} else if !inYield {
 			if err := s.stuckNow(); err != nil {
@@ -635,6 +649,21 @@ func (s *runner) tick(inYield bool) error {
 	s.w.clk.Advance(d)
 	s.record(evClock, uint64(d), 0, 0, 0)
 	return nil
+}
+
+// longJump is the clock jump past which tick lets the application poll first.
+const longJump = time.Second
+
+// pollQueued polls both hosts' CQs once each (as stuckNow does) and returns how many
+// completions the application took.
+func (s *runner) pollQueued() (int, error) {
+	n := s.res.WCs
+	for h := range s.w.hosts {
+		if err := s.poll(h); err != nil {
+			return 0, err
+		}
+	}
+	return s.res.WCs - n, nil
 }
 
 // idle runs one step of everything that runs by itself (the contexts too, with ctxs) and
