@@ -49,7 +49,7 @@ func (q *QP) stopByApp(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	// round queued before, whose reply resets the default QP (resetDefaultLocked), ran
 	// between the two when the Modify came first, and left the QP in INIT with the
 	// application's ERR undone; a receive posted afterwards was taken there and never
-	// completed (TestApplicationModifyErr, backup case, about one run in 40 under load).
+	// completed (TestApplicationModifyErr, backup case, about one run in 30 under load).
 	q.c.eng.wait(func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()

@@ -57,8 +57,7 @@ func (c *Context) chainOffDead(b *backupDev) {
 	// backups, a refusal on a backup NIC that died).
 	for _, ep := range b.endpoints() {
 		ep.mu.Lock()
-		lost := ep.lostLocked()
-		ep.inflight, ep.backlog = nil, nil
+		lost := ep.takeLostLocked()
 		ep.mu.Unlock()
 		b.resendRefusals(ep, lost)
 	}

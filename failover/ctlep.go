@@ -81,17 +81,14 @@ type ctlEndpoint struct {
 
 	mu sync.Mutex // the QP's posts and the CQ's polls
 	// inflight holds the messages posted without completion, in post order: what is lost
-	// if the endpoint fails or is replaced (lostLocked).
+	// if the endpoint fails or is replaced (takeLostLocked).
 	inflight []ctlMsg
 	backlog  []ctlMsg // messages waiting for a send slot
 	send     [ctlMsgSize]byte
 	scratch  []verbs.WC
 
 	sent, received, dropped, backlogged atomic.Uint64
-	// sendsDone counts the SEND completions polled; wd is the watchdog's watch
-	// (watchdog_ctl.go).
-	sendsDone atomic.Uint64
-	wd        wdCtl
+	wd                                  wdCtl // the watchdog's watch (watchdog_ctl.go)
 }
 
 // newCtlID draws a context's control id: random, never zero.
@@ -349,8 +346,7 @@ func (ep *ctlEndpoint) onEvent() {
 			if w.Status != verbs.WCSuccess {
 				if !ep.failed.Swap(true) {
 					failWC = &w
-					lost = ep.lostLocked()
-					ep.backlog, ep.inflight = nil, nil // lost with the path: their QPs move on (failAll)
+					lost = ep.takeLostLocked() // lost with the path: their QPs move on (failAll)
 				}
 				continue
 			}
@@ -358,7 +354,6 @@ func (ep *ctlEndpoint) onEvent() {
 				if len(ep.inflight) > 0 { // sends complete in post order
 					ep.inflight = ep.inflight[1:]
 				}
-				ep.sendsDone.Add(1)
 				continue
 			}
 			slot := w.WRID - ctlRecvBase
@@ -440,9 +435,12 @@ func (ep *ctlEndpoint) failAll(wc verbs.WC, lost []ctlMsg) {
 	ep.dev.resendRefusals(ep, lost)
 }
 
-// lostLocked copies the messages in flight and those waiting for a send slot (ep.mu held).
-func (ep *ctlEndpoint) lostLocked() []ctlMsg {
-	return append(append([]ctlMsg(nil), ep.inflight...), ep.backlog...)
+// takeLostLocked returns the messages in flight and those waiting for a send slot, and
+// forgets them (ep.mu held): nothing will deliver or fail them any more.
+func (ep *ctlEndpoint) takeLostLocked() []ctlMsg {
+	lost := append(ep.inflight, ep.backlog...)
+	ep.inflight, ep.backlog = nil, nil
+	return lost
 }
 
 // resendRefusals sends the refusals among lost (messages lost with endpoint old) again on
@@ -457,7 +455,7 @@ func (ep *ctlEndpoint) lostLocked() []ctlMsg {
 func (b *backupDev) resendRefusals(old *ctlEndpoint, lost []ctlMsg) {
 	for _, m := range lost {
 		if !m.refused {
-			if q := b.c.live.lookup(m.src); q != nil && q.mach.sendState() != SendFailed && q.mach.recvState() != RecvFailed {
+			if q := b.c.live.lookup(m.src); q != nil && !q.failedSide() {
 				continue // its QP moves on (ctlFailed)
 			}
 			m = ctlMsg{refused: true, reply: true, dst: m.dst, src: m.src}
@@ -532,10 +530,10 @@ func (b *backupDev) closeEndpoint(ep *ctlEndpoint) (lost []ctlMsg, err error) {
 	b.cqMu.Unlock()
 	ep.mu.Lock() // a QP's round on another goroutine may be sending
 	ep.closed = true
-	if !ep.failed.Load() {
-		lost = ep.lostLocked()
+	lost = ep.takeLostLocked()
+	if ep.failed.Load() {
+		lost = nil // told when it failed (failAll)
 	}
-	ep.inflight, ep.backlog = nil, nil
 	err = ep.release()
 	ep.mu.Unlock()
 	if ep.published.Load() {

@@ -161,6 +161,7 @@ func sendRaw(t *testing.T, ep *ctlEndpoint, b []byte) {
 		t.Fatal(err)
 	}
 	ep.inflight = append(ep.inflight, ctlMsg{}) // no message of ours: nothing to resend
+	ep.sent.Add(1)
 }
 
 // TestControlPeerContexts: two contexts on the peer host (two processes: the same devices

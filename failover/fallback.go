@@ -51,6 +51,12 @@ func (q *QP) onControl(peer ctlMsg, set int) {
 	}
 }
 
+// failedSide reports whether q's send or receive side failed: SHIFT gave the QP up, and it
+// refuses the peer's notifications (notifyRefusalLocked).
+func (q *QP) failedSide() bool {
+	return q.mach.sendState() == SendFailed || q.mach.recvState() == RecvFailed
+}
+
 // fallbackLocked is a fallback round onto the backup set in use (see roundLocked).
 func (q *QP) fallbackLocked(peer ctlMsg, fromPeer bool) { q.roundLocked(peer, fromPeer, false) }
 
@@ -82,7 +88,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	t0 := q.c.now().UnixNano()
 	defer func() { q.tBusy.Add(q.c.now().UnixNano() - t0) }()
 	st, rs := q.mach.sendState(), q.mach.recvState()
-	if st == SendFailed || rs == RecvFailed {
+	if q.failedSide() {
 		if fromPeer && !peer.reply && !peer.refused {
 			// A failed QP (the application's error, a refused or failed fallback) cannot
 			// follow: say so, or the peer waits for its handshake timeout.

@@ -79,7 +79,7 @@ func (c *Context) watchdogScan(now time.Time) bool {
 		}
 		q.mu.Unlock()
 	}
-	for _, b := range c.ctlHung(now, c.opts.CQWatchdog, nil) { // watchdog_ctl.go
+	for _, b := range c.ctlHung(now, c.opts.CQWatchdog) { // watchdog_ctl.go
 		if !slices.Contains(hung, b) {
 			hung = append(hung, b)
 		}

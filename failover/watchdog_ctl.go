@@ -26,21 +26,21 @@ type wdCtl struct {
 }
 
 // sending reports whether a SEND of the endpoint is posted without completion on an
-// endpoint still in use.
-func (ep *ctlEndpoint) sending() bool {
+// endpoint still in use, and how many of its SENDs completed.
+func (ep *ctlEndpoint) sending() (done uint64, ok bool) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	return len(ep.inflight) > 0 && !ep.closed && !ep.failed.Load()
+	return ep.sent.Load() - uint64(len(ep.inflight)), len(ep.inflight) > 0 && !ep.closed && !ep.failed.Load()
 }
 
 // silent updates the endpoint's watch and reports whether it has been silent for bound.
 func (ep *ctlEndpoint) silent(now time.Time, bound time.Duration) bool {
 	w := &ep.wd
-	if !ep.sending() {
+	done, ok := ep.sending()
+	if !ok {
 		*w = wdCtl{}
 		return false
 	}
-	done := ep.sendsDone.Load()
 	if w.since.IsZero() || done != w.done || ep.cq.CompletionWaiting() {
 		*w = wdCtl{done: done, since: now}
 		return false
@@ -60,7 +60,8 @@ func (b *backupDev) endpoints() []*ctlEndpoint {
 
 // ctlHung returns the backup devices, not yet taken for dead, one of whose control endpoints
 // has been silent for bound.
-func (c *Context) ctlHung(now time.Time, bound time.Duration, hung []*backupDev) []*backupDev {
+func (c *Context) ctlHung(now time.Time, bound time.Duration) []*backupDev {
+	var hung []*backupDev
 	for _, b := range c.bks {
 		if b.dead.Load() {
 			continue
@@ -83,7 +84,7 @@ func (c *Context) anyCtlSending() bool {
 			continue
 		}
 		for _, ep := range b.endpoints() {
-			if ep.sending() {
+			if _, ok := ep.sending(); ok {
 				return true
 			}
 		}
