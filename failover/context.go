@@ -177,6 +177,9 @@ type Stats struct {
 	// control endpoint towards the same peer, the first lost with one that failed or was
 	// replaced (resendRefusals).
 	RefusalsResent uint64
+	// ResetsResent counts notifications of reset rounds sent again because no reply came
+	// within HandshakeTimeout (resetwait.go).
+	ResetsResent uint64
 	// SwitchBack and Stall sum, over Recoveries, the time from probe success to Default and
 	// the time application WRs were withheld (fence WR posted → Default).
 	SwitchBack, Stall time.Duration
@@ -224,7 +227,7 @@ type Context struct {
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
 	recvLateWaits, recvLateTimeouts                                      atomic.Uint64
 	fastReopens, resetRounds, chains, inboxed                            atomic.Uint64
-	refusalsResent                                                       atomic.Uint64
+	refusalsResent, resetsResent                                         atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
 	asyncEvents, eventFallbacks, watchdogFallbacks, watchdogBackups      atomic.Uint64
 	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
@@ -486,8 +489,8 @@ func (c *Context) Stats() Stats {
 		ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
 		FastReopens: c.fastReopens.Load(),
 		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(), Inboxed: c.inboxed.Load(),
-		RefusalsResent: c.refusalsResent.Load(),
-		LinkEvents:     c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
+		RefusalsResent: c.refusalsResent.Load(), ResetsResent: c.resetsResent.Load(),
+		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
 		AsyncEvents: c.asyncEvents.Load(), EventFallbacks: c.eventFallbacks.Load(), WatchdogFallbacks: c.watchdogFallbacks.Load(),
 		WatchdogBackups: c.watchdogBackups.Load(),
 		SwitchBack:      time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load()),

@@ -406,6 +406,10 @@ func (ep *ctlEndpoint) onEvent() {
 // application stopped and destroyed waited its 2 s, stop.go).
 func (ep *ctlEndpoint) deliver(m ctlMsg) {
 	i := ep.dev.idx
+	if h := testHookDeliver.Load(); h != nil && (*h)(ep, m) {
+		ep.dropped.Add(1)
+		return
+	}
 	q := ep.dev.c.live.lookup(m.dst)
 	if q == nil {
 		ep.dropped.Add(1)

@@ -124,6 +124,9 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		case st == SendHandshake:
 			q.repostSendsLocked(peer)
 		case rd == RoundAwaitReset:
+			if q.hsTimer != nil {
+				q.hsTimer.Stop() // armed with the round (resetwait.go)
+			}
 			q.resetDefaultLocked()
 		}
 		return
@@ -211,6 +214,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	if !sendPart {
 		// Nothing of ours to repost: the reply only says the peer's default QP was reset.
 		_ = q.mach.roundEvent(EvNothingToRepost)
+		q.armResetWaitLocked() // the notification is sent again until it comes (resetwait.go)
 		return
 	}
 	if q.hsTimer != nil {
