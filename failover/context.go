@@ -177,9 +177,10 @@ type Stats struct {
 	// control endpoint towards the same peer, the first lost with one that failed or was
 	// replaced (resendRefusals).
 	RefusalsResent uint64
-	// ResetsResent counts notifications of reset rounds sent again because no reply came
-	// within HandshakeTimeout (resetwait.go).
-	ResetsResent uint64
+	// NotificationsResent counts round notifications sent again because no reply came in
+	// time: a handshake's once halfway through HandshakeTimeout, a reset round's every
+	// HandshakeTimeout (notifyresend.go).
+	NotificationsResent uint64
 	// SwitchBack and Stall sum, over Recoveries, the time from probe success to Default and
 	// the time application WRs were withheld (fence WR posted → Default).
 	SwitchBack, Stall time.Duration
@@ -227,7 +228,7 @@ type Context struct {
 	probes, probeFails, recoveries, recvRecoveries, shiftFences, fillers atomic.Uint64
 	recvLateWaits, recvLateTimeouts                                      atomic.Uint64
 	fastReopens, resetRounds, chains, inboxed                            atomic.Uint64
-	refusalsResent, resetsResent                                         atomic.Uint64
+	refusalsResent, notifyResent                                         atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
 	asyncEvents, eventFallbacks, watchdogFallbacks, watchdogBackups      atomic.Uint64
 	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
@@ -489,7 +490,7 @@ func (c *Context) Stats() Stats {
 		ShiftFences: c.shiftFences.Load(), Fillers: c.fillers.Load(),
 		FastReopens: c.fastReopens.Load(),
 		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(), Inboxed: c.inboxed.Load(),
-		RefusalsResent: c.refusalsResent.Load(), ResetsResent: c.resetsResent.Load(),
+		RefusalsResent: c.refusalsResent.Load(), NotificationsResent: c.notifyResent.Load(),
 		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
 		AsyncEvents: c.asyncEvents.Load(), EventFallbacks: c.eventFallbacks.Load(), WatchdogFallbacks: c.watchdogFallbacks.Load(),
 		WatchdogBackups: c.watchdogBackups.Load(),

@@ -125,7 +125,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 			q.repostSendsLocked(peer)
 		case rd == RoundAwaitReset:
 			if q.hsTimer != nil {
-				q.hsTimer.Stop() // armed with the round (resetwait.go)
+				q.hsTimer.Stop() // armed with the round (notifyresend.go)
 			}
 			q.resetDefaultLocked()
 		}
@@ -214,21 +214,10 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	if !sendPart {
 		// Nothing of ours to repost: the reply only says the peer's default QP was reset.
 		_ = q.mach.roundEvent(EvNothingToRepost)
-		q.armResetWaitLocked() // the notification is sent again until it comes (resetwait.go)
+		q.armResetWaitLocked() // the notification is sent again until it comes (notifyresend.go)
 		return
 	}
-	if q.hsTimer != nil {
-		q.hsTimer.Stop()
-	}
-	q.hsTimer = q.c.clk.AfterFunc(q.c.opts.HandshakeTimeout, func() {
-		q.c.eng.do(func() {
-			q.mu.Lock()
-			defer q.mu.Unlock()
-			if q.mach.sendState() == SendHandshake && !q.destroyed {
-				q.failLocked(verbs.WCRetryExcErr, fmt.Errorf("failover: QP %#x: no reply from the peer within %v", q.qpn, q.c.opts.HandshakeTimeout))
-			}
-		})
-	})
+	q.armHandshakeLocked() // the notification goes once more halfway (notifyresend.go)
 }
 
 // prepareLocked is step 1 on either side: stop the default QP, collect its last

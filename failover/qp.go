@@ -129,7 +129,7 @@ type QP struct {
 	// pending holds the sends posted while where they go is not settled (a handshake, a
 	// waiting round): copies that own their SGLs and inline payloads (roundwait.go).
 	pending  []sendRec
-	hsTimer  clock.Timer // the handshake's, or a reset round's wait (resetwait.go)
+	hsTimer  clock.Timer // the handshake's, or a reset round's wait (notifyresend.go)
 	failErr  error
 	tErr     atomic.Int64 // first error completion polled (unix ns)
 	tPrep    atomic.Int64 // notification posted
@@ -137,9 +137,9 @@ type QP struct {
 	tOK      atomic.Int64 // first application completion from the backup
 	outSends []provider.SendWQE
 	outRecvs []provider.RecvWQE
-	// resetWait numbers the reset rounds' waits: a timer that fires for an earlier one
-	// does nothing.
-	resetWait uint64
+	// roundWait numbers the rounds' waits for a reply: a timer that fires for an earlier
+	// one does nothing (notifyresend.go).
+	roundWait uint64
 
 	// A round waiting with q.mu released holds the application's posts (roundwait.go): the
 	// hold word (table.go) until flushHeld runs, pauses the rounds released right now, rHeld

@@ -57,7 +57,7 @@ type Result struct {
 	Chains                 uint64      // moves from a failed backup to the next (Failover)
 	Refused                uint64      // fallbacks refused (Failover: an unsafe WR outstanding)
 	ResetRounds            uint64      // rounds that only reset the default QPs (Failover)
-	ResetsResent           uint64      // their notifications sent again, no reply in time (Failover)
+	NotificationsResent    uint64      // round notifications sent again, no reply in time (Failover)
 	Ineligible             int         // posts flagged failover.SendIneligible
 	MaxQueue, MaxCQQueue   int         // the largest failover QP and CQ queue seen (memory.go)
 	WRITE, SEND, READ, FAA int         // posts of each kind (WRITE_WITH_IMM counted as SEND)
@@ -274,7 +274,7 @@ func Run(cfg Config) (Result, error) {
 			s.res.Refused += st.Refused
 			s.res.RefusalsResent += st.RefusalsResent
 			s.res.ResetRounds += st.ResetRounds
-			s.res.ResetsResent += st.ResetsResent
+			s.res.NotificationsResent += st.NotificationsResent
 		}
 	}
 	s.res.Steps, s.res.Trace = s.step, s.hash

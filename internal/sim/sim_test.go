@@ -79,7 +79,7 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.Recoveries += res.Recoveries
 		tot.Refused += res.Refused
 		tot.ResetRounds += res.ResetRounds
-		tot.ResetsResent += res.ResetsResent
+		tot.NotificationsResent += res.NotificationsResent
 		tot.Ineligible += res.Ineligible
 		tot.MaxQueue = max(tot.MaxQueue, res.MaxQueue)
 		tot.MaxCQQueue = max(tot.MaxCQQueue, res.MaxCQQueue)
@@ -107,8 +107,8 @@ func runSeeds(t *testing.T, fo bool) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d, CMP_SWAP %d; %d inline, %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %d reset rounds (%d notifications sent again), %v virtual; largest failover queue %d (QP), %d (CQ)",
-		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.CAS, tot.Inline, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.ResetRounds, tot.ResetsResent, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
+	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d, CMP_SWAP %d; %d inline, %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %d reset rounds, %d notifications sent again, %v virtual; largest failover queue %d (QP), %d (CQ)",
+		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.CAS, tot.Inline, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.ResetRounds, tot.NotificationsResent, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
 	if fo {
 		t.Logf("faults: %v; %d link events read, %d fallbacks they started; %d runs with a receive-only QP; %d queries, %d QPs stopped by the application (%d then destroyed)", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, recvOnly, tot.Queries, tot.Stops, tot.Destroys)
 	}
@@ -279,8 +279,9 @@ func TestHandshakeTimeoutSeeds(t *testing.T) {
 		if res.Chains == 0 && res.RefusalsResent == 0 && res.Refused == 0 {
 			t.Errorf("seed %d: no chain, refusal or refusal sent again: the seed no longer exercises what it did", c.Seed)
 		}
-		if res.Virtual >= time.Second {
-			t.Errorf("seed %d: the run took %v of virtual time: a QP waited for a HandshakeTimeout (2 s)", c.Seed, res.Virtual)
+		if res.Virtual >= time.Second || res.NotificationsResent != 0 {
+			t.Errorf("seed %d: the run took %v of virtual time and sent %d notifications again: a QP waited for a reply that was lost (HandshakeTimeout 2 s)",
+				c.Seed, res.Virtual, res.NotificationsResent)
 		}
 	}
 }
