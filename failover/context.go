@@ -130,6 +130,10 @@ type Options struct {
 	// runs its other steps (the NICs, the fabric, the clock) and returns; nil returns at
 	// once.
 	Yield func()
+	// DropControl, for a simulation's faults, is asked about every round notification or
+	// reply (not refusals) that arrives on a control QP: true drops it, as a message for a
+	// QP whose backup set is not connected to the sender's is dropped (notifyresend.go).
+	DropControl func() bool
 }
 
 // Stats are context-wide counters.

@@ -410,6 +410,10 @@ func (ep *ctlEndpoint) deliver(m ctlMsg) {
 		ep.dropped.Add(1)
 		return
 	}
+	if d := ep.dev.c.opts.DropControl; d != nil && !m.refused && !m.neverSent && d() {
+		ep.dropped.Add(1)
+		return
+	}
 	q := ep.dev.c.live.lookup(m.dst)
 	if q == nil {
 		ep.dropped.Add(1)

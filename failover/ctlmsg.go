@@ -123,6 +123,11 @@ func parseCtlMsg(b []byte) (ctlMsg, error) {
 		dst: to & psnMask, src: src}, nil
 }
 
+// genAhead reports whether gen is ahead of own (24-bit serial arithmetic).
+func genAhead(own uint64, gen uint32) bool {
+	return int32((gen-uint32(own))<<ctlGenShift)>>ctlGenShift > 0
+}
+
 // genAfter is the incarnation own advanced to the message's gen when that is ahead of it
 // (24-bit serial arithmetic), else own.
 func genAfter(own uint64, gen uint32) uint64 {

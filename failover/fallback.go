@@ -109,6 +109,12 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	if fromPeer && peer.pinned {
 		_ = q.mach.pinEvent(EvPeerPinned) // the peer switched on purpose: no probing until it comes back
 	}
+	if fromPeer && peer.reply && rd != RoundIdle && !genAhead(q.defGen.Load(), peer.gen) {
+		// A reply takes an incarnation past ours (the replier adds one to our notification's):
+		// one that does not answers an earlier round, already ended by crossing
+		// notifications (its count would be stale). Ours still waits for its own.
+		return
+	}
 	if fromPeer && rd != RoundIdle {
 		if st == SendHandshake && q.rkeysFirstLocked(peer, fromPeer, chain) {
 			t0 = q.c.now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
@@ -117,8 +123,14 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		_ = q.mach.roundEvent(EvRoundOver)
 		q.nextGen = genAfter(q.defGen.Load(), peer.gen)
 		if !peer.reply {
-			// Both notified at once: each takes the later incarnation, plus one.
+			// Both notified at once: each takes the later incarnation, plus one, and answers
+			// too. The peer drops that reply when ours reached it first (its round is over);
+			// when ours was lost it is the only answer the peer gets. Without it two sides
+			// whose first reply was lost took each later reset round's notification for a
+			// crossing one and waited for each other for ever, one incarnation apart, each
+			// failed probe starting the next (simulation seed 19, a reply dropped).
 			q.nextGen = max(q.nextGen, q.defGen.Load()) + 1
+			_ = q.notifyLocked(true)
 		}
 		switch {
 		case st == SendHandshake:

@@ -54,6 +54,10 @@
 //   - latecqe.go: in a quarter of the runs, the receive CQEs of a backup QP whose receive
 //     side is on the backup held back 20 µs to 2 ms after their messages were acknowledged
 //     (as a responder may write its CQE after its ACK, and two NICs' CQEs come in no order).
+//   - ctldrop.go: in a quarter of the failover runs, one round notification or reply
+//     dropped on arrival, as a peer drops one for a QP whose backup set is not connected
+//     to the sender's (the first to the eighth delivered in the run): the notification is
+//     sent again (failover/notifyresend.go), or the peer's own round answers for it.
 //
 // The application itself, in streams of their own: in half the failover runs it queries QPs
 // (query.go: the state must be the application's while SHIFT keeps the QP running), and in a

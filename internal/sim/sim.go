@@ -38,6 +38,10 @@ type Config struct {
 	// than one, the links of every NIC but the last backup may go down past the RC reach,
 	// so that QPs chain from one backup to the next.
 	Backups int
+	// CtlDrop (with Failover) drops the CtlDrop-th round notification or reply that arrives
+	// on a control QP (either host, 1-based; 0: none), as a peer drops one for a QP whose set
+	// is not connected to the sender's (ctldrop.go).
+	CtlDrop int
 }
 
 // Result is what a run did.
@@ -58,6 +62,7 @@ type Result struct {
 	Refused                uint64      // fallbacks refused (Failover: an unsafe WR outstanding)
 	ResetRounds            uint64      // rounds that only reset the default QPs (Failover)
 	NotificationsResent    uint64      // round notifications sent again, no reply in time (Failover)
+	CtlDrops               int         // control messages dropped (Config.CtlDrop)
 	Ineligible             int         // posts flagged failover.SendIneligible
 	MaxQueue, MaxCQQueue   int         // the largest failover QP and CQ queue seen (memory.go)
 	WRITE, SEND, READ, FAA int         // posts of each kind (WRITE_WITH_IMM counted as SEND)
@@ -81,6 +86,7 @@ type Violation struct {
 	Seed               uint64
 	Failover, Recovery bool // Config.Failover, Config.Recovery
 	Backups            int  // Config.Backups
+	CtlDrop            int  // Config.CtlDrop
 	Step               int
 	What               string
 	Tail               []string // the last events, oldest first
@@ -100,6 +106,9 @@ func (v *Violation) Error() string {
 	}
 	if v.Failover && v.Backups > 1 {
 		layer += fmt.Sprintf("SHIFT_SIM_BACKUPS=%d ", v.Backups)
+	}
+	if v.Failover && v.CtlDrop > 0 {
+		layer += fmt.Sprintf("SHIFT_SIM_CTLDROP=%d ", v.CtlDrop)
 	}
 	return fmt.Sprintf("sim: seed %d, step %d: %s\nlast events:\n  %s\nreplay: %sSHIFT_SIM_SEED=%d go test -count=1 ./internal/sim -run TestReplay -v",
 		v.Seed, v.Step, v.What, strings.Join(v.Tail, "\n  "), layer, v.Seed)
@@ -185,7 +194,7 @@ func (s *runner) record(kind int, a, b, c, d uint64) {
 }
 
 func (s *runner) violation(format string, args ...any) *Violation {
-	v := &Violation{Seed: s.cfg.Seed, Failover: s.cfg.Failover, Recovery: s.cfg.Recovery, Backups: s.cfg.Backups, Step: s.step, What: fmt.Sprintf(format, args...)}
+	v := &Violation{Seed: s.cfg.Seed, Failover: s.cfg.Failover, Recovery: s.cfg.Recovery, Backups: s.cfg.Backups, CtlDrop: s.cfg.CtlDrop, Step: s.step, What: fmt.Sprintf(format, args...)}
 	for i := max(0, s.nev-len(s.tail)); i < s.nev; i++ {
 		v.Tail = append(v.Tail, s.tail[i%len(s.tail)].String())
 	}
@@ -254,7 +263,13 @@ func Run(cfg Config) (Result, error) {
 	s.stop = drawStop(cfg.Seed, cfg.Failover, cfg.Ops)
 	links := cfg.Failover && drawLinkWatch(cfg.Seed)
 	recvOnly := cfg.Failover && cfg.Recovery && drawRecvOnly(cfg.Seed)
-	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, recvOnly, drawInline(cfg.Seed), s.yield)
+	var drops *ctlDropper
+	var dropCtl func() bool
+	if cfg.Failover && cfg.CtlDrop > 0 {
+		drops = &ctlDropper{n: cfg.CtlDrop}
+		dropCtl = drops.drop
+	}
+	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, recvOnly, drawInline(cfg.Seed), s.yield, dropCtl)
 	if err != nil {
 		return Result{}, err
 	}
@@ -263,6 +278,9 @@ func Run(cfg Config) (Result, error) {
 	s.res.RecvOnly = recvOnly
 	err = s.run()
 	s.endFaults()
+	if drops != nil {
+		s.res.CtlDrops = drops.dropped
+	}
 	if cfg.Failover {
 		for _, h := range w.hosts {
 			st := h.fo.Stats()

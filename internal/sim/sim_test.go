@@ -50,6 +50,7 @@ func seedConfig(seed uint64, fo bool) Config {
 		case 7:
 			c.Recovery, c.Backups = true, 2
 		}
+		c.CtlDrop = drawCtlDrop(seed)
 	}
 	return c
 }
@@ -80,6 +81,7 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.Refused += res.Refused
 		tot.ResetRounds += res.ResetRounds
 		tot.NotificationsResent += res.NotificationsResent
+		tot.CtlDrops += res.CtlDrops
 		tot.Ineligible += res.Ineligible
 		tot.MaxQueue = max(tot.MaxQueue, res.MaxQueue)
 		tot.MaxCQQueue = max(tot.MaxCQQueue, res.MaxCQQueue)
@@ -107,8 +109,8 @@ func runSeeds(t *testing.T, fo bool) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d, CMP_SWAP %d; %d inline, %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %d reset rounds, %d notifications sent again, %v virtual; largest failover queue %d (QP), %d (CQ)",
-		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.CAS, tot.Inline, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.ResetRounds, tot.NotificationsResent, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
+	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d, CMP_SWAP %d; %d inline, %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %d reset rounds, %d control messages dropped, %d notifications sent again, %v virtual; largest failover queue %d (QP), %d (CQ)",
+		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.CAS, tot.Inline, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.ResetRounds, tot.CtlDrops, tot.NotificationsResent, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
 	if fo {
 		t.Logf("faults: %v; %d link events read, %d fallbacks they started; %d runs with a receive-only QP; %d queries, %d QPs stopped by the application (%d then destroyed)", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, recvOnly, tot.Queries, tot.Stops, tot.Destroys)
 	}
@@ -184,7 +186,8 @@ func TestReplay(t *testing.T) {
 	}
 	fo := os.Getenv("SHIFT_SIM_FAILOVER")
 	bks, _ := strconv.Atoi(os.Getenv("SHIFT_SIM_BACKUPS"))
-	res, err := Run(Config{Seed: seed, Failover: fo == "1" || fo == "recovery", Recovery: fo == "recovery", Backups: bks})
+	drop, _ := strconv.Atoi(os.Getenv("SHIFT_SIM_CTLDROP"))
+	res, err := Run(Config{Seed: seed, Failover: fo == "1" || fo == "recovery", Recovery: fo == "recovery", Backups: bks, CtlDrop: drop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,6 +285,25 @@ func TestHandshakeTimeoutSeeds(t *testing.T) {
 		if res.Virtual >= time.Second || res.NotificationsResent != 0 {
 			t.Errorf("seed %d: the run took %v of virtual time and sent %d notifications again: a QP waited for a reply that was lost (HandshakeTimeout 2 s)",
 				c.Seed, res.Virtual, res.NotificationsResent)
+		}
+	}
+}
+
+// TestCtlDropSeeds replays runs with a dropped control message (ctldrop.go) that found a bug:
+//
+//   - 19 (recovery, the fourth message dropped: the reply to a reset round): each side took
+//     the other's next reset-round notification for a crossing one, which nobody answered,
+//     and the two waited for each other for ever, one incarnation apart, each failed probe
+//     starting the next round (fixed: crossing notifications are answered too, and a reply
+//     that takes no later incarnation is dropped; failover/fallback.go).
+func TestCtlDropSeeds(t *testing.T) {
+	for _, c := range []Config{{Seed: 19, Failover: true, Recovery: true, CtlDrop: 4}} {
+		res, err := Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.CtlDrops != 1 {
+			t.Errorf("seed %d: %d control messages dropped, want 1: the seed no longer exercises what it did", c.Seed, res.CtlDrops)
 		}
 	}
 }

@@ -62,7 +62,7 @@ type World struct {
 	kv      *faultKV      // the store both hosts share
 }
 
-func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, links, recvOnly bool, inline int, yield func()) (w *World, err error) {
+func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, links, recvOnly bool, inline int, yield func(), dropCtl func() bool) (w *World, err error) {
 	w = &World{clk: clock.NewManual(epoch)}
 	defer func() {
 		if err != nil {
@@ -89,7 +89,7 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, l
 				bks = append(bks, fmt.Sprintf("%s%d", prefix, h*nics+b))
 			}
 			opts = &failover.Options{Backups: bks, KV: store,
-				Job: fmt.Sprintf("sim%d", n), Clock: w.clk, Stepped: true, Yield: yield,
+				Job: fmt.Sprintf("sim%d", n), Clock: w.clk, Stepped: true, Yield: yield, DropControl: dropCtl,
 				HandshakeTimeout: 2 * time.Second, DrainTimeout: 10 * time.Second, CQWatchdog: watchdogBound,
 				// Without recovery, no probe within a run.
 				ProbeInterval: time.Hour, ProbeMaxInterval: time.Hour}
