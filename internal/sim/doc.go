@@ -50,7 +50,8 @@
 //     and what the peer's transport retries survive of RNR under loss);
 //   - recvonly.go: in a quarter of the recovery runs, pair 0's QP on host 1 left in RTR (it
 //     never sends), as perftest's bandwidth servers leave theirs: the run ends only once it
-//     and its peer are Default in both directions;
+//     and its peer are Default in both directions (or its peer was stopped by the
+//     application: it then stays on the backup, as a plain responder learns nothing);
 //   - latecqe.go: in a quarter of the runs, the receive CQEs of a backup QP whose receive
 //     side is on the backup held back 20 µs to 2 ms after their messages were acknowledged
 //     (as a responder may write its CQE after its ACK, and two NICs' CQEs come in no order).

@@ -7,7 +7,9 @@ import "math/rand/v2"
 // host 1 is left in RTR and never posts a send; its peer sends to it. The run ends, as every
 // recovery run, only once every QP is Default in both directions: the receive-only QP's send
 // side comes back with its receive side, and tells its peer, whose receive side comes back
-// with it (failover/recvonly.go).
+// with it (failover/recvonly.go). The exception is a peer the application stopped (stop.go):
+// nothing will bring the receive-only QP back, and it stays on its backup without an error
+// (quiet).
 
 // recvOnlyStream names the stream ("RTRONLY").
 const recvOnlyStream = 0x5254524f4e4c59

@@ -966,6 +966,15 @@ func (s *runner) quiet() bool {
 			if q.SendState() == failover.SendFailed || q.RecvState() == failover.RecvFailed {
 				continue // refused for an unsafe WR (risky.go): it stays failed
 			}
+			if e.recvOnly && e.peer.failed {
+				// Its peer was stopped by the application (stop.go): the peer's default QP
+				// stays in ERR and sends no recovery notification, and a receive-only QP
+				// never probes, so it stays on the backup, without an error, as a plain RC
+				// responder whose requester went away learns nothing either (seed 12459,
+				// recovery, beyond the 10,000 seeds the tests run, on the tree of
+				// 2026-11-28's earlier stops too).
+				continue
+			}
 			if q.SendState() != failover.SendDefault || q.RecvState() != failover.RecvDefault {
 				return false
 			}

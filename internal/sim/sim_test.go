@@ -307,3 +307,23 @@ func TestCtlDropSeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestStoppedPeerSeeds replays two recovery seeds beyond the 10,000 TestFailoverSeeds runs
+// (found by a run of 20,000) in which the application stops a QP and the run then waited
+// for ever, on the simulation's side:
+//
+//   - 12459: the stopped QP's peer is receive-only; nothing brings it back from the backup,
+//     and it must end there without an error (quiet);
+//   - 17039 (two backups): a backup NIC's death waited for a fallback, which the stop, before
+//     any failure, left none to run (backupKillStep).
+func TestStoppedPeerSeeds(t *testing.T) {
+	for _, c := range []Config{{Seed: 12459, Failover: true, Recovery: true}, {Seed: 17039, Failover: true, Recovery: true, Backups: 2}} {
+		res, err := Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Stops == 0 {
+			t.Errorf("seed %d: no QP stopped: the seed no longer exercises what it did", c.Seed)
+		}
+	}
+}
