@@ -433,6 +433,17 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 				q.fifoMu.Lock()
 				switch {
 				case bs.dead:
+				case bs.gaveUp && w.Opcode&verbs.WCRecv != 0:
+					// A receive flushed on the set the QP failed on: the application's (its
+					// kind says so) is completed and counted, as a success would be, so that
+					// flushDeadSetLocked does not complete it again (simulation seed 24210:
+					// a stopped QP's RECV completed twice, after its destroy).
+					q.fifoMu.Unlock()
+					if q.popKind(&bs.recvKinds) == kindApp {
+						q.recvDone++
+						cq.pushLocked(w)
+					}
+					continue
 				case bs.gaveUp:
 					if w.WRID != ctrlWRID {
 						cq.pushLocked(w)

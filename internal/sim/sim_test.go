@@ -316,8 +316,14 @@ func TestCtlDropSeeds(t *testing.T) {
 //     and it must end there without an error (quiet);
 //   - 17039 (two backups): a backup NIC's death waited for a fallback, which the stop, before
 //     any failure, left none to run (backupKillStep).
+//
+// and one that the second change made possible, a SHIFT bug: 24210 (two backups, no
+// recovery), a backup NIC dies and the application stops and destroys a QP whose receives
+// were on it; their flushes reached the application from the backup CQ and were completed
+// again by flushDeadSetLocked, after the destroy (failover/cq.go pollBackupDevLocked).
 func TestStoppedPeerSeeds(t *testing.T) {
-	for _, c := range []Config{{Seed: 12459, Failover: true, Recovery: true}, {Seed: 17039, Failover: true, Recovery: true, Backups: 2}} {
+	for _, c := range []Config{{Seed: 12459, Failover: true, Recovery: true}, {Seed: 17039, Failover: true, Recovery: true, Backups: 2},
+		{Seed: 24210, Failover: true, Backups: 2}} {
 		res, err := Run(c)
 		if err != nil {
 			t.Fatal(err)
