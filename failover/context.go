@@ -238,6 +238,9 @@ type Context struct {
 	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
 	// silent): fallbacks do not wait for its completions, nothing probes it again.
 	defDead atomic.Bool
+	// dropCtl, when set and true for a message arriving on a control endpoint, drops it as
+	// deliver drops one it cannot deliver: Options.DropControl's faults, or a test's.
+	dropCtl atomic.Pointer[func(ep *ctlEndpoint, m ctlMsg) bool]
 	// portEvents: link events are on (Options.LinkEvents, WatchLink): PORT_ERR of the
 	// port in use falls back as a link-down event does.
 	portEvents            atomic.Bool
@@ -359,6 +362,10 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 	}
 	c.mrRefresh.Store(int64(mrRefreshDefault))
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
+	if d := opts.DropControl; d != nil {
+		drop := func(_ *ctlEndpoint, m ctlMsg) bool { return !m.refused && !m.neverSent && d() }
+		c.dropCtl.Store(&drop)
+	}
 	if opts.InjectFile != "" || opts.ControlFile {
 		// A control file that cannot be had safely (another user's, a link, the runtime
 		// directory not private) leaves the context without one: its traffic runs, and

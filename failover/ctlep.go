@@ -406,11 +406,7 @@ func (ep *ctlEndpoint) onEvent() {
 // application stopped and destroyed waited its 2 s, stop.go).
 func (ep *ctlEndpoint) deliver(m ctlMsg) {
 	i := ep.dev.idx
-	if h := testHookDeliver.Load(); h != nil && (*h)(ep, m) {
-		ep.dropped.Add(1)
-		return
-	}
-	if d := ep.dev.c.opts.DropControl; d != nil && !m.refused && !m.neverSent && d() {
+	if d := ep.dev.c.dropCtl.Load(); d != nil && (*d)(ep, m) {
 		ep.dropped.Add(1)
 		return
 	}

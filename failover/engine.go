@@ -13,10 +13,6 @@ var testHookRound atomic.Pointer[func()]
 // flushes had not all come (tests: a round that waits).
 var testHookDrain atomic.Pointer[func(q *QP) bool]
 
-// testHookDeliver, when set and true for a message arriving on ep, drops the message as a
-// peer drops one it cannot deliver (tests: lost or late notifications and replies).
-var testHookDeliver atomic.Pointer[func(ep *ctlEndpoint, m ctlMsg) bool]
-
 // engine runs the transitions of a context's QPs in one place, off the application's threads.
 // An application Poll that meets an error completion, a peer's notification or a finished
 // fence only classifies and queues it on its CQ (toFail, toFailBk, recov, drained) and kicks

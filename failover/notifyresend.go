@@ -49,9 +49,7 @@ func (q *QP) resetWaitExpired(seq uint64) {
 		return // the round ended, or another one armed its own wait
 	}
 	q.resendLocked()
-	if q.mach.roundState() == RoundAwaitReset && !q.destroyed {
-		q.armResetWaitLocked()
-	}
+	q.armResetWaitLocked()
 }
 
 // armHandshakeLocked arms the handshake's timer: the notification goes once more halfway
@@ -73,9 +71,6 @@ func (q *QP) handshakeHalf(seq uint64, rest time.Duration) {
 		return
 	}
 	q.resendLocked()
-	if q.roundWait != seq {
-		return // the resend moved the round to the next set (ctlFailed), which armed its own
-	}
 	q.hsTimer = q.c.clk.AfterFunc(rest, func() {
 		q.c.eng.do(func() { q.handshakeExpired(seq) })
 	})
@@ -101,9 +96,11 @@ func (q *QP) newRoundWaitLocked() uint64 {
 }
 
 // resendLocked sends the round's notification again. On an endpoint that failed meanwhile
-// nothing is sent and the round moves to the next set (ctlFailed); without one ready the
-// wait goes on.
+// nothing is sent and the round moves to the next set later (ctlFailed, on the engine: its
+// round arms a wait of its own, and this one's timer then finds its number stale); without
+// an endpoint ready the wait goes on.
 func (q *QP) resendLocked() {
-	q.c.notifyResent.Add(1)
-	_ = q.notifyLocked(false)
+	if q.notifyLocked(false) == nil {
+		q.c.notifyResent.Add(1)
+	}
 }

@@ -48,7 +48,7 @@ func TestResetRoundLost(t *testing.T) {
 				n    atomic.Int32
 			)
 			hook := func(ep *ctlEndpoint, m ctlMsg) bool {
-				if ep.dev.c != to || m.reply != reply || m.refused || n.Load() >= keep {
+				if m.reply != reply || m.refused || n.Load() >= keep {
 					return false
 				}
 				mu.Lock()
@@ -57,14 +57,14 @@ func TestResetRoundLost(t *testing.T) {
 				n.Add(1)
 				return true
 			}
-			testHookDeliver.Store(&hook)
-			t.Cleanup(func() { testHookDeliver.Store(nil) })
+			to.dropCtl.Store(&hook)
+			t.Cleanup(func() { to.dropCtl.Store(nil) })
 			// What a failed probe does on A (probeEnd): a reset round, nothing to repost.
 			before := e.hosts[0].ctx.Stats()
 			e.hosts[0].ctx.eng.do(func() { a[0].fallback(ctlMsg{}, false) })
 			waitFor(t, "the messages held", func() bool { return n.Load() == keep }, desc)
 			if lose == "late reply" {
-				testHookDeliver.Store(nil)
+				to.dropCtl.Store(nil)
 				mu.Lock()
 				eps[0].deliver(held[0]) // the first reply, late
 				mu.Unlock()
@@ -120,8 +120,10 @@ func TestHandshakeMessageLost(t *testing.T) {
 	hook := func(ep *ctlEndpoint, m ctlMsg) bool {
 		return !m.reply && !m.refused && !m.neverSent && dropped.CompareAndSwap(0, 1)
 	}
-	testHookDeliver.Store(&hook)
-	t.Cleanup(func() { testHookDeliver.Store(nil) })
+	for _, h := range e.hosts {
+		h.ctx.dropCtl.Store(&hook)
+		t.Cleanup(func() { h.ctx.dropCtl.Store(nil) })
+	}
 	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 120, size: 512, failAt: 40, failHost: 0, seed: 71})
 	if dropped.Load() != 1 {
 		t.Fatalf("no notification was dropped: %s", e.describe(a[0], b[0]))
