@@ -13,7 +13,8 @@ import (
 // with 8-byte atomic stores: a real NIC must see each 8-byte doorbell as one TLP (rdma-core's
 // mmio_write64_be), and the emulated NIC loads them atomically from another goroutine.
 type UARPage struct {
-	mem []byte
+	mem  []byte
+	wake *UARWaker // the in-process device model's, when one watches this page (uarwake.go)
 }
 
 // NewUARPage wraps a mapping of at least one adapter page; it must be 8-byte aligned.
@@ -21,7 +22,7 @@ func NewUARPage(mem []byte) (UARPage, error) {
 	if len(mem) < AdapterPageSize || len(mem)%AdapterPageSize != 0 || !aligned(mem, 8) {
 		return UARPage{}, newErr("uar page", ErrGeometry, unix.EINVAL, "mapping of %d bytes", len(mem))
 	}
-	return UARPage{mem: mem}, nil
+	return UARPage{mem: mem, wake: lookupUARWaker(mem)}, nil
 }
 
 // Len is the size of the mapping.
@@ -73,6 +74,7 @@ func ArmCQ(db DBRec, uar UARPage, cqn, sn, ci uint32, solicited bool) {
 	// mmio_flush_writes: push the doorbell out of the write-combining buffer now rather than
 	// when the buffer happens to drain, or the event could be delayed indefinitely.
 	FlushWrites()
+	uar.poke()
 }
 
 // BFReg is one blue-flame register of a UAR page (struct mlx5_bf in libmlx5): the place a QP
@@ -165,6 +167,8 @@ func (r *BFReg) RingAt(q *SQ, db DBRec, counter uint32, nreq int, last Posted, i
 	if r.NeedLock {
 		r.mu.Unlock()
 	}
+	// 7. Wake an in-process device model that parked (uarwake.go; nothing on hardware).
+	r.uar.poke()
 }
 
 // SQDoorbell is what the 8-byte send doorbell tells the NIC.

@@ -55,6 +55,8 @@ func (r *BFReg) RingFast(q *SQ, db DBRec, counter uint32, nreq int, last Posted,
 	if r.NeedLock {
 		r.mu.Unlock()
 	}
+	// 7. Wake an in-process device model that parked (uarwake.go).
+	r.uar.poke()
 }
 
 // uarStore writes v at the 8-byte aligned offset off of a UAR mapping with one plain 8-byte

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shift-rdma/shift/internal/clock"
+	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/mlx5/emu/rc"
 	"github.com/shift-rdma/shift/mlx5/emu/roce"
 )
@@ -78,6 +79,9 @@ type Device struct {
 	kicks   []*QP
 	kickRun []*QP
 	wake    chan struct{}
+	// waker lets a doorbell written through package mlx5 end the parked watcher's wait
+	// (watcher.go); registered for each UAR page.
+	waker *mlx5.UARWaker
 
 	errMu      sync.Mutex
 	errQPs     []*QP
@@ -138,6 +142,7 @@ func New(cfg Config) (*Device, error) {
 		stop:      make(chan struct{}),
 		watchDone: make(chan struct{}),
 	}
+	d.waker = mlx5.NewUARWaker(d.wake)
 	if d.clk == nil {
 		d.clk = clock.Real{}
 	}

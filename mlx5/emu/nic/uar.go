@@ -40,6 +40,8 @@ type UAR struct {
 	closed atomic.Bool
 	// recheck marks, for the watcher alone, the shared registers on its recheck list.
 	recheck [BfregsPerUAR]bool
+	// unregister removes the page's waker registration (mlx5.RegisterUARWaker).
+	unregister func()
 }
 
 // regQPs is the set of QPs bound to one blue-flame register. A dedicated register carries
@@ -133,6 +135,8 @@ func (d *Device) AllocUAR() (*UAR, error) {
 	}
 	d.nextUAR++
 	u := &UAR{Index: d.nextUAR, mem: mem, dev: d}
+	// Doorbells written through package mlx5 wake the parked watcher at once (watcher.go).
+	u.unregister = mlx5.RegisterUARWaker(mem, d.waker)
 	d.uars[u.Index] = u
 	d.publishUARs()
 	return u, nil
@@ -164,6 +168,7 @@ func (u *UAR) release() error {
 	if u.closed.Swap(true) {
 		return nil
 	}
+	u.unregister() // before the address can be reused
 	u.dev.pollMu.Lock()
 	defer u.dev.pollMu.Unlock()
 	if err := unix.Munmap(u.mem); err != nil {

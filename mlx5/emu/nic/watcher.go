@@ -12,7 +12,10 @@ import (
 // the processor between passes) for spinWindow after the last doorbell, so back-to-back posts
 // see microsecond latency; then it parks and the process's one idle scanner (scanner.go)
 // watches its registers, with those of every other idle device, and wakes it when one is
-// written. Anything that needs the watcher sooner (a QP moved to RTS with rung doorbells
+// written. A doorbell written through package mlx5 (the Go provider, SHIFT) wakes the parked
+// watcher itself (mlx5.UARWaker: the model's stand-in for the MMIO write reaching the NIC);
+// one written by other code (the plugin's C fast path, Debian's libmlx5) waits for the
+// scanner. Anything else that needs the watcher sooner (a QP moved to RTS with rung doorbells
 // pending, a stalled send queue whose earlier WRs completed) wakes it through kick.
 const (
 	spinWindow = 50 * time.Microsecond
@@ -71,14 +74,17 @@ func (d *Device) watch() {
 		// here, runRechecks keeps the watcher spinning while it is not). A doorbell written
 		// since the last pass is still in its register, so the scanner's first look finds it.
 		d.stats.sleeps.Add(1)
+		d.waker.Park() // before the scanner's first look, which finds a write the poke missed
 		idle.park(d)
 		select {
 		case <-d.stop:
+			d.waker.Unpark()
 			idle.unpark(d)
 			return
 		case <-d.wake:
 		}
-		idle.unpark(d) // woken by a kick: leave the scanner's list (no-op when it woke us)
+		d.waker.Unpark()
+		idle.unpark(d) // woken by a kick or a poke: leave the scanner's list (no-op when it woke us)
 		lastActive = time.Now()
 	}
 }
