@@ -87,8 +87,8 @@ func (q *QP) openBackupLocked(g *postGate, onBackup bool) {
 }
 
 // postBackupFast posts wrs on the backup inside the backup mode. It reports false, having
-// done nothing, when a remote key must be read first (the locked path reads it with q.mu
-// released, rkeysForPostLocked).
+// done nothing, when a remote key must be read first (the locked path leaves such WRs to the
+// inbox, keywait.go).
 func (q *QP) postBackupFast(wrs []verbs.SendWR) (bool, error) {
 	dev := q.cs().dev
 	for i := range wrs {

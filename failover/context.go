@@ -189,8 +189,9 @@ type Stats struct {
 	// the time application WRs were withheld (fence WR posted → Default).
 	SwitchBack, Stall time.Duration
 	// KVWaits counts the fallback rounds and backup posts that found a peer's MR entry
-	// missing from the cache and read the store for it (with the QP's mutex released);
-	// KVWait sums the time they spent reading (rkcache.go).
+	// missing from the cache and read the store for it (a round with the QP's mutex
+	// released, a post's WRs left in the inbox meanwhile: keywait.go); KVWait sums the time
+	// the reads took (rkcache.go).
 	KVWaits uint64
 	KVWait  time.Duration
 	// Rearms counts the backup QP sets rebuilt after their device's link came back, over
@@ -261,6 +262,7 @@ type Context struct {
 	quit      chan struct{}
 	eng       *engine
 	probeWG   sync.WaitGroup
+	keyWG     sync.WaitGroup // the inbox's key readers (keywait.go)
 	probeMu   sync.Mutex
 	closing   bool // probeMu
 
@@ -534,6 +536,7 @@ func (c *Context) Close() error {
 	}
 	c.stopProbes()
 	c.linkWG.Wait() // stopProbes closed quit
+	c.keyWG.Wait()  // each within one KV timeout
 	if c.eng != nil && c.eng.stepped {
 		c.eng.stop()
 	} else if c.eng != nil {

@@ -65,7 +65,8 @@ package failover
 //     the WRs it will rewrite; when some are missing (an MR the peer registered just before
 //     the failure) it releases q.mu, reads them with the KV timeout and starts over once, so
 //     no KV operation ever runs under a mutex of the data path, and a key still missing fails
-//     the round closed. A post on the backup does the same (rkeysForPostLocked).
+//     the round closed. A post on the backup that misses a key leaves its WRs to the inbox,
+//     whose drain has the key read by a goroutine of its own, then posts them (keywait.go).
 //   - SHIFT's own completions on a backup QP are recognised by position: each backup QP keeps
 //     the kinds (application or control) of its posted receives and of its signaled sends in
 //     posting order, which is completion order on an RC QP. Only after a backup error, when a

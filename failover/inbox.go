@@ -61,6 +61,9 @@ type inbox struct {
 	drain  func() // q.drainInbox, made once
 	// wantSend, wantRecv: a gate opening was skipped while the inbox held that side's WRs.
 	wantSend, wantRecv bool
+	// keyWait: the sends wait for a read of their remote keys (keywait.go); keysRead: it
+	// ended, and the next sends drained are posted with what it found.
+	keyWait, keysRead bool
 	// nSend, nRecv count the WRs left and not yet posted (those the drain took included):
 	// written under mu, read without it by posters.
 	nSend, nRecv atomic.Int32
@@ -121,7 +124,12 @@ func (q *QP) drainInbox() {
 	for {
 		b.mu.Lock()
 		sends, recvs := b.sends, b.recvs
-		b.sends, b.recvs = nil, nil
+		if b.keyWait {
+			sends = nil // a read of their remote keys runs: its end queues the drain (keywait.go)
+		} else {
+			b.sends = nil
+		}
+		b.recvs = nil
 		if len(sends) == 0 && len(recvs) == 0 {
 			b.queued = false
 			b.mu.Unlock()
@@ -138,6 +146,9 @@ func (q *QP) drainInbox() {
 		b.mu.Lock()
 		b.nSend.Add(-int32(len(sends)))
 		b.nRecv.Add(-int32(len(recvs)))
+		if !b.keyWait {
+			b.keysRead = false // the sends the read was for are posted
+		}
 		b.mu.Unlock()
 	}
 }
@@ -160,8 +171,10 @@ func (q *QP) postInboxSendsLocked(recs []sendRec) {
 			q.pending = append(q.pending, recs[i:]...)
 			return
 		}
+		if q.awaitKeysLocked(recs[i:]) {
+			return // back in the inbox until their remote keys were read (keywait.go)
+		}
 		ws := []verbs.SendWR{recs[i].wr}
-		q.rkeysForPostLocked(ws)
 		err := q.withRoomLocked(func() error { return q.postSendLocked(ws) })
 		runtime.KeepAlive(&recs[i]) // its inline payload, read by the post
 		if errors.Is(err, errRoundGone) {
@@ -172,7 +185,15 @@ func (q *QP) postInboxSendsLocked(recs []sendRec) {
 			for j := i; j < len(recs); j++ {
 				rest = append(rest, recs[j].wr)
 			}
-			q.synthErrorsLocked(rest, verbs.WCWRFlushErr)
+			status := verbs.WCWRFlushErr
+			if errors.Is(err, ErrBackupNotReady) {
+				// A remote key the store did not give (keywait.go): the QP fails closed, as a
+				// round that cannot map a key does, with what the link's failure would have
+				// given without SHIFT.
+				q.failLocked(verbs.WCRetryExcErr, err)
+				status = verbs.WCRetryExcErr
+			}
+			q.synthErrorsLocked(rest, status)
 			return
 		}
 	}

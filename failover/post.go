@@ -140,7 +140,11 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 		}
 		return q.PostSend(wrs) // the gate opened meanwhile
 	}
-	q.rkeysForPostLocked(wrs)
+	if q.sendKeysMissLocked(wrs) && q.inboxSends(wrs) {
+		// A remote key the cache does not hold: read off this thread (keywait.go).
+		q.mu.Unlock()
+		return nil
+	}
 	if q.mach.holdState() == HoldPosts {
 		// A round waits with q.mu released: where WRs go is not settled (roundwait.go).
 		q.queueSendsLocked(wrs)

@@ -33,12 +33,14 @@ import (
 //     looks for the remote keys of the WRs it will rewrite (the default ring's, the backup
 //     log's, those posted during the handshake) before it changes anything; when some are
 //     missing it releases q.mu, reads them with the KV timeout and starts again once
-//     (fetchMissingRKeysLocked). A post on the backup does the same before it takes q.mu
-//     (rkeysForPostLocked). A key still missing then fails the round closed.
+//     (fetchMissingRKeysLocked); a key still missing then fails the round closed. A post on
+//     the backup leaves such WRs to the inbox, whose drain has the keys read by a goroutine
+//     of their own and posts the WRs after (keywait.go): the application's thread does not
+//     wait for the store.
 //
 // A store that is not a kv.Lister is not listed: only the keys that missed are read (Get),
-// in the background and by the rounds and posts that need them, so a fallback may wait for
-// the store as before once per key.
+// in the background and by the rounds and inbox readers that need them, so a fallback may
+// wait for the store as before once per key.
 
 // mrRefreshDefault is how often the shadow goroutine lists the entries of every peer it has
 // a connected QP towards (an MR the peer registered since, or deregistered).
@@ -394,21 +396,4 @@ func (c *Context) fetchFor(b *backupDev, keys []rkeyKey) {
 	cancel()
 	c.kvWaits.Add(1)
 	c.kvWaitNS.Add(int64(c.now().Sub(t)))
-}
-
-// rkeysForPostLocked readies a locked post (q.mu held): on the backup (Fallback,
-// WaitSignaled) the WRs' remote keys are rewritten under q.mu, and those the cache cannot
-// answer for are read first, with q.mu released, once.
-func (q *QP) rkeysForPostLocked(wrs []verbs.SendWR) {
-	if st := q.mach.sendState(); st != SendFallback && st != SendWaitSignaled {
-		return
-	}
-	bs := q.cs()
-	miss := missingRKeysBy(q.remote.GID, wrs, nil, func(k rkeyKey) bool { return q.km.rkeyKnown(bs.dev, k) })
-	if len(miss) == 0 {
-		return
-	}
-	q.mu.Unlock()
-	q.c.fetchFor(bs.dev, miss)
-	q.mu.Lock()
 }
