@@ -58,8 +58,21 @@ func TestDeviceKill(t *testing.T) {
 	if mb.Buf[0] != 0 || mb.Buf[511] != 0 {
 		t.Error("a dead device's WRITE reached the peer")
 	}
-	if err := p.QA.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); !errors.Is(err, unix.EIO) {
-		t.Errorf("modify qp on a dead device: %v, want EIO", err)
+	// mlx5_cmd_exec in internal error: the transitions fail with EIO, the moves to ERR and
+	// RESET succeed (mlx5_internal_err_ret_value fakes 2ERR_QP and 2RST_QP), and a QP in
+	// ERR writes no flush there.
+	if err := p.QA.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState); !errors.Is(err, unix.EIO) {
+		t.Errorf("modify qp RTS→RTS on a dead device: %v, want EIO", err)
+	}
+	if err := p.QA.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+		t.Errorf("modify qp to ERR on a dead device: %v, want success", err)
+	}
+	time.Sleep(quiet)
+	if !p.SCQA.Empty() {
+		t.Error("a dead device flushed the QP it moved to ERR")
+	}
+	if err := p.QA.Modify(&uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState); err != nil {
+		t.Errorf("modify qp to RESET on a dead device: %v, want success", err)
 	}
 	// Closing the context (t.Cleanup) destroys every object: destroy commands succeed.
 }

@@ -121,8 +121,12 @@ func (h *nicHW) modifyQP(qpn uint32, cur, next QPState, a *qpAttr) error {
 	if cur == next && next == QPSReset {
 		return nil // mlx5_ib_modify_qp: RESET→RESET issues no command
 	}
-	if err := h.d.Dead("modify qp"); err != nil {
-		return err
+	if next != QPSErr && next != QPSReset {
+		// mlx5_cmd_exec in internal error fails the transitions with EIO but fakes success
+		// for 2ERR_QP and 2RST_QP (mlx5_internal_err_ret_value), so that cleanup works.
+		if err := h.d.Dead("modify qp"); err != nil {
+			return err
+		}
 	}
 	attr := nic.QPAttr{
 		Port: int(a.port), RemoteQPN: a.destQPN, RemoteAddr: netip.AddrFrom16(a.av.dgid).Unmap(),

@@ -69,8 +69,8 @@
 //   - Device failure (fatal.go). Kill is a ConnectX's fatal error: nothing executes any more,
 //     no CQE is written and no packet sent or received, the kernel side raises
 //     IBV_EVENT_DEVICE_FATAL then PORT_ERR (its ports go down and stay down), and the commands
-//     that create or change objects fail with EIO while destroys succeed, as mlx5_cmd_exec
-//     answers them in internal error. The driver's software flush of kernel QPs has no user
+//     that create or change objects fail with EIO while destroys and the moves of a QP to
+//     ERR or RESET succeed, as mlx5_cmd_exec answers them in internal error. The driver's software flush of kernel QPs has no user
 //     space counterpart and is not modelled: user CQs get nothing. Hang stops the device the
 //     same way but silently: no event, ports up, commands answered.
 //   - A receive WQE the device cannot scatter into (bad lkey) completes with a local error and

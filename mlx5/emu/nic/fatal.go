@@ -62,8 +62,9 @@ func (d *Device) Hang() { d.health.CompareAndSwap(uint32(Healthy), uint32(Hung))
 
 // Dead fails command op on a dead device as mlx5_cmd_exec does once the device is in
 // internal error (EIO, wrapping ErrDead); nil otherwise. Commands that destroy objects still
-// succeed there (the driver fakes their completion so that cleanup works), so the kernel
-// side asks only before the commands that create or change objects.
+// succeed there, as do the moves of a QP to ERR or RESET (the driver fakes their completion
+// so that cleanup works), so the kernel side asks only before the commands that create
+// objects or make other changes.
 func (d *Device) Dead(op string) error {
 	if d.Health() == Dead {
 		return newErr(op, ErrDead, unix.EIO, "%s: device in fatal error", d.name)
