@@ -981,7 +981,7 @@ func (s *runner) quiet() bool {
 		}
 	}
 	for _, e := range s.w.ends {
-		if len(e.sq) > 0 {
+		if len(e.sq) > 0 && !(e == s.stop.victim && unsignaledOnly(e.sq)) {
 			return false
 		}
 		if !e.peer.failed && e.expect != e.peer.twoSided {

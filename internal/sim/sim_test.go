@@ -321,9 +321,13 @@ func TestCtlDropSeeds(t *testing.T) {
 // recovery), a backup NIC dies and the application stops and destroys a QP whose receives
 // were on it; their flushes reached the application from the backup CQ and were completed
 // again by flushDeadSetLocked, after the destroy (failover/cq.go pollBackupDevLocked).
+// Two more from seeds 35,000–50,000: 42791 (two backups, recovery), the application stops a
+// QP whose default NIC died and got EIO from the emulator (which now fakes the move to ERR,
+// as mlx5's command layer does); 47255 (the same mode), the stopped QP's last WR was an
+// unsignaled SEND the NIC had executed, which no completion ever reports (unsignaledOnly).
 func TestStoppedPeerSeeds(t *testing.T) {
 	for _, c := range []Config{{Seed: 12459, Failover: true, Recovery: true}, {Seed: 17039, Failover: true, Recovery: true, Backups: 2},
-		{Seed: 24210, Failover: true, Backups: 2}} {
+		{Seed: 24210, Failover: true, Backups: 2}, seedConfig(42791, true), seedConfig(47255, true)} {
 		res, err := Run(c)
 		if err != nil {
 			t.Fatal(err)
