@@ -86,6 +86,23 @@ func (q *QP) retireBkLog() {
 	}
 }
 
+// retireBkLogTo drops the backup log up to the first record of wr_id id: the send whose
+// error completion the application gets from the set the QP gave up on (and those before it,
+// which completed unsignaled), so that the set's flush after its device died
+// (flushDeadSetLocked) does not complete it again. With wr_ids repeated among the records
+// the first of them is taken (fifoMu).
+func (q *QP) retireBkLogTo(id uint64) {
+	for i := range q.bkLog {
+		if q.bkLog[i].wr.WRID == id {
+			q.freeRecs(q.bkLog[:i+1])
+			n := copy(q.bkLog, q.bkLog[i+1:])
+			clear(q.bkLog[n:])
+			q.bkLog = q.bkLog[:n]
+			return
+		}
+	}
+}
+
 // freeRecs keeps the buffers of records leaving the log (fifoMu).
 func (q *QP) freeRecs(recs []sendRec) {
 	for j := range recs {

@@ -446,6 +446,7 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 					continue
 				case bs.gaveUp:
 					if w.WRID != ctrlWRID {
+						q.retireBkLogTo(w.WRID) // reported: not for flushDeadSetLocked
 						cq.pushLocked(w)
 					}
 				default:

@@ -2,8 +2,10 @@ package failover
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -93,5 +95,73 @@ func errorsInOrder(t *testing.T, cq *CQ, recv uint64, sends ...uint64) {
 	}
 	if !sawRecv || !slices.Equal(got, sends) {
 		t.Fatalf("completions %+v: want wr_id %v in order and the receive %d", ws, sends, recv)
+	}
+}
+
+// TestDeadBackupAfterFlushes: a QP runs on its only backup, whose peer NIC then hangs with
+// three WRITEs and a receive outstanding there: the WRITEs exhaust their retries, the QP
+// fails, and the set's own error completions report all four. Then that backup NIC dies. The dead set's flush
+// (flushDeadSetLocked) must not complete them a second time (it did the WRITEs: their error
+// completions did not take them off the backup log).
+func TestDeadBackupAfterFlushes(t *testing.T) {
+	e := newEnv(t, 256)
+	a, _ := e.pairs(t, 1, smallCap)
+	qa := a[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	if err := qa.SwitchToBackup(); err != nil {
+		t.Fatal(err)
+	}
+	write := func(id uint64, off int, flags verbs.SendFlags) verbs.SendWR {
+		return verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: flags, SGL: []verbs.SGE{ha.mr.SGE(off, 64)},
+			RemoteAddr: hb.mr.Addr() + uint64(off), RKey: hb.mr.RKey()}
+	}
+	if err := qa.PostSend([]verbs.SendWR{write(9, 0, verbs.SendSignaled)}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 9 || qa.SendState() != SendFallback {
+		t.Fatalf("completion %+v, state %v: want the switch done", w, qa.SendState())
+	}
+	if err := qa.PostRecv([]verbs.RecvWR{{WRID: 30, SGL: []verbs.SGE{ha.mr.SGE(512, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.cl.Hosts[1].Devices[1].NIC().Hang() // the peer's backup NIC: no ACK, no event here
+	if err := qa.PostSend([]verbs.SendWR{write(10, 64, 0), write(11, 128, verbs.SendSignaled), write(12, 192, verbs.SendSignaled)}); err != nil {
+		t.Fatal(err)
+	}
+	// A post that found the QP's mutex held left its WRs to the engine (inbox.go).
+	waitFor(t, "the inbox posted", func() bool { return qa.box.nSend.Load() == 0 }, func() string { return "" })
+	qa.fifoMu.Lock()
+	logged := len(qa.bkLog)
+	qa.fifoMu.Unlock()
+	if logged != 3 {
+		t.Fatalf("%d WRs in the backup log after the post, want 3 (the test needs them there)", logged)
+	}
+	ws := waitN(t, ha.cq, 4)
+	if qa.SendState() != SendFailed {
+		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
+	}
+	e.cl.Hosts[0].Devices[1].NIC().Kill()
+	waitFor(t, "the death seen", func() bool {
+		qa.fifoMu.Lock()
+		defer qa.fifoMu.Unlock()
+		return qa.sets[0].deadFlushed
+	}, func() string { return fmt.Sprintf("state %v err %v", qa.SendState(), qa.Err()) })
+	var wc [8]verbs.WC
+	for range 20 { // what the dead set's flush completes is in the CQ's buffer at once
+		n, _ := ha.cq.Poll(wc[:])
+		ws = append(ws, wc[:n]...)
+		time.Sleep(time.Millisecond)
+	}
+	seen := map[uint64]int{}
+	for _, w := range ws {
+		seen[w.WRID]++
+		if seen[w.WRID] > 1 {
+			t.Fatalf("wr_id %d completed twice: %+v", w.WRID, ws)
+		}
+	}
+	for _, id := range []uint64{10, 11, 12, 30} {
+		if seen[id] != 1 {
+			t.Fatalf("wr_id %d completed %d times: %+v", id, seen[id], ws)
+		}
 	}
 }

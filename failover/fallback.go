@@ -801,9 +801,23 @@ func (q *QP) giveUpSetLocked() {
 	bs.gaveUp = true
 	stash := bs.stash
 	bs.stash = nil
+	for _, o := range stash {
+		if o.wc.Opcode&verbs.WCRecv == 0 {
+			q.retireBkLogTo(o.wc.WRID) // reported now: not for flushDeadSetLocked
+		}
+	}
 	q.fifoMu.Unlock()
 	for _, o := range stash {
 		o.cq.mu.Lock()
+		if o.wc.Opcode&verbs.WCRecv != 0 {
+			// Counted as pollBackupDevLocked counts a receive flushed on a set given up, or
+			// flushDeadSetLocked would complete it again (TestDeadBackupAfterFlushes).
+			if q.popKind(&bs.recvKinds) != kindApp {
+				o.cq.mu.Unlock()
+				continue
+			}
+			q.recvDone++
+		}
 		o.cq.pushLocked(o.wc)
 		closeGate(o.cq.gate)
 		o.cq.mu.Unlock()
