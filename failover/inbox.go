@@ -62,7 +62,7 @@ type inbox struct {
 	// wantSend, wantRecv: a gate opening was skipped while the inbox held that side's WRs.
 	wantSend, wantRecv bool
 	// keyWait: the sends wait for a read of their remote keys (keywait.go); keysRead: it
-	// ended, and the next sends drained are posted with what it found.
+	// ended, and the next batch of sends the drain takes is posted with what it found.
 	keyWait, keysRead bool
 	// nSend, nRecv count the WRs left and not yet posted (those the drain took included):
 	// written under mu, read without it by posters.
@@ -124,10 +124,12 @@ func (q *QP) drainInbox() {
 	for {
 		b.mu.Lock()
 		sends, recvs := b.sends, b.recvs
+		read := false
 		if b.keyWait {
 			sends = nil // a read of their remote keys runs: its end queues the drain (keywait.go)
 		} else {
 			b.sends = nil
+			read, b.keysRead = b.keysRead, false // the read's batch: posted with what it found
 		}
 		b.recvs = nil
 		if len(sends) == 0 && len(recvs) == 0 {
@@ -141,21 +143,18 @@ func (q *QP) drainInbox() {
 			q.postInboxRecvsLocked(recvs) // may fall back first, and the QP be destroyed meanwhile
 		}
 		if !q.destroyed {
-			q.postInboxSendsLocked(sends)
+			q.postInboxSendsLocked(sends, read)
 		}
 		b.mu.Lock()
 		b.nSend.Add(-int32(len(sends)))
 		b.nRecv.Add(-int32(len(recvs)))
-		if !b.keyWait {
-			b.keysRead = false // the sends the read was for are posted
-		}
 		b.mu.Unlock()
 	}
 }
 
 // postInboxSendsLocked posts recs where the state says: behind the sends already held (a
 // round waits, a handshake runs), else one at a time, waiting for room.
-func (q *QP) postInboxSendsLocked(recs []sendRec) {
+func (q *QP) postInboxSendsLocked(recs []sendRec, keysRead bool) {
 	fellBack := false
 	for i := range recs {
 		if !fellBack && q.defFailedUnseenLocked() {
@@ -171,7 +170,7 @@ func (q *QP) postInboxSendsLocked(recs []sendRec) {
 			q.pending = append(q.pending, recs[i:]...)
 			return
 		}
-		if q.awaitKeysLocked(recs[i:]) {
+		if !keysRead && q.awaitKeysLocked(recs[i:]) {
 			return // back in the inbox until their remote keys were read (keywait.go)
 		}
 		ws := []verbs.SendWR{recs[i].wr}

@@ -24,22 +24,16 @@ func (q *QP) sendKeysMissLocked(wrs []verbs.SendWR) bool {
 	return len(missingRKeysBy(q.remote.GID, wrs, nil, func(k rkeyKey) bool { return q.km.rkeyKnown(bs.dev, k) })) > 0
 }
 
-// awaitKeysLocked runs in the drain before it posts recs[0] (q.mu held): when the state
-// rewrites remote keys and those of recs miss the cache, and no read was made for them yet,
-// it puts recs back at the head of the inbox, starts the read and reports true (the drain
-// stops; the reader queues it again). After a read it reports false: what the cache holds
-// now is posted.
+// awaitKeysLocked runs in the drain before it posts recs[0] of a batch taken before any read
+// (q.mu held): when the state rewrites remote keys and those of recs miss the cache, it puts
+// recs back at the head of the inbox, starts the read and reports true (the drain stops; the
+// reader queues it again, and the batch it then takes is posted with what the cache holds,
+// without another read: a store that stays down fails the WRs once, it does not loop).
 func (q *QP) awaitKeysLocked(recs []sendRec) bool {
 	if st := q.mach.sendState(); st != SendFallback && st != SendWaitSignaled {
 		return false
 	}
 	b := &q.box
-	b.mu.Lock()
-	read := b.keysRead
-	b.mu.Unlock()
-	if read {
-		return false
-	}
 	bs := q.cs()
 	var miss []rkeyKey
 	for i := range recs {
