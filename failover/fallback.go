@@ -791,22 +791,38 @@ func (q *QP) failBackupLocked(f bkFail) {
 }
 
 // giveUpSetLocked stops the backup set in use for good: its WQEs complete with errors that
-// the application gets, those polled already first.
+// the application gets, those polled already first. The set's stash is handed over until a
+// look under fifoMu finds it empty and marks the set given up in the same critical section:
+// a poller that finds the mark pushes its error completions itself, and all it stashed
+// before is pushed by then, so the application gets them in completion order (marked first,
+// a completion polled meanwhile could be pushed ahead of the stash).
 func (q *QP) giveUpSetLocked() {
 	bs := q.cs()
 	if b := bs.qp.Load(); b != nil {
 		_ = b.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
 	}
-	q.fifoMu.Lock()
-	bs.gaveUp = true
-	stash := bs.stash
-	bs.stash = nil
-	for _, o := range stash {
-		if o.wc.Opcode&verbs.WCRecv == 0 {
-			q.retireBkLogTo(o.wc.WRID) // reported now: not for flushDeadSetLocked
+	for {
+		q.fifoMu.Lock()
+		stash := bs.stash
+		bs.stash = nil
+		if len(stash) == 0 {
+			bs.gaveUp = true
+			q.fifoMu.Unlock()
+			break
 		}
+		for _, o := range stash {
+			if o.wc.Opcode&verbs.WCRecv == 0 {
+				q.retireBkLogTo(o.wc.WRID) // reported now: not for flushDeadSetLocked
+			}
+		}
+		q.fifoMu.Unlock()
+		q.pushStash(bs, stash)
 	}
-	q.fifoMu.Unlock()
+	q.flushDeadSetLocked(bs) // a dead device flushes nothing (bkdead.go)
+}
+
+// pushStash gives the application the error completions a set held back.
+func (q *QP) pushStash(bs *bkSet, stash []ownedWC) {
 	for _, o := range stash {
 		o.cq.mu.Lock()
 		if o.wc.Opcode&verbs.WCRecv != 0 {
@@ -823,7 +839,6 @@ func (q *QP) giveUpSetLocked() {
 		o.cq.mu.Unlock()
 		o.cq.raise()
 	}
-	q.flushDeadSetLocked(bs) // a dead device flushes nothing (bkdead.go)
 }
 
 // failLocked fails a QP whose fallback started: the backup QP is stopped (its WQEs complete
