@@ -50,13 +50,7 @@ func TestDeadNICRefusedFlushes(t *testing.T) {
 // application waited for the receive for ever (found by internal/sim: a QP the application
 // stopped on a backup that had hung kept its WRs there).
 func TestDeadBackupFailedFlushes(t *testing.T) {
-	e := newEnv(t, 256)
-	a, _ := e.pairs(t, 1, smallCap)
-	qa := a[0]
-	ha, hb := e.hosts[0], e.hosts[1]
-	if err := qa.SwitchToBackup(); err != nil {
-		t.Fatal(err)
-	}
+	e, qa, ha, hb := switchedPair(t)
 	nic := e.cl.Hosts[0].Devices[1].NIC()
 	nic.Hang() // nothing posted next executes
 	if err := qa.PostRecv([]verbs.RecvWR{{WRID: 30, SGL: []verbs.SGE{ha.mr.SGE(512, 64)}}}); err != nil {
@@ -74,6 +68,17 @@ func TestDeadBackupFailedFlushes(t *testing.T) {
 		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
 	}
 	expectNoMore(t, ha.cq)
+}
+
+// switchedPair is an environment with one QP pair, host A's QP switched to its only backup.
+func switchedPair(t *testing.T) (*testEnv, *QP, *testHost, *testHost) {
+	t.Helper()
+	e := newEnv(t, 256)
+	a, _ := e.pairs(t, 1, smallCap)
+	if err := a[0].SwitchToBackup(); err != nil {
+		t.Fatal(err)
+	}
+	return e, a[0], e.hosts[0], e.hosts[1]
 }
 
 // errorsInOrder waits for the error completions of the sends (in this order) and of the
@@ -104,13 +109,7 @@ func errorsInOrder(t *testing.T, cq *CQ, recv uint64, sends ...uint64) {
 // (flushDeadSetLocked) must not complete them a second time (it did the WRITEs: their error
 // completions did not take them off the backup log).
 func TestDeadBackupAfterFlushes(t *testing.T) {
-	e := newEnv(t, 256)
-	a, _ := e.pairs(t, 1, smallCap)
-	qa := a[0]
-	ha, hb := e.hosts[0], e.hosts[1]
-	if err := qa.SwitchToBackup(); err != nil {
-		t.Fatal(err)
-	}
+	e, qa, ha, hb := switchedPair(t)
 	write := func(id uint64, off int, flags verbs.SendFlags) verbs.SendWR {
 		return verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: flags, SGL: []verbs.SGE{ha.mr.SGE(off, 64)},
 			RemoteAddr: hb.mr.Addr() + uint64(off), RKey: hb.mr.RKey()}

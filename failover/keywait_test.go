@@ -2,7 +2,6 @@ package failover
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -35,19 +34,7 @@ func TestPostMissingKeyLeftToInbox(t *testing.T) {
 	if qa.SendState() != SendFallback {
 		t.Fatalf("state %v after the first post", qa.SendState())
 	}
-	m, err := as[*MR](hb.pd.RegMR(hb.buf.Bytes()[1<<20:2<<20], verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Dereg() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := hb.ctx.WaitShadow(ctx); err != nil { // published
-		t.Fatal(err)
-	}
-	if ha.ctx.bks[0].cachedRKey(rkeyKey{hb.gid, m.RKey()}) {
-		t.Fatal("the new MR is cached already")
-	}
+	m := newPeerMR(t, ha, hb, 1<<20)
 	s.blocked.Store(true)
 	gets := s.gets.Load()
 	// A post naming the new MR, then one naming the cached one: both return at once.
@@ -101,16 +88,7 @@ func TestPostMissingKeyStoreDown(t *testing.T) {
 	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 60 {
 		t.Fatalf("completion %+v (err %v)", w, qa.Err())
 	}
-	m, err := as[*MR](hb.pd.RegMR(hb.buf.Bytes()[1<<20:2<<20], verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Dereg() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := hb.ctx.WaitShadow(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := newPeerMR(t, ha, hb, 1<<20)
 	e.kv.SetDown(true)
 	if err := qa.PostSend([]verbs.SendWR{writeWR(61, ha, m, 0, 64), writeWR(62, ha, hb.mr, 64, 64)}); err != nil {
 		t.Fatalf("post: %v (the store is read off the application's thread)", err)
@@ -119,7 +97,7 @@ func TestPostMissingKeyStoreDown(t *testing.T) {
 	if ws[0].WRID != 61 || ws[0].Status != verbs.WCRetryExcErr || ws[1].WRID != 62 || ws[1].Status != verbs.WCWRFlushErr {
 		t.Fatalf("completions %+v", ws)
 	}
-	err = qa.Err()
+	err := qa.Err()
 	if qa.SendState() != SendFailed || !errors.Is(err, ErrBackupNotReady) || !strings.Contains(err.Error(), fmt.Sprintf("%#x", m.RKey())) {
 		t.Fatalf("state %v, err %v: want Failed, ErrBackupNotReady naming rkey %#x", qa.SendState(), err, m.RKey())
 	}

@@ -100,6 +100,26 @@ func envSlowKV(t *testing.T, kvTimeout time.Duration) (*testEnv, *slowKV) {
 	return e, s
 }
 
+// newPeerMR registers 1 MiB of hb's buffer at off, waits until its entry is published, and
+// checks that ha's cache does not hold it yet (no listing since: the test stops them).
+func newPeerMR(t *testing.T, ha, hb *testHost, off int) *MR {
+	t.Helper()
+	m, err := as[*MR](hb.pd.RegMR(hb.buf.Bytes()[off:off+1<<20], verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Dereg() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := hb.ctx.WaitShadow(ctx); err != nil { // published
+		t.Fatal(err)
+	}
+	if ha.ctx.bks[0].cachedRKey(rkeyKey{hb.gid, m.RKey()}) {
+		t.Fatal("the new MR is cached already")
+	}
+	return m
+}
+
 // writeWR is a signaled WRITE of n bytes from ha's buffer at off to the peer's MR m at off.
 func writeWR(id uint64, ha *testHost, m *MR, off, n int) verbs.SendWR {
 	return verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(off, n)},
@@ -160,24 +180,7 @@ func TestFallbackFetchesNewPeerMR(t *testing.T) {
 	}
 	a, _ := e.pairs(t, 1, smallCap)
 	qa, ha, hb := a[0], e.hosts[0], e.hosts[1]
-	reg := func(off int) *MR {
-		t.Helper()
-		m, err := as[*MR](hb.pd.RegMR(hb.buf.Bytes()[off:off+1<<20], verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = m.Dereg() })
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := hb.ctx.WaitShadow(ctx); err != nil { // published
-			t.Fatal(err)
-		}
-		if ha.ctx.bks[0].cachedRKey(rkeyKey{hb.gid, m.RKey()}) {
-			t.Fatal("the new MR is cached already")
-		}
-		return m
-	}
-	m2 := reg(1 << 20)
+	m2 := newPeerMR(t, ha, hb, 1<<20)
 	payload(ha.buf.Bytes()[:2048], 22, 0)
 	e.linkDown(0)
 	if err := qa.PostSend([]verbs.SendWR{writeWR(30, ha, m2, 0, 1024)}); err != nil {
@@ -194,7 +197,7 @@ func TestFallbackFetchesNewPeerMR(t *testing.T) {
 		t.Fatal("the WRITE to the new MR did not land")
 	}
 	// On the backup: an MR registered now is read by the post.
-	m3 := reg(2 << 20)
+	m3 := newPeerMR(t, ha, hb, 2<<20)
 	if err := qa.PostSend([]verbs.SendWR{writeWR(31, ha, m3, 1024, 1024)}); err != nil {
 		t.Fatal(err)
 	}
