@@ -57,8 +57,9 @@ func (q *QP) stopByApp(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 			q.appStopping.Store(false)
 			return
 		}
-		// A dead default device refuses the command (EIO), but its QP executes nothing any
-		// more: the application, whose QP SHIFT kept running on a backup, stops it there.
+		// A dead default device may refuse the command (EIO: mlx5 fakes success for the moves
+		// to ERR and RESET, another driver may not), but its QP executes nothing any more:
+		// the application, whose QP SHIFT kept running on a backup, stops it there.
 		err = nil
 		q.appState.Store(uint32(a.State))
 		q.appStopLocked()

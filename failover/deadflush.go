@@ -25,6 +25,11 @@ func (q *QP) flushDeadLocked() {
 		return
 	}
 	q.deadFlushed = true
+	// What the device wrote before it died is the application's as it is: polled first, so
+	// that it counts as completed below and is not completed a second time (simulation seed
+	// 63454: a WRITE posted on the QP the application had stopped, flushed by the NIC just
+	// before it died, completed twice). A dead device writes nothing more after this poll.
+	q.pollDefaultCQsLocked()
 	q.defOutstandingLocked()
 	var sends []verbs.WC
 	for _, w := range q.outSends {
@@ -48,6 +53,18 @@ func (q *QP) flushDeadLocked() {
 	q.rcq.mu.Unlock()
 	q.scq.raise()
 	q.rcq.raise()
+}
+
+// pollDefaultCQsLocked moves what the default CQs of q hold to their buffers (q.mu held).
+func (q *QP) pollDefaultCQsLocked() {
+	for i, cq := range [2]*CQ{q.scq, q.rcq} {
+		if i == 1 && cq == q.scq {
+			break // one CQ for both
+		}
+		cq.mu.Lock()
+		_ = cq.pollDefaultLocked()
+		cq.mu.Unlock()
+	}
 }
 
 // passingThroughLocked reports whether the default QP's completions go to the application as

@@ -325,9 +325,13 @@ func TestCtlDropSeeds(t *testing.T) {
 // QP whose default NIC died and got EIO from the emulator (which now fakes the move to ERR,
 // as mlx5's command layer does); 47255 (the same mode), the stopped QP's last WR was an
 // unsignaled SEND the NIC had executed, which no completion ever reports (unsignaledOnly).
+// And from seeds 50,000–70,000, a SHIFT bug: 63454 (two backups), the application stops a
+// QP, its default NIC flushes the WRs and dies before the last flush is polled, and SHIFT's
+// flush for the dead NIC completed that WR again (failover/deadflush.go).
 func TestStoppedPeerSeeds(t *testing.T) {
 	for _, c := range []Config{{Seed: 12459, Failover: true, Recovery: true}, {Seed: 17039, Failover: true, Recovery: true, Backups: 2},
-		{Seed: 24210, Failover: true, Backups: 2}, seedConfig(42791, true), seedConfig(47255, true)} {
+		{Seed: 24210, Failover: true, Backups: 2}, seedConfig(42791, true), seedConfig(47255, true),
+		seedConfig(63454, true)} {
 		res, err := Run(c)
 		if err != nil {
 			t.Fatal(err)
