@@ -34,7 +34,10 @@ import "testing"
 //     the watchdog on the backup in use could find it (failover/watchdog_backup.go; fails
 //     with it off). Both failed with an error completion given to the application.
 //
-// 25 is a hang whose peer posts nothing: only the completion watchdog finds it.
+// 25 is a hang whose peer posts nothing: only the completion watchdog finds it. 59261
+// (beyond the tested range) is a hang with only unsignaled WRs behind it: the watchdog has
+// nothing to watch until the drain's signaled WRITE, and the simulation's liveness check
+// took the peer's wait for them for stuck (stuck.go).
 func TestFaultSeeds(t *testing.T) {
 	cases := []struct {
 		seed uint64
@@ -55,6 +58,7 @@ func TestFaultSeeds(t *testing.T) {
 		{3067, func(f FaultCounts) bool { return f.LateCQEs > 0 }, nil},
 		{79, func(f FaultCounts) bool { return f.BackupHangs > 0 }, nil},
 		{126, func(f FaultCounts) bool { return f.BackupHangs > 0 }, nil},
+		{59261, func(f FaultCounts) bool { return f.Hangs > 0 }, nil},
 	}
 	for _, tc := range cases {
 		cfg := seedConfig(tc.seed, true)

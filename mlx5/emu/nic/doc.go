@@ -57,9 +57,12 @@
 //     with a period doubling from 100 µs (a timerfd) to 1 ms (a Go timer), back to 100 µs
 //     whenever a device parks, a port changes state, a QP fails or a CQE raises an event or
 //     reports an error (software answers those by posting). Idle CPU does not grow with
-//     devices or QPs (about 5 % of a core for the process on the 2-core CI VM); the first
-//     doorbell after a long idle period waits up to about 1.1 ms (more on a loaded machine),
-//     one shortly after activity 0.1–0.2 ms (docs/PERFORMANCE.md, "Emulator wake-up").
+//     devices or QPs (about 5 % of a core for the process on the 2-core CI VM). A doorbell
+//     written through package mlx5 (the Go provider and SHIFT) wakes a parked watcher at once
+//     (mlx5.UARWaker, the model's stand-in for the MMIO write reaching the NIC; p50 5.5 µs
+//     after 5 ms idle); one written by C (the plugin's fast path, Debian's libmlx5) waits for
+//     the scanner: up to about 1.1 ms after a long idle period (more on a loaded machine),
+//     0.1–0.2 ms shortly after activity (docs/PERFORMANCE.md, "Emulator wake-up").
 //   - Validation is at least as strict as the hardware's: a WQE whose control segment names
 //     another QPN fails with LOC_QP_OP_ERR (a ConnectX identifies the QP by the doorbell and
 //     may not check WQEs it fetches), so a provider that copies WQEs between QPs must rewrite
