@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shift-rdma/shift/internal/fdwait"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -470,14 +471,32 @@ func (b *backupDev) watchPort(ctx context.Context) {
 			unix.Close(p[1])
 			mu.Unlock()
 		}()
-		b.readPortEvents(p[0])
+		b.readPortEvents(ctx, p[0])
 	}()
 }
 
-// readPortEvents reads the device's async descriptor until stopR is readable or the
-// descriptor fails.
-func (b *backupDev) readPortEvents(stopR int) {
+// readPortEvents reads the device's async descriptor until ctx ends (stopR is readable) or
+// the descriptor fails. It waits in the runtime's network poller (internal/fdwait: a wait in
+// poll(2) held a processor for up to 10 ms after each event), or in poll(2) where the
+// descriptor cannot be watched there.
+func (b *backupDev) readPortEvents(ctx context.Context, stopR int) {
 	src := b.ctx.AsyncFD()
+	if w, err := fdwait.Dup(src, "backup async events"); err == nil {
+		defer w.Close()
+		stop := context.AfterFunc(ctx, func() { _ = w.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
+		for ctx.Err() == nil {
+			open := true
+			if err := w.Read(func() bool {
+				var got bool
+				got, open = readEvents(src, b.handleEvent)
+				return got || !open // nothing: wait for the descriptor
+			}); err != nil || !open {
+				return
+			}
+		}
+		return
+	}
 	for {
 		fds := []unix.PollFd{{Fd: int32(stopR), Events: unix.POLLIN}, {Fd: int32(src), Events: unix.POLLIN}}
 		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {

@@ -14,14 +14,19 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/shift-rdma/shift/internal/fdwait"
 )
 
 // bpfSource is a loaded eBPF source: its programs, their attachments and the ring buffer
 // through which they report. The programs are assembled here with cilium/ebpf's asm
 // package, so building the module needs no clang.
 type bpfSource struct {
-	src   Source
-	rd    *ringbuf.Reader
+	src Source
+	rd  *ringbuf.Reader
+	// wake is a duplicate of the ring buffer's descriptor registered with the runtime's
+	// network poller (rbwait.go); nil where that failed (rd then blocks in epoll_wait).
+	wake  *fdwait.File
 	links []link.Link
 	progs []*ebpf.Program
 	maps  []*ebpf.Map
@@ -33,6 +38,9 @@ const fexitRecordLen = 8
 
 func (b *bpfSource) close() error {
 	var errs []error
+	if b.wake != nil {
+		errs = append(errs, b.wake.Close()) // first: ends bpfLoop's wait
+	}
 	if b.rd != nil {
 		errs = append(errs, b.rd.Close())
 	}
@@ -139,6 +147,7 @@ func startFexit(ifindexes []int) (_ *bpfSource, err error) {
 	if b.rd, err = ringbuf.NewReader(rb); err != nil {
 		return nil, fmt.Errorf("ring buffer reader: %w", err)
 	}
+	b.wake, _ = fdwait.Dup(rb.FD(), "ringbuf") // nil: rd waits in epoll_wait
 	return b, nil
 }
 
@@ -240,6 +249,7 @@ func startTracepoint() (_ *bpfSource, err error) {
 	if b.rd, err = ringbuf.NewReader(rb); err != nil {
 		return nil, fmt.Errorf("ring buffer reader: %w", err)
 	}
+	b.wake, _ = fdwait.Dup(rb.FD(), "ringbuf") // nil: rd waits in epoll_wait
 	return b, nil
 }
 

@@ -239,8 +239,11 @@ func (w *watcher) subLoop() {
 func (w *watcher) bpfLoop() {
 	defer w.wg.Done()
 	var rec ringbuf.Record
+	if w.bpf.wake != nil {
+		w.bpf.rd.SetDeadline(time.Unix(1, 0)) // drain only: the network poller waits (rbwait.go)
+	}
 	for {
-		if err := w.bpf.rd.ReadInto(&rec); err != nil {
+		if err := w.bpf.nextRecord(&rec); err != nil {
 			if w.closed() || errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
 				return
 			}

@@ -88,53 +88,30 @@ func (c *CQ) EventReceived() {
 	c.events.Add(1)
 }
 
-// testHookBeforeEventRead, set only by tests, runs between the poll that found fd readable
-// and the read: where another reader or a destroyed CQ can take the event away.
+// testHookBeforeEventRead, set only by tests, runs before each read of an event descriptor
+// (the first, and each after the poller found it readable): where another reader or a
+// destroyed CQ can take the event away.
 var testHookBeforeEventRead func(fd int)
 
 // readEvent waits for fd to become readable (bounded by ctx) and reads one event record.
 func readEvent(ctx context.Context, fd int, b []byte, op string) error {
-	for {
-		ms := 100
-		if dl, ok := ctx.Deadline(); ok {
-			left := time.Until(dl)
-			if left <= 0 {
-				return fmt.Errorf("provider: %s: %w", op, verbs.ErrTimeout)
-			}
-			ms = min(ms, int(left/time.Millisecond)+1)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= 0 {
+		return fmt.Errorf("provider: %s: %w", op, verbs.ErrTimeout)
+	}
+	m, err := readWhenReady(ctx, fd, b) // eventwait.go
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("provider: %s: %w", op, verbs.ErrTimeout)
 		}
-		if err := ctx.Err(); err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("provider: %s: %w", op, verbs.ErrTimeout)
-			}
+		if ctx.Err() != nil {
 			return fmt.Errorf("provider: %s: %w", op, err)
 		}
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(pfd, ms)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return opError(op+": poll", err)
-		}
-		if n == 0 {
-			continue
-		}
-		if testHookBeforeEventRead != nil {
-			testHookBeforeEventRead(fd)
-		}
-		m, err := unix.Read(fd, b)
-		if err == unix.EAGAIN || err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return opError(op+": read", err)
-		}
-		if m != len(b) {
-			return fmt.Errorf("provider: %s: short event of %d bytes: %w", op, m, verbs.ErrInvalidArgument)
-		}
-		return nil
+		return opError(op+": read", err)
 	}
+	if m != len(b) {
+		return fmt.Errorf("provider: %s: short event of %d bytes: %w", op, m, verbs.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // GetAsyncEvent is ibv_get_async_event: it waits until ctx ends for the next async event.

@@ -1,0 +1,117 @@
+package fdwait
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shift-rdma/shift/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+// pipe returns a non-blocking pipe, closed at the end of the test.
+func pipe(t *testing.T) (r, w int) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	return p[0], p[1]
+}
+
+// readOne is a try that reads one byte from fd into *got.
+func readOne(fd int, got *[]byte) func() bool {
+	return func() bool {
+		var b [1]byte
+		n, err := unix.Read(fd, b[:])
+		if err == unix.EAGAIN {
+			return false
+		}
+		if n == 1 {
+			*got = append(*got, b[0])
+		}
+		return true
+	}
+}
+
+// A byte written while Read waits wakes it; one already there is read without waiting.
+func TestReadWakes(t *testing.T) {
+	r, w := pipe(t)
+	f, err := Dup(r, "pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got []byte
+	done := make(chan error, 1)
+	go func() { done <- f.Read(readOne(r, &got)) }()
+	if _, err := unix.Write(w, []byte{7}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil || len(got) != 1 || got[0] != 7 {
+			t.Fatalf("Read: %v, got %v", err, got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Read did not return 10 s after the write")
+	}
+	if _, err := unix.Write(w, []byte{8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Read(readOne(r, &got)); err != nil || len(got) != 2 || got[1] != 8 {
+		t.Fatalf("Read of a waiting byte: %v, got %v", err, got)
+	}
+}
+
+// Close and a past deadline end a Read that waits; the try reported nothing each time.
+func TestReadEnds(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		end  func(*File)
+		want error
+	}{
+		{"close", func(f *File) { f.Close() }, os.ErrClosed},
+		{"deadline", func(f *File) { f.SetDeadline(time.Unix(1, 0)) }, os.ErrDeadlineExceeded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, _ := pipe(t)
+			f, err := Dup(r, "pipe")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var got []byte
+			done := make(chan error, 1)
+			go func() { done <- f.Read(readOne(r, &got)) }()
+			c.end(f)
+			select {
+			case err := <-done:
+				if !errors.Is(err, c.want) || len(got) != 0 {
+					t.Fatalf("Read: %v (got %v), want %v", err, got, c.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Read did not end")
+			}
+		})
+	}
+}
+
+// A regular file is not pollable: Dup says so and leaves no descriptor behind.
+func TestDupNotPollable(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	file, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if _, err := Dup(int(file.Fd()), "file"); !errors.Is(err, ErrNotPollable) {
+		t.Fatalf("Dup of a regular file: %v, want ErrNotPollable", err)
+	}
+}
