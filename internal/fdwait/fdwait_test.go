@@ -40,24 +40,31 @@ func readOne(fd int, got *[]byte) func() bool {
 	}
 }
 
-// A byte written while Read waits wakes it; one already there is read without waiting.
-func TestReadWakes(t *testing.T) {
-	r, w := pipe(t)
+// reading starts a Read of one byte from r's duplicate: the bytes read, and its result.
+func reading(t *testing.T, r int) (*File, *[]byte, chan error) {
+	t.Helper()
 	f, err := Dup(r, "pipe")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var got []byte
+	t.Cleanup(func() { f.Close() })
+	got := new([]byte)
 	done := make(chan error, 1)
-	go func() { done <- f.Read(readOne(r, &got)) }()
+	go func() { done <- f.Read(readOne(r, got)) }()
+	return f, got, done
+}
+
+// A byte written while Read waits wakes it; one already there is read without waiting.
+func TestReadWakes(t *testing.T) {
+	r, w := pipe(t)
+	f, got, done := reading(t, r)
 	if _, err := unix.Write(w, []byte{7}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-done:
-		if err != nil || len(got) != 1 || got[0] != 7 {
-			t.Fatalf("Read: %v, got %v", err, got)
+		if err != nil || len(*got) != 1 || (*got)[0] != 7 {
+			t.Fatalf("Read: %v, got %v", err, *got)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Read did not return 10 s after the write")
@@ -65,8 +72,8 @@ func TestReadWakes(t *testing.T) {
 	if _, err := unix.Write(w, []byte{8}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Read(readOne(r, &got)); err != nil || len(got) != 2 || got[1] != 8 {
-		t.Fatalf("Read of a waiting byte: %v, got %v", err, got)
+	if err := f.Read(readOne(r, got)); err != nil || len(*got) != 2 || (*got)[1] != 8 {
+		t.Fatalf("Read of a waiting byte: %v, got %v", err, *got)
 	}
 }
 
@@ -82,19 +89,12 @@ func TestReadEnds(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, _ := pipe(t)
-			f, err := Dup(r, "pipe")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			var got []byte
-			done := make(chan error, 1)
-			go func() { done <- f.Read(readOne(r, &got)) }()
+			f, got, done := reading(t, r)
 			c.end(f)
 			select {
 			case err := <-done:
-				if !errors.Is(err, c.want) || len(got) != 0 {
-					t.Fatalf("Read: %v (got %v), want %v", err, got, c.want)
+				if !errors.Is(err, c.want) || len(*got) != 0 {
+					t.Fatalf("Read: %v (got %v), want %v", err, *got, c.want)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("Read did not end")
