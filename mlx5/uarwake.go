@@ -80,6 +80,13 @@ func lookupUARWaker(mem []byte) *UARWaker {
 	return nil
 }
 
+// WithoutWake is u with its doorbells waking no device model (the model still finds them at
+// its next look).
+func (u UARPage) WithoutWake() UARPage {
+	u.wake = nil
+	return u
+}
+
 // poke wakes the page's device model, if it has one (after a doorbell write).
 func (u UARPage) poke() {
 	if u.wake != nil {

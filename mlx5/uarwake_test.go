@@ -61,6 +61,10 @@ func TestUARWaker(t *testing.T) {
 		w.Unpark()
 	}
 	w.Park()
+	ArmCQ(h.cqdb, uar.WithoutWake(), 7, 0, 0, false)
+	if woken() {
+		t.Fatal("a page without its wake woke the model")
+	}
 	ArmCQ(h.cqdb, before, 7, 0, 0, false)
 	if woken() {
 		t.Fatal("a page wrapped before the registration woke the model")

@@ -46,6 +46,9 @@ var loadConfig = sync.OnceValues(func() (config, error) {
 	if c.env, err = shiftenv.Read(os.Getenv); err != nil {
 		return c, err
 	}
+	// Posts run in cgo callbacks: an emulated NIC's wake would yield the application's
+	// thread (provider.Options.NoDeviceWake).
+	c.env.Provider.NoDeviceWake = true
 	c.shift = c.env.Backups != nil
 	if c.watch, c.noWatch, err = parseLinkWatch(os.Getenv("SHIFT_LINK_WATCH")); err != nil {
 		return c, err
