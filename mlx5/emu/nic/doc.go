@@ -60,8 +60,8 @@
 //     devices or QPs (about 5 % of a core for the process on the 2-core CI VM). A doorbell
 //     written through package mlx5 (the Go provider and SHIFT) wakes a parked watcher at once
 //     (mlx5.UARWaker, the model's stand-in for the MMIO write reaching the NIC; p50 5.5 µs
-//     after 5 ms idle); one written by C (the plugin's fast path, Debian's libmlx5) waits for
-//     the scanner: up to about 1.1 ms after a long idle period (more on a loaded machine),
+//     after 5 ms idle); one written by C (the plugin's fast path, Debian's libmlx5) or by a
+//     context opened provider.Options.NoDeviceWake (the plugin's) waits for the scanner: up to about 1.1 ms after a long idle period (more on a loaded machine),
 //     0.1–0.2 ms shortly after activity (docs/PERFORMANCE.md, "Emulator wake-up").
 //   - Validation is at least as strict as the hardware's: a WQE whose control segment names
 //     another QPN fails with LOC_QP_OP_ERR (a ConnectX identifies the QP by the doorbell and
