@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -36,8 +34,10 @@ type asyncFwd struct {
 	done         chan struct{}
 	// srcWait is src in the runtime's network poller (internal/fdwait), nil where it cannot
 	// be: the reader then waits in poll(2), as it always does while events are pending.
-	srcWait *fdwait.File
-	stop    atomic.Bool // close asked the reader to return
+	// stopWait ends its wait (close).
+	srcWait  *fdwait.File
+	waitCtx  context.Context
+	stopWait context.CancelFunc
 
 	mu      sync.Mutex // guards pending, closed and every send on ours, so withdraw sees a still socket
 	pending [][16]byte // events the full socket could not take yet (the kernel's list is unbounded too)
@@ -65,28 +65,10 @@ func newAsyncFwd(c *Context) (*asyncFwd, error) {
 		close(f.done) // no reader goroutine: Context.Step reads the events (async_step.go)
 		return f, nil
 	}
+	f.waitCtx, f.stopWait = context.WithCancel(context.Background())
 	f.srcWait, _ = fdwait.Dup(f.src, "async events")
 	go f.run()
 	return f, nil
-}
-
-// waitNet reads src's events, waiting in the network poller, while nothing is pending for
-// the application's end (its writability is watched by the poll(2) loop of run). It reports
-// false when the reader should return (closed), true to go on in run's loop.
-func (f *asyncFwd) waitNet() (goOn bool) {
-	open := true
-	err := f.srcWait.Read(func() bool {
-		if f.stop.Load() {
-			return true
-		}
-		var got bool
-		got, open = readEvents(f.src, f.handle)
-		f.mu.Lock()
-		pend := len(f.pending) > 0
-		f.mu.Unlock()
-		return got || !open || pend // nothing read: wait for the descriptor
-	})
-	return err == nil && !f.stop.Load() && open
 }
 
 // run reads the default device's events until the context closes.
@@ -94,19 +76,18 @@ func (f *asyncFwd) run() {
 	defer close(f.done)
 	srcOpen := true
 	for {
-		if f.srcWait != nil && srcOpen {
-			f.mu.Lock()
-			pend := len(f.pending) > 0
-			f.mu.Unlock()
-			if !pend {
-				if !f.waitNet() {
-					if f.stop.Load() {
-						return
-					}
-					srcOpen = false // the descriptor is gone: wait for the stop below
-				}
-				continue
+		f.mu.Lock()
+		pend := len(f.pending) > 0
+		f.mu.Unlock()
+		if f.srcWait != nil && srcOpen && !pend {
+			// Nothing waits for the application's end to drain (which only poll(2) below
+			// watches): wait for src in the network poller.
+			open, err := readEventsWait(f.waitCtx, f.srcWait, f.src, f.handle)
+			if err != nil {
+				return // closed
 			}
+			srcOpen = open // gone: wait for the stop below
+			continue
 		}
 		fds := []unix.PollFd{{Fd: int32(f.stopR), Events: unix.POLLIN}, {Fd: int32(f.src), Events: unix.POLLIN}}
 		if !srcOpen {
@@ -211,10 +192,9 @@ func (f *asyncFwd) close() {
 	}
 	f.closed = true
 	f.mu.Unlock()
-	f.stop.Store(true)
 	_, _ = unix.Write(f.stopW, []byte{1})
-	if f.srcWait != nil {
-		_ = f.srcWait.SetDeadline(time.Unix(1, 0)) // ends a wait in the poller
+	if f.stopWait != nil {
+		f.stopWait() // ends a wait in the poller
 	}
 	<-f.done
 	if f.srcWait != nil {

@@ -536,7 +536,6 @@ func (c *Context) Close() error {
 	}
 	c.stopProbes()
 	c.linkWG.Wait() // stopProbes closed quit
-	c.keyWG.Wait()  // each within one KV timeout
 	if c.eng != nil && c.eng.stepped {
 		c.eng.stop()
 	} else if c.eng != nil {
@@ -549,6 +548,10 @@ func (c *Context) Close() error {
 	for _, b := range c.bks {
 		b.stopLoops() // all of them first: one device's goroutine may use another's endpoint
 	}
+	// The inbox's key readers (keywait.go), each within one KV timeout: after every holder of
+	// the engine stopped, so that no drain starts another, and before the devices whose cache
+	// they fill close.
+	c.keyWG.Wait()
 	var errs []error
 	for _, b := range c.bks {
 		errs = append(errs, b.closeStopped())

@@ -284,6 +284,13 @@ func (cq *CQ) takeLocked(wcs []verbs.WC) int {
 
 func (cq *CQ) pushLocked(w verbs.WC) { cq.buf = append(cq.buf, w) }
 
+// pollDefault is pollDefaultLocked taking cq.mu.
+func (cq *CQ) pollDefault() {
+	cq.mu.Lock()
+	_ = cq.pollDefaultLocked()
+	cq.mu.Unlock()
+}
+
 // pollDefaultLocked moves the default CQ's completions through the classifier. It polls only
 // while the gate is closed: with the gate open (or busy) the fast path owns the default CQ,
 // and a reopen (which also holds cq.mu) cannot happen while this runs.

@@ -55,15 +55,12 @@ func (q *QP) flushDeadLocked() {
 	q.rcq.raise()
 }
 
-// pollDefaultCQsLocked moves what the default CQs of q hold to their buffers (q.mu held).
+// pollDefaultCQsLocked moves what the default CQs of q hold to their buffers, through the
+// classifier (q.mu held).
 func (q *QP) pollDefaultCQsLocked() {
-	for i, cq := range [2]*CQ{q.scq, q.rcq} {
-		if i == 1 && cq == q.scq {
-			break // one CQ for both
-		}
-		cq.mu.Lock()
-		_ = cq.pollDefaultLocked()
-		cq.mu.Unlock()
+	q.scq.pollDefault()
+	if q.rcq != q.scq {
+		q.rcq.pollDefault()
 	}
 }
 

@@ -105,9 +105,9 @@ func errorsInOrder(t *testing.T, cq *CQ, recv uint64, sends ...uint64) {
 
 // TestDeadBackupAfterFlushes: a QP runs on its only backup, whose peer NIC then hangs with
 // three WRITEs and a receive outstanding there: the WRITEs exhaust their retries, the QP
-// fails, and the set's own error completions report all four. Then that backup NIC dies. The dead set's flush
-// (flushDeadSetLocked) must not complete them a second time (it did the WRITEs: their error
-// completions did not take them off the backup log).
+// fails, and the set's own error completions report all four. Then that backup NIC dies. The
+// dead set's flush (flushDeadSetLocked) must not complete them a second time (it did the
+// WRITEs: their error completions did not take them off the backup log).
 func TestDeadBackupAfterFlushes(t *testing.T) {
 	e, qa, ha, hb := switchedPair(t)
 	write := func(id uint64, off int, flags verbs.SendFlags) verbs.SendWR {

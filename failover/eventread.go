@@ -1,6 +1,12 @@
 package failover
 
-import "golang.org/x/sys/unix"
+import (
+	"context"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shift-rdma/shift/internal/fdwait"
+)
 
 // readEvents reads every struct ib_uverbs_async_event_desc waiting on the non-blocking
 // descriptor fd and hands each to fn, for the default device's forwarder and the backup
@@ -25,4 +31,17 @@ func readEvents(fd int, fn func(ev [16]byte)) (got, open bool) {
 		got = true
 		fn(b)
 	}
+}
+
+// readEventsWait is readEvents waiting in the runtime's network poller (w: fd's duplicate,
+// internal/fdwait) until it read at least one event or the descriptor is gone (open false);
+// err ends the wait: ctx ended or w was closed.
+func readEventsWait(ctx context.Context, w *fdwait.File, fd int, fn func(ev [16]byte)) (open bool, err error) {
+	open = true
+	err = w.ReadContext(ctx, func() bool {
+		var got bool
+		got, open = readEvents(fd, fn)
+		return got || !open // nothing: wait for the descriptor
+	})
+	return open, err
 }

@@ -652,11 +652,7 @@ func (q *QP) resetDefaultLocked() {
 	pace := q.c.pacer()
 	var dw drainWatch
 	for {
-		for _, cq := range []*CQ{q.scq, q.rcq} {
-			cq.mu.Lock()
-			_ = cq.pollDefaultLocked()
-			cq.mu.Unlock()
-		}
+		q.pollDefaultCQsLocked()
 		q.defOutstandingLocked()
 		q.outRecvs = q.def.OutstandingRecvs(q.outRecvs[:0])
 		rung := 0

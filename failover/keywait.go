@@ -9,19 +9,26 @@ import "github.com/shift-rdma/shift/provider/verbs"
 // leaves its WRs in the inbox (inbox.go) and returns; the engine's drain finds the keys
 // missing, hands them to a reader goroutine (keyReader) and drains no send until the read is
 // done (keyWait); the reader then queues the drain again, which posts the WRs with what the
-// read found. A key still missing then fails its WR as any WR the drain cannot post (an
-// error completion: the call returned already). Neither the application's thread nor the
+// read found. A key still missing then fails the QP closed, as a round that cannot map a key
+// does (error completions: the call returned already). Neither the application's thread nor the
 // engine waits for the store, and the posts made meanwhile queue behind in the inbox, in
 // order. A stepped context (simulations) has no goroutines: its drain reads the keys itself.
+
+// backupKeysMissing appends to miss the remote keys of wrs that a post now would rewrite
+// (the send side on the backup: Fallback, WaitSignaled) and the cache cannot answer for
+// (q.mu held).
+func (q *QP) backupKeysMissing(miss []rkeyKey, wrs []verbs.SendWR) []rkeyKey {
+	if st := q.mach.sendState(); st != SendFallback && st != SendWaitSignaled {
+		return miss
+	}
+	bs := q.cs()
+	return missingRKeysBy(q.remote.GID, wrs, miss, func(k rkeyKey) bool { return q.km.rkeyKnown(bs.dev, k) })
+}
 
 // sendKeysMissLocked reports whether wrs, posted now, name a remote key the cache cannot
 // answer for: the post should leave them to the inbox (q.mu held).
 func (q *QP) sendKeysMissLocked(wrs []verbs.SendWR) bool {
-	if st := q.mach.sendState(); st != SendFallback && st != SendWaitSignaled {
-		return false
-	}
-	bs := q.cs()
-	return len(missingRKeysBy(q.remote.GID, wrs, nil, func(k rkeyKey) bool { return q.km.rkeyKnown(bs.dev, k) })) > 0
+	return len(q.backupKeysMissing(nil, wrs)) > 0
 }
 
 // awaitKeysLocked runs in the drain before it posts recs[0] of a batch taken before any read
@@ -30,18 +37,15 @@ func (q *QP) sendKeysMissLocked(wrs []verbs.SendWR) bool {
 // reader queues it again, and the batch it then takes is posted with what the cache holds,
 // without another read: a store that stays down fails the WRs once, it does not loop).
 func (q *QP) awaitKeysLocked(recs []sendRec) bool {
-	if st := q.mach.sendState(); st != SendFallback && st != SendWaitSignaled {
-		return false
-	}
-	b := &q.box
-	bs := q.cs()
 	var miss []rkeyKey
 	for i := range recs {
-		miss = missingRKeysBy(q.remote.GID, []verbs.SendWR{recs[i].wr}, miss, func(k rkeyKey) bool { return q.km.rkeyKnown(bs.dev, k) })
+		miss = q.backupKeysMissing(miss, []verbs.SendWR{recs[i].wr})
 	}
 	if len(miss) == 0 {
 		return false
 	}
+	b := &q.box
+	bs := q.cs()
 	if q.c.eng.stepped {
 		// No goroutine to read them: read here (the simulation's store answers at once).
 		q.c.fetchFor(bs.dev, miss)

@@ -483,19 +483,11 @@ func (b *backupDev) readPortEvents(ctx context.Context, stopR int) {
 	src := b.ctx.AsyncFD()
 	if w, err := fdwait.Dup(src, "backup async events"); err == nil {
 		defer w.Close()
-		stop := context.AfterFunc(ctx, func() { _ = w.SetDeadline(time.Unix(1, 0)) })
-		defer stop()
-		for ctx.Err() == nil {
-			open := true
-			if err := w.Read(func() bool {
-				var got bool
-				got, open = readEvents(src, b.handleEvent)
-				return got || !open // nothing: wait for the descriptor
-			}); err != nil || !open {
+		for {
+			if open, err := readEventsWait(ctx, w, src, b.handleEvent); err != nil || !open {
 				return
 			}
 		}
-		return
 	}
 	for {
 		fds := []unix.PollFd{{Fd: int32(stopR), Events: unix.POLLIN}, {Fd: int32(src), Events: unix.POLLIN}}

@@ -2,9 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
-	"os"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,13 +18,11 @@ func readWhenReady(ctx context.Context, fd int, b []byte) (int, error) {
 		return 0, err
 	}
 	defer w.Close()
-	stop := context.AfterFunc(ctx, func() { _ = w.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
 	var (
 		n    int
 		rerr error
 	)
-	err = w.Read(func() bool {
+	err = w.ReadContext(ctx, func() bool {
 		if testHookBeforeEventRead != nil {
 			testHookBeforeEventRead(fd)
 		}
@@ -39,9 +34,6 @@ func readWhenReady(ctx context.Context, fd int, b []byte) (int, error) {
 		}
 	})
 	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
 		return 0, err
 	}
 	return n, rerr

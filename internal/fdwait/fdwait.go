@@ -17,6 +17,7 @@
 package fdwait
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -67,6 +68,17 @@ func Dup(fd int, name string) (*File, error) {
 // os.ErrClosed after Close, or os.ErrDeadlineExceeded after SetDeadline's time.
 func (w *File) Read(try func() (done bool)) error {
 	return w.ended(w.rc.Read(func(uintptr) bool { return try() }))
+}
+
+// ReadContext is Read ended by ctx as well: it then returns ctx.Err().
+func (w *File) ReadContext(ctx context.Context, try func() (done bool)) error {
+	stop := context.AfterFunc(ctx, func() { _ = w.f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	err := w.Read(try)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // Write is Read for writability.

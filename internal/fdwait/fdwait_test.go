@@ -1,6 +1,7 @@
 package fdwait
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -113,5 +114,28 @@ func TestDupNotPollable(t *testing.T) {
 	defer file.Close()
 	if _, err := Dup(int(file.Fd()), "file"); !errors.Is(err, ErrNotPollable) {
 		t.Fatalf("Dup of a regular file: %v, want ErrNotPollable", err)
+	}
+}
+
+// Cancelling ReadContext's context ends its wait with the context's error.
+func TestReadContext(t *testing.T) {
+	r, _ := pipe(t)
+	f, err := Dup(r, "pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var got []byte
+	done := make(chan error, 1)
+	go func() { done <- f.ReadContext(ctx, readOne(r, &got)) }()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || len(got) != 0 {
+			t.Fatalf("ReadContext: %v (got %v), want context.Canceled", err, got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadContext did not end")
 	}
 }

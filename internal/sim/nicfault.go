@@ -98,11 +98,12 @@ func (s *runner) nicFault() {
 
 // backupKillStep kills (or hangs) one host's first backup NIC once a fallback ran (or was
 // refused, or a QP the application stopped left none to run, as chainStep: then none may
-// come, and the run must not wait for it; seed 17039, beyond the 10,000 the tests run). Not while that NIC holds
-// receive CQEs back (latecqe.go): a NIC that acknowledged messages and then never writes
-// their CQEs loses them for the receiver, and the sender, whose completions returned the
-// buffers to its application, cannot send them again: beyond what any transparent failover
-// can recover (found at seed 1178, a hang). The fault waits for the release.
+// come, and the run must not wait for it; seed 17039, beyond the 10,000 the tests run). Not
+// while that NIC holds receive CQEs back (latecqe.go): a NIC that acknowledged messages and
+// then never writes their CQEs loses them for the receiver, and the sender, whose
+// completions returned the buffers to its application, cannot send them again: beyond what
+// any transparent failover can recover (found at seed 1178, a hang). The fault waits for the
+// release.
 func (s *runner) backupKillStep() {
 	for _, h := range s.w.hosts {
 		if st := h.fo.Stats(); st.Fallbacks > 0 || st.Refused > 0 || st.AppStops > 0 {

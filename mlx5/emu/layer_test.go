@@ -66,8 +66,8 @@ func TestLayerRule(t *testing.T) {
 // mlx5 the emulator may use constants, integer types of constants, the kernel ABI (abi.go,
 // the bfreg arithmetic and mmap offsets of uar.go), the syndrome table, the error
 // constructor and the doorbell wake-up (uarwake.go: a register write's stand-in for the MMIO
-// signal, which carries no ring format); not the rings, segments, CQE codecs, doorbell records or registers. (emutest,
-// the provider side of the emulator's tests, may.)
+// signal, which carries no ring format); not the rings, segments, CQE codecs, doorbell
+// records or registers. (emutest, the provider side of the emulator's tests, may.)
 func TestEmulatorDecodesRingsItself(t *testing.T) {
 	fset := token.NewFileSet()
 	names, err := filepath.Glob("../*.go")

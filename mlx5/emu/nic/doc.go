@@ -61,8 +61,9 @@
 //     written through package mlx5 (the Go provider and SHIFT) wakes a parked watcher at once
 //     (mlx5.UARWaker, the model's stand-in for the MMIO write reaching the NIC; p50 5.5 µs
 //     after 5 ms idle); one written by C (the plugin's fast path, Debian's libmlx5) or by a
-//     context opened provider.Options.NoDeviceWake (the plugin's) waits for the scanner: up to about 1.1 ms after a long idle period (more on a loaded machine),
-//     0.1–0.2 ms shortly after activity (docs/PERFORMANCE.md, "Emulator wake-up").
+//     context opened provider.Options.NoDeviceWake (the plugin's) waits for the scanner: up
+//     to about 1.1 ms after a long idle period (more on a loaded machine), 0.1–0.2 ms shortly
+//     after activity (docs/PERFORMANCE.md, "Emulator wake-up").
 //   - Validation is at least as strict as the hardware's: a WQE whose control segment names
 //     another QPN fails with LOC_QP_OP_ERR (a ConnectX identifies the QP by the doorbell and
 //     may not check WQEs it fetches), so a provider that copies WQEs between QPs must rewrite
@@ -73,8 +74,9 @@
 //     no CQE is written and no packet sent or received, the kernel side raises
 //     IBV_EVENT_DEVICE_FATAL then PORT_ERR (its ports go down and stay down), and the commands
 //     that create or change objects fail with EIO while destroys and the moves of a QP to
-//     ERR or RESET succeed, as mlx5_cmd_exec answers them in internal error. The driver's software flush of kernel QPs has no user
-//     space counterpart and is not modelled: user CQs get nothing. Hang stops the device the
+//     ERR or RESET succeed, as mlx5_cmd_exec answers them in internal error. The driver's
+//     software flush of kernel QPs has no user space counterpart and is not modelled: user
+//     CQs get nothing. Hang stops the device the
 //     same way but silently: no event, ports up, commands answered.
 //   - A receive WQE the device cannot scatter into (bad lkey) completes with a local error and
 //     the QP goes to ERR; the requester sees RNR NAKs meanwhile rather than a NAK, a

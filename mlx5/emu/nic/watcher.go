@@ -15,8 +15,9 @@ import (
 // written. A doorbell written through package mlx5 (the Go provider, SHIFT) wakes the parked
 // watcher itself (mlx5.UARWaker: the model's stand-in for the MMIO write reaching the NIC);
 // one written by other code (the plugin's C fast path, Debian's libmlx5) or with the wake
-// off (provider.Options.NoDeviceWake: the plugin) waits for the scanner. Anything else that needs the watcher sooner (a QP moved to RTS with rung doorbells
-// pending, a stalled send queue whose earlier WRs completed) wakes it through kick.
+// off (provider.Options.NoDeviceWake: the plugin) waits for the scanner. Anything else that
+// needs the watcher sooner (a QP moved to RTS with rung doorbells pending, a stalled send
+// queue whose earlier WRs completed) wakes it through kick.
 const (
 	spinWindow = 50 * time.Microsecond
 	// deadSleep is how often the watcher of a hung or dead device looks whether it closes.
