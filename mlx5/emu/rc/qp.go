@@ -294,6 +294,12 @@ func (q *QP) stopTimersLocked() {
 // cause.
 func (q *QP) enterErrorLocked(first, cause Status, notify bool) {
 	q.stopTimersLocked()
+	if notify {
+		// Before the completions: the host's QP is in ERR by the time software can see the
+		// error CQE, as a NIC's is (a query right after the poll found it still in RTS once:
+		// provider's TestE2EMRAccessFlags in a make test run after the doorbell wake).
+		q.pending = append(q.pending, event{kind: evQPError, st: cause})
+	}
 	st := first
 	for i := q.head; i < len(q.sq); i++ {
 		w := &q.sq[i]
@@ -309,9 +315,6 @@ func (q *QP) enterErrorLocked(first, cause Status, notify bool) {
 	q.inSend, q.inWrite = false, false
 	q.recv, q.wbuf = Recv{}, nil
 	q.setState(StateError)
-	if notify {
-		q.pending = append(q.pending, event{kind: evQPError, st: cause})
-	}
 }
 
 func (q *QP) pushSend(w *sendWR, st Status) {
