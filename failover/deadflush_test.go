@@ -136,9 +136,9 @@ func TestDeadBackupAfterFlushes(t *testing.T) {
 		t.Fatalf("%d WRs in the backup log after the post, want 3 (the test needs them there)", logged)
 	}
 	ws := waitN(t, ha.cq, 4)
-	if qa.SendState() != SendFailed {
-		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
-	}
+	// The errors may reach the application before the engine's transition ends.
+	waitFor(t, "the QP failed", func() bool { return qa.SendState() == SendFailed },
+		func() string { return fmt.Sprintf("state %v err %v", qa.SendState(), qa.Err()) })
 	e.cl.Hosts[0].Devices[1].NIC().Kill()
 	waitFor(t, "the death seen", func() bool {
 		qa.fifoMu.Lock()
