@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shift-rdma/shift/internal/fdwait"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -27,8 +28,9 @@ import (
 type CompChannel struct {
 	c      *Context
 	def    *provider.CompChannel
-	rfd    int // read end: Fd
-	wfd    int // write end: raise
+	rfd    int          // read end: Fd
+	wfd    int          // write end: raise
+	wait   *fdwait.File // the read end reopened in the network poller, for GetEvent; nil: poll(2)
 	stop   context.CancelFunc
 	done   sync.WaitGroup
 	closed atomic.Bool
@@ -61,6 +63,10 @@ func (c *Context) CreateCompChannel() (verbs.CompChannel, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := &CompChannel{c: c, def: d, rfd: p[0], wfd: p[1], stop: cancel,
 		cqs: map[*provider.CQ]*CQ{}, byHandle: map[uint64]*CQ{}}
+	// A Go caller of GetEvent waits in the runtime's network poller on a second open file of
+	// the read end (a goroutine in poll(2) holds its processor: internal/fdwait); the
+	// descriptor Fd returns stays blocking. Without /proc, GetEvent polls.
+	ch.wait, _ = fdwait.Reopen(p[0], "completion channel")
 	ch.done.Add(1)
 	go ch.forward(ctx)
 	return ch, nil
@@ -92,6 +98,12 @@ func (ch *CompChannel) Fd() int { return ch.rfd }
 // GetEvent is ibv_get_cq_event: it waits until ctx ends for the next event and returns its CQ.
 func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 	var b [8]byte
+	if ch.wait != nil {
+		if err := ch.readEvent(ctx, &b); err != nil {
+			return nil, err
+		}
+		return ch.handleCQ(binary.NativeEndian.Uint64(b[:]))
+	}
 	for {
 		// Wait until readable (bounded by ctx), then read: the descriptor blocks.
 		ms := 100
@@ -116,7 +128,39 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 			return nil, fmt.Errorf("failover: get_cq_event: %w", err)
 		}
 	}
-	h := binary.NativeEndian.Uint64(b[:])
+	return ch.handleCQ(binary.NativeEndian.Uint64(b[:]))
+}
+
+// readEvent reads one event record through ch.wait.
+func (ch *CompChannel) readEvent(ctx context.Context, b *[8]byte) error {
+	var rerr error
+	err := ch.wait.ReadContext(ctx, func() bool {
+		// Records are 8 bytes, written whole (below PIPE_BUF): a read gets one or none.
+		n, err := unix.Read(ch.wait.Fd(), b[:])
+		switch {
+		case n == len(b):
+			return true
+		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR):
+			return false
+		case err == nil:
+			err = fmt.Errorf("short read of %d bytes", n)
+		}
+		rerr = err
+		return true
+	})
+	switch {
+	case ctx.Err() != nil && err != nil:
+		return fmt.Errorf("failover: get_cq_event: %w: %w", verbs.ErrTimeout, ctx.Err())
+	case err != nil:
+		return fmt.Errorf("failover: get_cq_event: %w", err)
+	case rerr != nil:
+		return fmt.Errorf("failover: get_cq_event: %w", rerr)
+	}
+	return nil
+}
+
+// handleCQ is the CQ of an event record's user handle.
+func (ch *CompChannel) handleCQ(h uint64) (verbs.CQ, error) {
 	ch.mu.Lock()
 	cq := ch.byHandle[h]
 	ch.mu.Unlock()
@@ -133,7 +177,11 @@ func (ch *CompChannel) Close() error {
 	}
 	ch.stop()
 	ch.done.Wait()
-	return errors.Join(ch.def.Close(), unix.Close(ch.rfd), unix.Close(ch.wfd))
+	var werr error
+	if ch.wait != nil {
+		werr = ch.wait.Close()
+	}
+	return errors.Join(ch.def.Close(), werr, unix.Close(ch.rfd), unix.Close(ch.wfd))
 }
 
 func (ch *CompChannel) bind(cq *CQ) {

@@ -2,8 +2,11 @@ package failover
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -112,3 +115,36 @@ func TestCompletionEventsAcrossFallback(t *testing.T) {
 type wcError struct{ w verbs.WC }
 
 func (e *wcError) Error() string { return "unexpected completion " + e.w.Status.String() }
+
+// GetEvent waits in the network poller (a second open file of the channel's pipe), a
+// cancelled wait ends with ErrTimeout, and the descriptor Fd hands to C stays blocking, as
+// libibverbs' ibv_get_cq_event reads it without polling first.
+func TestCompChannelGetEventWait(t *testing.T) {
+	e := newEnv(t, 16)
+	ch, err := as[*CompChannel](e.hosts[0].ctx.CreateCompChannel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if ch.wait == nil {
+		t.Skip("the channel's pipe could not be reopened through /proc/self/fd (not mounted?): GetEvent polls")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := ch.GetEvent(ctx)
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, verbs.ErrTimeout) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("GetEvent after cancel: %v, want ErrTimeout and context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("GetEvent did not end 10 s after its context was cancelled")
+	}
+	if fl, err := unix.FcntlInt(uintptr(ch.Fd()), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 {
+		t.Fatalf("the channel's descriptor: flags %#x, %v; want blocking", fl, err)
+	}
+}

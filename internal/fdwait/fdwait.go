@@ -13,7 +13,8 @@
 // The poller needs a descriptor of its own: a File is a non-blocking duplicate of the
 // caller's (the same open file, so the same readiness; O_NONBLOCK is a property of that open
 // file, so the caller's descriptor becomes non-blocking too), closed by Close, which also
-// ends a Read in progress.
+// ends a Read in progress. Where the caller's descriptor must stay blocking, Reopen opens a
+// pipe's read end again as a file of its own.
 package fdwait
 
 import (
@@ -35,6 +36,7 @@ var ErrNotPollable = errors.New("fdwait: descriptor not pollable")
 type File struct {
 	f      *os.File
 	rc     syscall.RawConn
+	fd     int // f's descriptor (os.File.Fd would make it blocking)
 	closed atomic.Bool
 }
 
@@ -59,8 +61,41 @@ func Dup(fd int, name string) (*File, error) {
 		f.Close()
 		return nil, fmt.Errorf("fdwait: %s: %w", name, err)
 	}
-	return &File{f: f, rc: rc}, nil
+	return &File{f: f, rc: rc, fd: d}, nil
 }
+
+// Reopen opens the pipe or FIFO read end fd again, as a new open file (through
+// /proc/self/fd), non-blocking and in the network poller, leaving fd's own flags alone: for a
+// descriptor that must stay blocking because someone else reads it too (a completion
+// channel handed to libibverbs). Read's try must then read from w.Fd(). It fails with
+// ErrNotPollable where /proc is not mounted or fd is not a pipe.
+func Reopen(fd int, name string) (*File, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("fdwait: reopen %s: fstat: %w", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return nil, fmt.Errorf("%w: %s is not a pipe", ErrNotPollable, name)
+	}
+	d, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: reopen: %w", ErrNotPollable, name, err)
+	}
+	f := os.NewFile(uintptr(d), name)
+	if f.SetReadDeadline(time.Time{}) != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s", ErrNotPollable, name)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fdwait: %s: %w", name, err)
+	}
+	return &File{f: f, rc: rc, fd: d}, nil
+}
+
+// Fd is the duplicate's own descriptor (non-blocking; valid until Close).
+func (w *File) Fd() int { return w.fd }
 
 // Read calls try until it reports done, parking in the poller until the descriptor is
 // readable whenever it did not: try reads (non-blocking) from the original descriptor and

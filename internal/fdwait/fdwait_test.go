@@ -139,3 +139,44 @@ func TestReadContext(t *testing.T) {
 		t.Fatal("ReadContext did not end")
 	}
 }
+
+// Reopen's file wakes on a write like Dup's, and the pipe's own read end stays blocking (a
+// completion channel's descriptor, read by libibverbs with read(2)); a regular file is
+// refused, leaving no descriptor behind (TestMain's leak check).
+func TestReopen(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	f, err := Reopen(p[0], "channel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got []byte
+	done := make(chan error, 1)
+	go func() { done <- f.ReadContext(context.Background(), readOne(f.Fd(), &got)) }()
+	if _, err := unix.Write(p[1], []byte{9}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil || len(got) != 1 || got[0] != 9 {
+			t.Fatalf("Read: %v, got %v", err, got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Read did not return 10 s after the write")
+	}
+	if fl, err := unix.FcntlInt(uintptr(p[0]), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 {
+		t.Fatalf("the pipe's read end after Reopen: flags %#x, %v; want blocking", fl, err)
+	}
+	file, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if _, err := Reopen(int(file.Fd()), "file"); !errors.Is(err, ErrNotPollable) {
+		t.Fatalf("Reopen of a regular file: %v, want ErrNotPollable", err)
+	}
+}
