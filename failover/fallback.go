@@ -42,6 +42,16 @@ func (q *QP) onControl(peer ctlMsg, set int) {
 	switch {
 	case set == cur:
 		q.fallbackLocked(peer, true)
+	case set != cur && !peer.reply && !peer.refused && q.failedSide():
+		// A failed QP does not follow the peer to another set: chainLocked would drain its
+		// set given up, dropping as the set's the flushes that are the application's (on a
+		// hung device, where none come, the WRs left were never completed: internal/sim,
+		// failover seed 95126 with two backups, the application's stop during a reset round
+		// on a backup NIC that hung). The set keeps them (flushDeadSetLocked once its
+		// device is found dead); the refusal goes where the peer now is.
+		if q.sets[set].ready.Load() && !q.setDead(set) {
+			_ = q.sendCtlOnLocked(set, ctlMsg{refused: true, reply: true})
+		}
 	case set != cur && !peer.reply && q.sets[set].ready.Load() && !q.setDead(set):
 		q.chainLocked(set, peer, true)
 	case set != cur && peer.refused:
@@ -467,8 +477,11 @@ func (q *QP) notifyLocked(reply bool) error {
 // On an endpoint that failed, or that a re-arm replaced meanwhile, nothing is sent and the
 // QP learns of the failure as if the post had been flushed (ctlFailed, once this round
 // released the QP's mutex).
-func (q *QP) sendCtlLocked(m ctlMsg) error {
-	bs, i := q.cs(), int(q.cur.Load())
+func (q *QP) sendCtlLocked(m ctlMsg) error { return q.sendCtlOnLocked(int(q.cur.Load()), m) }
+
+// sendCtlOnLocked is sendCtlLocked on the control endpoint of backup set i.
+func (q *QP) sendCtlOnLocked(i int, m ctlMsg) error {
+	bs := q.sets[i]
 	ep := bs.ep.Load()
 	if ep == nil {
 		return fmt.Errorf("failover: QP %#x: post notification: %w", q.qpn, ErrBackupNotReady)

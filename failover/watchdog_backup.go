@@ -43,14 +43,22 @@ func (q *QP) watchBackupLocked(now time.Time, bound time.Duration) *backupDev {
 }
 
 // backupWatchedLocked returns q's backup set in use and its QP when the watchdog watches
-// them: the send side runs there and no failure of the set is known or queued (q.mu held).
+// them: the send side runs there and no failure of the set is known or queued; or q failed
+// on the set (refused, or stopped by the application) and waits for its flushes there
+// (q.mu held).
+//
+// The second case: a QP that fails on a set moves the backup QP to ERR (giveUpSetLocked),
+// whose WRs a live device flushes at once; on a hung device they never complete, and with
+// nothing else of SHIFT's on that device (no set in use, no control message in flight) no
+// one found it hung: the application that stopped its QP there waited for ever for the
+// flushes (TestAppStopOnHungBackup, found while reading for internal/sim's failover seed
+// 95126). Taken for dead, the device's sets given up complete what is left (chainOffDead,
+// flushDeadSetLocked).
 func (q *QP) backupWatchedLocked() (*bkSet, *provider.QP, bool) {
-	if q.destroyed || q.appErr {
+	if q.destroyed {
 		return nil, nil, false
 	}
-	if st := q.mach.sendState(); st != SendFallback && st != SendWaitSignaled {
-		return nil, nil, false
-	}
+	st := q.mach.sendState()
 	bs := q.cs()
 	b := bs.qp.Load()
 	if b == nil || bs.dev.dead.Load() {
@@ -58,8 +66,12 @@ func (q *QP) backupWatchedLocked() (*bkSet, *provider.QP, bool) {
 	}
 	q.fifoMu.Lock()
 	gone := bs.dead || bs.gaveUp || bs.failQueued
+	flushing := st == SendFailed && bs.gaveUp && !bs.dead && !bs.deadFlushed
 	q.fifoMu.Unlock()
-	if gone {
+	switch {
+	case flushing:
+		return bs, b, true
+	case q.appErr || gone || (st != SendFallback && st != SendWaitSignaled):
 		return nil, nil, false
 	}
 	return bs, b, true

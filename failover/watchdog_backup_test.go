@@ -100,3 +100,49 @@ func threeNICPair(t *testing.T, cp verbs.QPCap, opts func(*Options)) (*testEnv, 
 	})
 	return e, qa, qb
 }
+
+// TestAppStopOnHungBackup: a QP runs on its backup, whose own NIC then hangs with WRITEs
+// outstanding there, and the application stops the QP (modify_qp to ERR) before the
+// watchdog's bound. The backup QP's move to ERR flushes nothing on a hung NIC and nothing else
+// of SHIFT's runs on that device, so the watchdog must go on watching the set the QP gave up:
+// it takes the device for dead and the WRITEs complete flushed, in order (before, the
+// application waited for ever).
+func TestAppStopOnHungBackup(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	e := newEnvWith(t, 256, func(_ int, o *Options) {
+		o.CQWatchdog = bound
+		o.ProbeInterval, o.ProbeMaxInterval = time.Hour, time.Hour
+	})
+	a, _ := e.pairs(t, 1, smallCap)
+	qa, ha, hb := a[0], e.hosts[0], e.hosts[1]
+	if err := qa.SwitchToBackup(); err != nil {
+		t.Fatal(err)
+	}
+	write := func(id uint64, off int, flags verbs.SendFlags) verbs.SendWR {
+		return verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: flags, SGL: []verbs.SGE{ha.mr.SGE(off, 64)},
+			RemoteAddr: hb.mr.Addr() + uint64(off), RKey: hb.mr.RKey()}
+	}
+	if err := qa.PostSend([]verbs.SendWR{write(9, 0, verbs.SendSignaled)}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 9 || qa.SendState() != SendFallback {
+		t.Fatalf("completion %+v, state %v: want the switch done", w, qa.SendState())
+	}
+	e.cl.Hosts[0].Devices[1].NIC().Hang()
+	if err := qa.PostSend([]verbs.SendWR{write(10, 64, 0), write(11, 128, verbs.SendSignaled), write(12, 192, verbs.SendSignaled)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the inbox posted", func() bool { return qa.box.nSend.Load() == 0 }, func() string { return "" })
+	if err := qa.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	ws := waitN(t, ha.cq, 3)
+	for i, w := range ws {
+		if w.WRID != uint64(10+i) || w.Status != verbs.WCWRFlushErr {
+			t.Fatalf("completions %+v: want wr_id 10, 11, 12 flushed, in order", ws)
+		}
+	}
+	if s := ha.ctx.Stats(); s.WatchdogBackups != 1 {
+		t.Fatalf("the hung backup was not taken for dead: stats %+v", s)
+	}
+}

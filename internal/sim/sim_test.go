@@ -327,11 +327,15 @@ func TestCtlDropSeeds(t *testing.T) {
 // unsignaled SEND the NIC had executed, which no completion ever reports (unsignaledOnly).
 // And from seeds 50,000–70,000, a SHIFT bug: 63454 (two backups), the application stops a
 // QP, its default NIC flushes the WRs and dies before the last flush is polled, and SHIFT's
-// flush for the dead NIC completed that WR again (failover/deadflush.go).
+// flush for the dead NIC completed that WR again (failover/deadflush.go). From seeds
+// 90,000–105,000, a SHIFT bug: 95126 (two backups), the application stops a QP during a
+// reset round on its first backup, whose NIC hangs; the peer's chain notification then moved
+// the failed QP to the second backup, whose drain of the first dropped as the set's what the
+// application waited for, and 16 sends never completed (failover/fallback.go onControl).
 func TestStoppedPeerSeeds(t *testing.T) {
 	for _, c := range []Config{{Seed: 12459, Failover: true, Recovery: true}, {Seed: 17039, Failover: true, Recovery: true, Backups: 2},
 		{Seed: 24210, Failover: true, Backups: 2}, seedConfig(42791, true), seedConfig(47255, true),
-		seedConfig(63454, true)} {
+		seedConfig(63454, true), seedConfig(95126, true)} {
 		res, err := Run(c)
 		if err != nil {
 			t.Fatal(err)
