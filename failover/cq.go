@@ -48,6 +48,9 @@ type CQ struct {
 	toFailBk []bkFail   // backup QPs that reported an error: fail
 	recov    []recovEvt // peers' recovery notifications received on default QPs
 	drained  []*QP      // fences done: their QPs go back to Default
+	// neverSent: receive-only QPs whose last SHIFT send on the backup completed, for
+	// neverSentBackLocked to look at again (recvonly.go).
+	neverSent []*QP
 	// slow counts the QPs using this CQ that are off the fast path (q.slow): while it is not
 	// zero, SHIFT's completions or the backup's may reach this CQ and the gate stays closed.
 	slow int
@@ -242,7 +245,7 @@ func (cq *CQ) pollSlow(wcs []verbs.WC) (int, error) {
 	if err2 := cq.pollBackupLocked(); err2 != nil {
 		err = errors.Join(err, err2)
 	}
-	work := len(cq.toFail)+len(cq.toFailBk)+len(cq.recov)+len(cq.drained) > 0
+	work := cq.workLocked()
 	n := cq.takeLocked(wcs)
 	if !work && err == nil {
 		cq.reopenCQLocked()
@@ -265,12 +268,17 @@ func (cq *CQ) reopenCQLocked() {
 	if cq.slow != 0 || cq.running != 0 || cq.head != len(cq.buf) || cq.gate.Load() != gateClosed {
 		return
 	}
-	if len(cq.toFail)+len(cq.toFailBk)+len(cq.recov)+len(cq.drained) > 0 {
+	if cq.workLocked() {
 		return
 	}
 	if reopenGate(cq.gate) {
 		cq.reopens.Add(1)
 	}
+}
+
+// workLocked reports whether the pollers queued transitions for runPending.
+func (cq *CQ) workLocked() bool {
+	return len(cq.toFail)+len(cq.toFailBk)+len(cq.recov)+len(cq.drained)+len(cq.neverSent) > 0
 }
 
 func (cq *CQ) takeLocked(wcs []verbs.WC) int {
@@ -476,6 +484,9 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 			} else {
 				switch q.popKind(&bs.sendKinds) {
 				case kindCtrl:
+					if q.neverSentDue(bs) {
+						cq.neverSent = append(cq.neverSent, q)
+					}
 					continue
 				case kindHeld:
 					w.Opcode = q.popHeldOp(bs)
@@ -496,8 +507,8 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 func (cq *CQ) runPending() {
 	cq.mu.Lock()
 	toFail, toFailBk := cq.toFail, cq.toFailBk
-	recov, drained := cq.recov, cq.drained
-	cq.toFail, cq.toFailBk, cq.recov, cq.drained = nil, nil, nil, nil
+	recov, drained, neverSent := cq.recov, cq.drained, cq.neverSent
+	cq.toFail, cq.toFailBk, cq.recov, cq.drained, cq.neverSent = nil, nil, nil, nil, nil
 	cq.running++
 	cq.mu.Unlock()
 	defer func() {
@@ -507,6 +518,9 @@ func (cq *CQ) runPending() {
 	}()
 	for _, q := range drained {
 		q.finishRecovery()
+	}
+	for _, q := range neverSent {
+		q.neverSentBack()
 	}
 	for _, r := range recov {
 		r.q.recoverRecv(r.gen, r.sent)

@@ -301,7 +301,7 @@ func (cq *CQ) pollAside() {
 	before := len(cq.buf) - cq.head
 	_ = cq.pollDefaultLocked()
 	more := len(cq.buf)-cq.head > before
-	work := len(cq.toFail)+len(cq.toFailBk)+len(cq.recov)+len(cq.drained) > 0
+	work := cq.workLocked()
 	cq.mu.Unlock()
 	if work {
 		cq.c.eng.kick(cq)

@@ -50,6 +50,29 @@ func (q *QP) neverSentBackLocked() {
 	_ = q.sendCtlLocked(ctlMsg{neverSent: true, recvOnly: true, count: q.twoSided & countMask, gen: uint32(q.defGen.Load()) & countMask})
 }
 
+// neverSentDue reports, as a SHIFT send of q completed on set bs (under its CQ's mutex),
+// whether neverSentBackLocked should look at q again: a receive-only QP whose receive side
+// came back while a filler of its was still on the backup, which the look then found busy,
+// had nothing to look again later, and both QPs stayed off their default paths for ever
+// (internal/sim: recovery seed 107651).
+func (q *QP) neverSentDue(bs *bkSet) bool {
+	if verbs.QPState(q.appState.Load()) != verbs.QPStateRTR || q.mach.sendState() != SendFallback || q.mach.recvState() != RecvDefault {
+		return false
+	}
+	q.fifoMu.Lock()
+	defer q.fifoMu.Unlock()
+	return len(bs.sendKinds) == 0 && len(q.bkLog) == 0
+}
+
+// neverSentBack is neverSentBackLocked from the pollers' queue (runPending).
+func (q *QP) neverSentBack() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.destroyed {
+		q.neverSentBackLocked()
+	}
+}
+
 // peerNeverSentLocked is the peer's neverSent message: our receive side returns as on a
 // recovery notification, if the message is of our default QP's incarnation. q.mu held.
 func (q *QP) peerNeverSentLocked(peer ctlMsg) {

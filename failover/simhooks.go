@@ -30,5 +30,5 @@ func (cq *CQ) QueueSizes() map[string]int {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	return map[string]int{"buf": cap(cq.buf), "scratch": cap(cq.scratch), "toFail": cap(cq.toFail),
-		"toFailBk": cap(cq.toFailBk), "recov": cap(cq.recov), "drained": cap(cq.drained)}
+		"toFailBk": cap(cq.toFailBk), "recov": cap(cq.recov), "drained": cap(cq.drained), "neverSent": cap(cq.neverSent)}
 }

@@ -345,3 +345,20 @@ func TestStoppedPeerSeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiveOnlySeeds replays 107651 (recovery; from seeds 105,000–120,000, beyond the
+// tested range), a SHIFT bug: a receive-only QP's receive side came back while a filler of
+// its was still on the backup, so its send side did not return with it (nothing it sent may
+// be in flight then), and nothing looked again once the filler completed: both QPs stayed off
+// their default paths for good (failover/recvonly.go, neverSentDue).
+func TestReceiveOnlySeeds(t *testing.T) {
+	for _, c := range []Config{seedConfig(107651, true)} {
+		res, err := Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.RecvOnly || res.Recoveries == 0 {
+			t.Errorf("seed %d: receive-only %v, %d recoveries: the seed no longer exercises what it did", c.Seed, res.RecvOnly, res.Recoveries)
+		}
+	}
+}
