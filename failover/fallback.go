@@ -198,6 +198,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		q.tOK.Store(0)
 		q.tBusy.Store(0)
 		q.tDrain.Store(0)
+		q.tPost.Store(0)
 		q.tPosted.Store(0)
 	}
 	// A probe in flight ends now: its QP goes to ERR below.
@@ -487,7 +488,9 @@ func (q *QP) sendCtlOnLocked(i int, m ctlMsg) error {
 		return fmt.Errorf("failover: QP %#x: post notification: %w", q.qpn, ErrBackupNotReady)
 	}
 	m.dst, m.src = bs.peerQPN.Load(), q.qpn
+	t0 := q.c.now()
 	err := ep.sendMsg(m)
+	q.tPost.Add(int64(q.c.now().Sub(t0)))
 	if errors.Is(err, errCtlClosed) && bs.ep.Load() != ep {
 		// A re-arm replaced the endpoint since it was loaded: lost with it (lostOnReplace).
 		err = errCtlFailed
@@ -586,6 +589,8 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	for len(resend) > 0 {
 		r := resend[0]
 		err := q.withRoomLocked(func() error {
+			t0 := q.c.now()
+			defer func() { q.tPost.Add(int64(q.c.now().Sub(t0))) }()
 			switch {
 			case r.held:
 				return q.postHeldLocked(r)

@@ -15,6 +15,7 @@ import (
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/mlx5/emu"
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
+	"github.com/shift-rdma/shift/mlx5/emu/nic"
 	"github.com/shift-rdma/shift/probe"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -45,6 +46,7 @@ type testEnv struct {
 	up          func(h int)           // overrides linkUp
 	rails       [2][2]*netnstest.Veth // [nic][host], netns tier
 	cl          *emu.Cluster
+	bkNICs      []*nic.Device // the hosts' first backup NICs where cl is nil (netns tier)
 	kv          *kv.Mem
 	hosts       [2]*testHost
 	attr        verbs.ConnectAttr

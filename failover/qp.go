@@ -154,6 +154,7 @@ type QP struct {
 	// notification was polled from the control QP. Stored on the failure path only.
 	tBusy   atomic.Int64 // ns inside roundLocked
 	tDrain  atomic.Int64 // ns of that the drain waited for completions
+	tPost   atomic.Int64 // ns of that inside the provider's posts of its messages and reposts
 	tPoll   atomic.Int64 // the peer's last notification polled (unix ns)
 	tCtl    atomic.Int64 // tPoll of the notification that started or answered this round
 	tPosted atomic.Int64 // the last reposted WR posted on the backup (unix ns)

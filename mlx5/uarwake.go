@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A real NIC learns of a doorbell from the MMIO write itself. A device model that shares the
@@ -21,8 +22,9 @@ import (
 
 // UARWaker is the wake-up of a device model that watches UAR memory in this process.
 type UARWaker struct {
-	parked atomic.Bool
-	wake   chan<- struct{}
+	parked  atomic.Bool
+	wake    chan<- struct{}
+	yielded atomic.Int64 // ns the pokers spent yielding (Yielded)
 }
 
 // NewUARWaker returns a waker that sends on wake (which should be buffered) when poked while
@@ -50,9 +52,17 @@ func (w *UARWaker) Poke() {
 		// The woken goroutine is queued on this processor; without a yield it waits for
 		// another thread to be woken and steal it (about 300 µs on the 2-core VM,
 		// BenchmarkDoorbellAfterIdle in mlx5/emu/nic) or for this goroutine to block.
+		t0 := time.Now()
 		runtime.Gosched()
+		w.yielded.Add(int64(time.Since(t0)))
 	}
 }
+
+// Yielded is the time the writers of doorbells spent in their pokes' yields so far: the time
+// the device model (and whatever else was runnable) ran on their processors. A real NIC
+// costs the writer of a doorbell none of it; measurements of the software that rings the
+// doorbells subtract it (failover's BenchmarkNetnsLinkDown).
+func (w *UARWaker) Yielded() time.Duration { return time.Duration(w.yielded.Load()) }
 
 // uarWakers maps the first byte of a registered UAR page to its waker.
 var uarWakers sync.Map // *byte → *UARWaker

@@ -49,10 +49,17 @@ func TestUARWaker(t *testing.T) {
 		if woken() {
 			t.Fatalf("%s: an unparked model was woken", r.name)
 		}
+		if y := w.Yielded(); y != 0 && r.name == "Ring" {
+			t.Fatalf("yielded %v before any poke", y)
+		}
 		w.Park()
+		y0 := w.Yielded()
 		r.ring()
 		if !woken() {
 			t.Fatalf("%s: the parked model was not woken", r.name)
+		}
+		if w.Yielded() <= y0 {
+			t.Fatalf("%s: the poke's yield was not counted (%v, %v before)", r.name, w.Yielded(), y0)
 		}
 		r.ring() // the first poke ended the park
 		if woken() {

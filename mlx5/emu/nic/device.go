@@ -3,6 +3,7 @@ package nic
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -119,6 +120,10 @@ type Stats struct {
 	// SharedRechecks counts the times the watcher re-checked every QP of a shared register
 	// against its doorbell record (after a doorbell there, and while one had work).
 	SharedRechecks uint64
+	// PokeYield is the time writers of doorbells spent yielding to the woken watcher
+	// (mlx5.UARWaker.Yielded): the device's work run on their processors, which a real NIC
+	// does not cost them.
+	PokeYield time.Duration
 }
 
 // New creates a device and starts its doorbell watcher. Close releases it.
@@ -202,7 +207,7 @@ func (d *Device) Stats() Stats {
 		SQDoorbells: s.sqDoorbells.Load(), CQDoorbells: s.cqDoorbells.Load(),
 		StrayDoorbells: s.strayDoorbells.Load(), WQEsExecuted: s.wqesExecuted.Load(),
 		CQEsWritten: s.cqesWritten.Load(), RxPackets: s.rxPackets.Load(), RxNoQP: s.rxNoQP.Load(),
-		SharedRechecks: s.sharedRechecks.Load(),
+		SharedRechecks: s.sharedRechecks.Load(), PokeYield: d.waker.Yielded(),
 	}
 }
 
