@@ -131,8 +131,9 @@ type Options struct {
 	// once.
 	Yield func()
 	// DropControl, for a simulation's faults, is asked about every round notification or
-	// reply (not refusals) that arrives on a control QP: true drops it, as a message for a
-	// QP whose backup set is not connected to the sender's is dropped (notifyresend.go).
+	// reply and every neverSent message or request (not refusals) that arrives on a control
+	// QP: true drops it, as a message for a QP whose backup set is not connected to the
+	// sender's is dropped (notifyresend.go, recvonly.go).
 	DropControl func() bool
 }
 
@@ -365,7 +366,7 @@ func openContext(def *provider.Context, opts Options) (*Context, error) {
 	c.mrRefresh.Store(int64(mrRefreshDefault))
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
 	if d := opts.DropControl; d != nil {
-		drop := func(_ *ctlEndpoint, m ctlMsg) bool { return !m.refused && !m.neverSent && d() }
+		drop := func(_ *ctlEndpoint, m ctlMsg) bool { return !m.refused && d() }
 		c.dropCtl.Store(&drop)
 	}
 	if opts.InjectFile != "" || opts.ControlFile {

@@ -31,8 +31,12 @@ func (q *QP) fallback(peer ctlMsg, fromPeer bool) {
 func (q *QP) onControl(peer ctlMsg, set int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if peer.neverSent {
-		q.peerNeverSentLocked(peer) // not a round (recvonly.go)
+	if peer.neverSent { // not a round (recvonly.go)
+		if peer.reply {
+			q.neverSentAgainLocked() // the peer asks again: it did not get ours
+			return
+		}
+		q.peerNeverSentLocked(peer)
 		return
 	}
 	if !peer.refused {

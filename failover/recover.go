@@ -517,7 +517,8 @@ func (q *QP) finishRecovery() {
 	q.c.stallNS.Add(st)
 	q.c.recoveries.Add(1)
 	q.stats.recoveries.Add(1)
-	q.reopenLocked() // if the receive side is back too
+	q.armNeverSentWaitLocked(neverSentAsks) // a receive-only peer's message may be lost (recvonly.go)
+	q.reopenLocked()                        // if the receive side is back too
 }
 
 // recoverRecv moves the receive side back to the default QP on the peer's recovery

@@ -21,6 +21,14 @@ import "github.com/shift-rdma/shift/provider/verbs"
 // is left there stale and reposts its receives on the default QP; both QPs then reopen their
 // fast paths (a receive-only QP's in RTR).
 //
+// The neverSent message can be lost like a round's (the peer drops a message for a QP whose
+// set is not connected to the sender's: notifyresend.go), and then nothing else brings the
+// peer's receive side back: it stayed on the backup, off its lock-free path, until the next
+// failure. So the peer, once its send side is back (finishRecovery) with its receive side
+// still on the backup and its peer receive-only, asks for it again every HandshakeTimeout,
+// a few times (ctlMsg.neverSent with reply), and a receive-only QP whose sides are both back
+// answers with its neverSent message again (TestReceiveOnlyPeer, "lost").
+//
 // An application that moves such a QP to RTS later: its sends after neverSent go to the
 // default QP, where the peer's receives wait (or, until the peer's receive side came back,
 // are RNR-NAKed and retried). One that does so before its receive side came back keeps its
@@ -48,6 +56,52 @@ func (q *QP) neverSentBackLocked() {
 		return
 	}
 	_ = q.sendCtlLocked(ctlMsg{neverSent: true, recvOnly: true, count: q.twoSided & countMask, gen: uint32(q.defGen.Load()) & countMask})
+}
+
+// neverSentAsks is how many times a QP asks for a receive-only peer's neverSent message.
+const neverSentAsks = 3
+
+// awaitingNeverSentLocked reports whether q, back on its default path, waits for its
+// receive-only peer's neverSent message to bring its receive side back (q.mu held).
+func (q *QP) awaitingNeverSentLocked() bool {
+	return q.peerRecvOnly && !q.destroyed && q.mach.sendState() == SendDefault &&
+		q.mach.recvState() == RecvFallback && q.mach.roundState() == RoundIdle
+}
+
+// armNeverSentWaitLocked starts the wait for the peer's neverSent message, asked for again
+// asks more times (q.mu held).
+func (q *QP) armNeverSentWaitLocked(asks int) {
+	if asks <= 0 || !q.awaitingNeverSentLocked() {
+		return
+	}
+	seq := q.newRoundWaitLocked() // a round's wait ends this one
+	q.hsTimer = q.c.clk.AfterFunc(q.c.opts.HandshakeTimeout, func() {
+		q.c.eng.do(func() { q.neverSentWaitExpired(seq, asks) })
+	})
+}
+
+// neverSentWaitExpired asks the peer for its neverSent message if q still waits for it.
+func (q *QP) neverSentWaitExpired(seq uint64, asks int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.roundWait != seq || !q.awaitingNeverSentLocked() {
+		return
+	}
+	if q.sendCtlLocked(ctlMsg{neverSent: true, reply: true, gen: uint32(q.defGen.Load()) & countMask}) == nil {
+		q.c.notifyResent.Add(1)
+	}
+	q.armNeverSentWaitLocked(asks - 1)
+}
+
+// neverSentAgainLocked answers the peer's request: a receive-only QP whose sides both came
+// back sends its neverSent message again (q.mu held).
+func (q *QP) neverSentAgainLocked() {
+	if !q.recvOnly() || q.mach.sendState() != SendDefault || q.mach.recvState() != RecvDefault {
+		return // not sent yet (neverSentDue sends it), or not such a QP
+	}
+	if q.sendCtlLocked(ctlMsg{neverSent: true, recvOnly: true, count: q.twoSided & countMask, gen: uint32(q.defGen.Load()) & countMask}) == nil {
+		q.c.notifyResent.Add(1)
+	}
 }
 
 // neverSentDue reports, as a SHIFT send of q completed on set bs (under its CQ's mutex),

@@ -1,7 +1,9 @@
 package failover
 
 import (
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -17,10 +19,34 @@ import (
 // its receive side and tells the sender, whose receive side waited for a recovery
 // notification a QP in RTR cannot send, and whose reset posted no control RECV for it
 // (recvonly.go).
+//
+// "lost": the receive-only side's neverSent message is dropped at the sender (as a message
+// for a QP whose set is not connected is dropped); the sender asks for it again after
+// HandshakeTimeout and the answer brings its receive side back (before, it stayed on the
+// backup until the next failure).
 func TestReceiveOnlyPeer(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		name := "delivered"
+		if lose {
+			name = "lost"
+		}
+		t.Run(name, func(t *testing.T) { receiveOnlyPeer(t, lose) })
+	}
+}
+
+func receiveOnlyPeer(t *testing.T, lose bool) {
 	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	e := newEnvWith(t, 256, recoverOpts)
+	e := newEnvWith(t, 256, func(h int, o *Options) {
+		recoverOpts(h, o)
+		o.HandshakeTimeout = 300 * time.Millisecond
+	})
 	ha, hb := e.hosts[0], e.hosts[1]
+	var dropped atomic.Int32
+	if lose {
+		hook := func(_ *ctlEndpoint, m ctlMsg) bool { return m.neverSent && !m.reply && dropped.CompareAndSwap(0, 1) }
+		ha.ctx.dropCtl.Store(&hook)
+		t.Cleanup(func() { ha.ctx.dropCtl.Store(nil) })
+	}
 	a, b, aa, ab := e.createPair(t, ha, hb, cp)
 	ea := verbs.Endpoint{QPN: a.QPN(), PSN: 0x123456, GID: ha.gid}
 	eb := verbs.Endpoint{QPN: b.QPN(), PSN: 0x654321, GID: hb.gid}
@@ -43,6 +69,10 @@ func TestReceiveOnlyPeer(t *testing.T) {
 	waitFor(t, "both QPs back on the lock-free default path, both directions", func() bool {
 		return allDefault(a, b) && onFastPath(a) && onFastPath(b)
 	}, func() string { return e.describe(a, b) })
+	if lose && (dropped.Load() != 1 || ha.ctx.Stats().NotificationsResent == 0 || hb.ctx.Stats().NotificationsResent == 0) {
+		t.Fatalf("dropped %d neverSent messages; asked again %d times, answered %d times: the test lost nothing",
+			dropped.Load(), ha.ctx.Stats().NotificationsResent, hb.ctx.Stats().NotificationsResent)
+	}
 	before := ha.ctx.Stats()
 	// Long enough for several of the receive-only side's probe intervals (10–80 ms here).
 	for i := range 3 {
