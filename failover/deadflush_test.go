@@ -81,6 +81,23 @@ func switchedPair(t *testing.T) (*testEnv, *QP, *testHost, *testHost) {
 	return e, a[0], e.hosts[0], e.hosts[1]
 }
 
+// writes posts a signaled 64-byte WRITE (wr_id 9) on qa, switched to its backup, waits for
+// its completion, and returns a maker of such WRITEs from ha's buffer to hb's at an offset.
+func writes(t *testing.T, qa *QP, ha, hb *testHost) func(id uint64, off int, flags verbs.SendFlags) verbs.SendWR {
+	t.Helper()
+	write := func(id uint64, off int, flags verbs.SendFlags) verbs.SendWR {
+		return verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: flags, SGL: []verbs.SGE{ha.mr.SGE(off, 64)},
+			RemoteAddr: hb.mr.Addr() + uint64(off), RKey: hb.mr.RKey()}
+	}
+	if err := qa.PostSend([]verbs.SendWR{write(9, 0, verbs.SendSignaled)}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 9 || qa.SendState() != SendFallback {
+		t.Fatalf("completion %+v, state %v: want the switch done", w, qa.SendState())
+	}
+	return write
+}
+
 // errorsInOrder waits for the error completions of the sends (in this order) and of the
 // receive recv on cq.
 func errorsInOrder(t *testing.T, cq *CQ, recv uint64, sends ...uint64) {
@@ -110,16 +127,7 @@ func errorsInOrder(t *testing.T, cq *CQ, recv uint64, sends ...uint64) {
 // WRITEs: their error completions did not take them off the backup log).
 func TestDeadBackupAfterFlushes(t *testing.T) {
 	e, qa, ha, hb := switchedPair(t)
-	write := func(id uint64, off int, flags verbs.SendFlags) verbs.SendWR {
-		return verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: flags, SGL: []verbs.SGE{ha.mr.SGE(off, 64)},
-			RemoteAddr: hb.mr.Addr() + uint64(off), RKey: hb.mr.RKey()}
-	}
-	if err := qa.PostSend([]verbs.SendWR{write(9, 0, verbs.SendSignaled)}); err != nil {
-		t.Fatal(err)
-	}
-	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 9 || qa.SendState() != SendFallback {
-		t.Fatalf("completion %+v, state %v: want the switch done", w, qa.SendState())
-	}
+	write := writes(t, qa, ha, hb)
 	if err := qa.PostRecv([]verbs.RecvWR{{WRID: 30, SGL: []verbs.SGE{ha.mr.SGE(512, 64)}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -118,16 +118,7 @@ func TestAppStopOnHungBackup(t *testing.T) {
 	if err := qa.SwitchToBackup(); err != nil {
 		t.Fatal(err)
 	}
-	write := func(id uint64, off int, flags verbs.SendFlags) verbs.SendWR {
-		return verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: flags, SGL: []verbs.SGE{ha.mr.SGE(off, 64)},
-			RemoteAddr: hb.mr.Addr() + uint64(off), RKey: hb.mr.RKey()}
-	}
-	if err := qa.PostSend([]verbs.SendWR{write(9, 0, verbs.SendSignaled)}); err != nil {
-		t.Fatal(err)
-	}
-	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 9 || qa.SendState() != SendFallback {
-		t.Fatalf("completion %+v, state %v: want the switch done", w, qa.SendState())
-	}
+	write := writes(t, qa, ha, hb)
 	e.cl.Hosts[0].Devices[1].NIC().Hang()
 	if err := qa.PostSend([]verbs.SendWR{write(10, 64, 0), write(11, 128, verbs.SendSignaled), write(12, 192, verbs.SendSignaled)}); err != nil {
 		t.Fatal(err)

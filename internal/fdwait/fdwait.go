@@ -51,6 +51,12 @@ func Dup(fd int, name string) (*File, error) {
 		unix.Close(d)
 		return nil, fmt.Errorf("fdwait: %s: set O_NONBLOCK: %w", name, err)
 	}
+	return inPoller(d, name)
+}
+
+// inPoller registers the non-blocking descriptor d, which it owns from then on, with the
+// network poller.
+func inPoller(d int, name string) (*File, error) {
 	f := os.NewFile(uintptr(d), name)
 	if f.SetReadDeadline(time.Time{}) != nil { // the poller did not take it
 		f.Close()
@@ -81,17 +87,7 @@ func Reopen(fd int, name string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: reopen: %w", ErrNotPollable, name, err)
 	}
-	f := os.NewFile(uintptr(d), name)
-	if f.SetReadDeadline(time.Time{}) != nil {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s", ErrNotPollable, name)
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("fdwait: %s: %w", name, err)
-	}
-	return &File{f: f, rc: rc, fd: d}, nil
+	return inPoller(d, name)
 }
 
 // Fd is the duplicate's own descriptor (non-blocking; valid until Close).
