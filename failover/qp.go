@@ -128,8 +128,10 @@ type QP struct {
 	box inbox
 	// pending holds the sends posted while where they go is not settled (a handshake, a
 	// waiting round): copies that own their SGLs and inline payloads (roundwait.go).
-	pending  []sendRec
-	hsTimer  clock.Timer // the handshake's, or a reset round's wait (notifyresend.go)
+	pending []sendRec
+	// hsTimer: the handshake's or a reset round's wait (notifyresend.go), or the wait for a
+	// receive-only peer's neverSent message (recvonly.go).
+	hsTimer  clock.Timer
 	failErr  error
 	tErr     atomic.Int64 // first error completion polled (unix ns)
 	tPrep    atomic.Int64 // notification posted
