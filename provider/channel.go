@@ -19,6 +19,7 @@ type CompChannel struct {
 	ctx      *Context
 	fd       int
 	borrowed bool // the fd belongs to the caller (ImportCompChannel): Close leaves it open
+	wait     eventWaiter
 }
 
 // CreateCompChannel is ibv_create_comp_channel. The descriptor is non-blocking: GetEvent
@@ -53,11 +54,12 @@ func (ch *CompChannel) Close() error {
 	if ch.fd < 0 {
 		return nil
 	}
+	werr := ch.wait.close() // ends a GetEvent waiting
 	if ch.borrowed {
 		ch.fd = -1
-		return nil
+		return opError("destroy comp channel", werr)
 	}
-	err := unix.Close(ch.fd)
+	err := errors.Join(werr, unix.Close(ch.fd))
 	ch.fd = -1
 	return opError("destroy comp channel", err)
 }
@@ -66,7 +68,7 @@ func (ch *CompChannel) Close() error {
 // returns its CQ. Every event must eventually be acknowledged with CQ.AckEvents.
 func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 	var b [8]byte // struct ib_uverbs_comp_event_desc
-	if err := readEvent(ctx, ch.fd, b[:], "get cq event"); err != nil {
+	if err := readEvent(ctx, &ch.wait, ch.fd, b[:], "get cq event"); err != nil {
 		return nil, err
 	}
 	h := binary.NativeEndian.Uint64(b[:])
@@ -94,11 +96,11 @@ func (c *CQ) EventReceived() {
 var testHookBeforeEventRead func(fd int)
 
 // readEvent waits for fd to become readable (bounded by ctx) and reads one event record.
-func readEvent(ctx context.Context, fd int, b []byte, op string) error {
+func readEvent(ctx context.Context, ew *eventWaiter, fd int, b []byte, op string) error {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= 0 {
 		return fmt.Errorf("provider: %s: %w", op, verbs.ErrTimeout)
 	}
-	m, err := readWhenReady(ctx, fd, b) // eventwait.go
+	m, err := readWhenReady(ctx, ew, fd, b) // eventwait.go
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("provider: %s: %w", op, verbs.ErrTimeout)
@@ -125,7 +127,7 @@ func (c *Context) GetAsyncEvent(ctx context.Context) (verbs.AsyncEvent, error) {
 // objects, as in GetAsyncEvent.
 func (c *Context) ReadAsyncEvent(ctx context.Context, fd int) (verbs.AsyncEvent, error) {
 	var b [16]byte // struct ib_uverbs_async_event_desc
-	if err := readEvent(ctx, fd, b[:], "get async event"); err != nil {
+	if err := readEvent(ctx, nil, fd, b[:], "get async event"); err != nil {
 		return verbs.AsyncEvent{}, err
 	}
 	return c.DecodeAsyncEvent(b), nil

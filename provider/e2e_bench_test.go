@@ -37,11 +37,22 @@ func BenchmarkEmulatedWrite64(b *testing.B) {
 	}
 }
 
-// BenchmarkEmulatedWriteEvent is BenchmarkEmulatedWrite64 with the CQ armed: the completion
-// is polled, then its event read from the channel, already there; getevent-ns is GetEvent's
-// time alone (a read; before, each call also registered a duplicate of the descriptor with
-// the network poller and removed it).
+// BenchmarkEmulatedWriteEvent is BenchmarkEmulatedWrite64 with the CQ armed and its event
+// read from the channel: "pending" polls the completion first, so the event is there when
+// GetEvent reads (a read; before, each call also registered a duplicate of the descriptor
+// with the network poller and removed it), "wait" reads the event first and waits for it
+// (the registration is kept between waits). getevent-ns is GetEvent's time alone.
 func BenchmarkEmulatedWriteEvent(b *testing.B) {
+	for _, pending := range []bool{true, false} {
+		name := "wait"
+		if pending {
+			name = "pending"
+		}
+		b.Run(name, func(b *testing.B) { emulatedWriteEvent(b, pending) })
+	}
+}
+
+func emulatedWriteEvent(b *testing.B, pending bool) {
 	tb := newTestbed(b)
 	a, r := connectedPair(b, tb, defaultPairOpts())
 	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled | verbs.SendInline,
@@ -50,6 +61,18 @@ func BenchmarkEmulatedWriteEvent(b *testing.B) {
 	var inGet time.Duration
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	poll := func() {
+		for {
+			n, err := a.cq.Poll(wc[:])
+			if err != nil || (n == 1 && wc[0].Status != verbs.WCSuccess) {
+				b.Fatal(err, wc[0].Status)
+			}
+			if n == 1 {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
 	for b.Loop() {
 		if err := a.cq.Arm(false); err != nil {
 			b.Fatal(err)
@@ -57,15 +80,8 @@ func BenchmarkEmulatedWriteEvent(b *testing.B) {
 		if err := a.qp.PostSend(wr); err != nil {
 			b.Fatal(err)
 		}
-		for {
-			n, err := a.cq.Poll(wc[:])
-			if err != nil || (n == 1 && wc[0].Status != verbs.WCSuccess) {
-				b.Fatal(err, wc[0].Status)
-			}
-			if n == 1 {
-				break
-			}
-			runtime.Gosched()
+		if pending {
+			poll()
 		}
 		t0 := time.Now()
 		cq, err := a.ch.GetEvent(ctx)
@@ -74,6 +90,9 @@ func BenchmarkEmulatedWriteEvent(b *testing.B) {
 			b.Fatal(err)
 		}
 		cq.AckEvents(1)
+		if !pending {
+			poll()
+		}
 	}
 	b.ReportMetric(float64(inGet.Nanoseconds())/float64(b.N), "getevent-ns")
 }

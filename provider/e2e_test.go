@@ -362,3 +362,71 @@ func TestCompEventTakenBetweenPollAndRead(t *testing.T) {
 		t.Fatalf("the hook took %d events, want 1", taken.Load())
 	}
 }
+
+// GetEvent keeps the channel's registration with the network poller between waits, one
+// reader at a time: a second reader's cancelled wait must not end the first's (the shared
+// registration's deadline), and Close ends a wait in progress.
+func TestCompEventConcurrentWaits(t *testing.T) {
+	a, b := connectedPair(t, newTestbed(t), defaultPairOpts())
+	if err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 9, SGL: []verbs.SGE{b.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.cq.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	long, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		cq, err := b.ch.GetEvent(long)
+		if err == nil {
+			cq.AckEvents(1)
+		}
+		got <- err
+	}()
+	for range 3 { // whichever of the two holds the shared registration
+		short, cancel := context.WithTimeout(bg, 30*time.Millisecond)
+		_, err := b.ch.GetEvent(short)
+		cancel()
+		if !errors.Is(err, verbs.ErrTimeout) {
+			t.Fatalf("the short wait: %v, want ErrTimeout", err)
+		}
+	}
+	if err := a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, SGL: []verbs.SGE{a.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the long wait after the short ones were cancelled: %v", err)
+	}
+	waitWC(t, b.cq, 1)
+
+	ch, err := a.ctx.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reading, chFd := make(chan struct{}, 1), ch.Fd()
+	provider.SetBeforeEventRead(t, func(fd int) {
+		if fd == chFd {
+			select {
+			case reading <- struct{}{}:
+			default:
+			}
+		}
+	})
+	go func() {
+		_, err := ch.GetEvent(long)
+		got <- err
+	}()
+	<-reading // its first read found nothing: it registers and waits (a Close first ends it too)
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Fatal("GetEvent on a closed channel returned an event")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end GetEvent's wait")
+	}
+}
