@@ -26,11 +26,14 @@ import (
 // libibverbs' ibv_get_cq_event, through the plugin) reads it as it would read a kernel
 // channel, and the events SHIFT raises from the backup NIC reach it the same way.
 type CompChannel struct {
-	c      *Context
-	def    *provider.CompChannel
-	rfd    int          // read end: Fd
-	wfd    int          // write end: raise
-	wait   *fdwait.File // the read end reopened in the network poller, for GetEvent; nil: poll(2)
+	c    *Context
+	def  *provider.CompChannel
+	rfd  int          // read end: Fd
+	wfd  int          // write end: raise
+	wait *fdwait.File // the read end reopened in the network poller, for GetEvent; nil: poll(2)
+	// reader is held by the GetEvent waiting through wait: a cancelled wait moves wait's
+	// deadline, which must not end another's, so a concurrent GetEvent polls instead.
+	reader sync.Mutex
 	stop   context.CancelFunc
 	done   sync.WaitGroup
 	closed atomic.Bool
@@ -98,14 +101,22 @@ func (ch *CompChannel) Fd() int { return ch.rfd }
 // GetEvent is ibv_get_cq_event: it waits until ctx ends for the next event and returns its CQ.
 func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 	var b [8]byte
-	if ch.wait != nil {
-		if err := ch.readEvent(ctx, &b); err != nil {
+	if ch.wait != nil && ch.reader.TryLock() {
+		err := ch.readEvent(ctx, &b)
+		ch.reader.Unlock()
+		if err != nil {
 			return nil, err
 		}
 		return ch.handleCQ(binary.NativeEndian.Uint64(b[:]))
 	}
+	// Without the poller's file (no /proc), or beside a GetEvent that waits through it: poll,
+	// then read the non-blocking reopened file where there is one (another reader may take
+	// the event between the two), else the blocking descriptor.
+	fd := ch.rfd
+	if ch.wait != nil {
+		fd = ch.wait.Fd()
+	}
 	for {
-		// Wait until readable (bounded by ctx), then read: the descriptor blocks.
 		ms := 100
 		if dl, ok := ctx.Deadline(); ok {
 			ms = min(ms, int(time.Until(dl)/time.Millisecond)+1)
@@ -113,7 +124,7 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("failover: get_cq_event: %w: %w", verbs.ErrTimeout, ctx.Err())
 		}
-		pfd := []unix.PollFd{{Fd: int32(ch.rfd), Events: unix.POLLIN}}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(pfd, ms)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			return nil, fmt.Errorf("failover: get_cq_event: poll: %w", err)
@@ -122,9 +133,9 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 			continue
 		}
 		// Records are 8 bytes, written whole (below PIPE_BUF): a read gets one or none.
-		if n, err := unix.Read(ch.rfd, b[:]); n == len(b) {
+		if n, err := unix.Read(fd, b[:]); n == len(b) {
 			break
-		} else if err != nil && !errors.Is(err, unix.EINTR) {
+		} else if err != nil && !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.EAGAIN) {
 			return nil, fmt.Errorf("failover: get_cq_event: %w", err)
 		}
 	}
@@ -133,6 +144,10 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (verbs.CQ, error) {
 
 // readEvent reads one event record through ch.wait.
 func (ch *CompChannel) readEvent(ctx context.Context, b *[8]byte) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("failover: get_cq_event: %w: %w", verbs.ErrTimeout, ctx.Err())
+	}
+	_ = ch.wait.SetDeadline(time.Time{}) // a cancelled wait before left its deadline
 	var rerr error
 	err := ch.wait.ReadContext(ctx, func() bool {
 		// Records are 8 bytes, written whole (below PIPE_BUF): a read gets one or none.

@@ -147,4 +147,44 @@ func TestCompChannelGetEventWait(t *testing.T) {
 	if fl, err := unix.FcntlInt(uintptr(ch.Fd()), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 {
 		t.Fatalf("the channel's descriptor: flags %#x, %v; want blocking", fl, err)
 	}
+	// A cancelled wait leaves nothing behind for the next one: an event raised later is read
+	// (the raise writes the record the CQs' events write).
+	cq, err := as[*CQ](e.hosts[0].ctx.CreateCQ(verbs.CQInitAttr{CQE: 16, Channel: ch}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Destroy()
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	_, err = ch.GetEvent(short)
+	cancel()
+	if !errors.Is(err, verbs.ErrTimeout) {
+		t.Fatalf("GetEvent with nothing raised: %v, want ErrTimeout", err)
+	}
+	long, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cq.ev.armed.Store(true)
+	cq.raise()
+	if got, err := ch.GetEvent(long); err != nil || got != cq {
+		t.Fatalf("GetEvent after cancelled waits: %v, %v; want the CQ's event", got, err)
+	}
+	// Two readers: the short ones' cancelled waits do not end the long one's, whichever
+	// waits through the poller's file.
+	got := make(chan error, 1)
+	go func() {
+		_, err := ch.GetEvent(long)
+		got <- err
+	}()
+	for range 3 {
+		short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, err := ch.GetEvent(short)
+		cancel()
+		if !errors.Is(err, verbs.ErrTimeout) {
+			t.Fatalf("a short wait beside a long one: %v, want ErrTimeout", err)
+		}
+	}
+	cq.ev.armed.Store(true)
+	cq.raise()
+	if err := <-got; err != nil {
+		t.Fatalf("the long wait beside cancelled short ones: %v", err)
+	}
 }
