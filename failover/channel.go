@@ -31,8 +31,8 @@ type CompChannel struct {
 	rfd  int          // read end: Fd
 	wfd  int          // write end: raise
 	wait *fdwait.File // the read end reopened in the network poller, for GetEvent; nil: poll(2)
-	// reader is held by the GetEvent waiting through wait: a cancelled wait moves wait's
-	// deadline, which must not end another's, so a concurrent GetEvent polls instead.
+	// reader is held by the GetEvent waiting through wait: a cancelled wait ends every wait
+	// on it (fdwait.File.ReadContext), so a concurrent GetEvent polls instead.
 	reader sync.Mutex
 	stop   context.CancelFunc
 	done   sync.WaitGroup
@@ -147,7 +147,6 @@ func (ch *CompChannel) readEvent(ctx context.Context, b *[8]byte) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("failover: get_cq_event: %w: %w", verbs.ErrTimeout, ctx.Err())
 	}
-	_ = ch.wait.SetDeadline(time.Time{}) // a cancelled wait before left its deadline
 	var rerr error
 	err := ch.wait.ReadContext(ctx, func() bool {
 		// Records are 8 bytes, written whole (below PIPE_BUF): a read gets one or none.

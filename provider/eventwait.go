@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -28,7 +27,6 @@ func readWhenReady(ctx context.Context, ew *eventWaiter, fd int, b []byte) (int,
 		if err != nil {
 			return 0, err
 		}
-		_ = w.SetDeadline(time.Time{}) // a cancelled read before left its deadline
 		return readWith(ctx, w, fd, b)
 	}
 	w, err := fdwait.Dup(fd, "event")
@@ -72,8 +70,8 @@ func readEventNow(fd int, b []byte) (int, error) {
 // eventWaiter keeps an event descriptor registered with the network poller between the
 // waits of its readers (a registration costs a dup, two fcntls, an epoll_ctl and, at its
 // end, another and a close: about 15 µs a wait on the 2-core VM). One reader at a time uses
-// it: a cancelled wait moves the file's deadline, which must not end another reader's wait,
-// so a second reader meanwhile registers a duplicate of its own, as every wait did before.
+// it: a cancelled wait ends every wait on the file (fdwait.File.ReadContext), so a second
+// reader meanwhile registers a duplicate of its own, as every wait did before.
 type eventWaiter struct {
 	reader sync.Mutex // held by the reader waiting through w
 	mu     sync.Mutex // w, closed

@@ -101,11 +101,21 @@ func (w *File) Read(try func() (done bool)) error {
 	return w.ended(w.rc.Read(func(uintptr) bool { return try() }))
 }
 
-// ReadContext is Read ended by ctx as well: it then returns ctx.Err().
+// ReadContext is Read ended by ctx as well: it then returns ctx.Err(). The end moves the
+// file's read deadline into the past, which ReadContext clears again before it returns, so
+// the File serves later reads; a Read or ReadContext of another goroutine in progress on the
+// same File meanwhile ends too (one reader at a time, or a File each).
 func (w *File) ReadContext(ctx context.Context, try func() (done bool)) error {
-	stop := context.AfterFunc(ctx, func() { _ = w.f.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	moved := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = w.f.SetReadDeadline(time.Unix(1, 0))
+		close(moved)
+	})
 	err := w.Read(try)
+	if !stop() {
+		<-moved // the deadline was (or is being) moved: wait for that, then clear it
+		_ = w.f.SetReadDeadline(time.Time{})
+	}
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -117,9 +117,10 @@ func TestDupNotPollable(t *testing.T) {
 	}
 }
 
-// Cancelling ReadContext's context ends its wait with the context's error.
+// Cancelling ReadContext's context ends its wait with the context's error, and leaves the
+// File serving the next read (the deadline the cancel moved is cleared).
 func TestReadContext(t *testing.T) {
-	r, _ := pipe(t)
+	r, w := pipe(t)
 	f, err := Dup(r, "pipe")
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +138,18 @@ func TestReadContext(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("ReadContext did not end")
+	}
+	go func() { done <- f.ReadContext(context.Background(), readOne(r, &got)) }()
+	if _, err := unix.Write(w, []byte{5}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil || len(got) != 1 || got[0] != 5 {
+			t.Fatalf("ReadContext after a cancelled one: %v (got %v), want the byte", err, got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadContext after a cancelled one did not return 10 s after the write")
 	}
 }
 
