@@ -47,7 +47,7 @@ func (q *QP) neverSentBackLocked() {
 		return
 	}
 	q.fifoMu.Lock()
-	idle := len(q.bkLog) == 0 && len(q.cs().sendKinds) == 0
+	idle := q.sentNothingOn(q.cs())
 	q.fifoMu.Unlock()
 	if !idle {
 		return
@@ -55,7 +55,17 @@ func (q *QP) neverSentBackLocked() {
 	if _, err := q.mach.sendEvent(EvNeverSent); err != nil {
 		return
 	}
-	_ = q.sendCtlLocked(ctlMsg{neverSent: true, recvOnly: true, count: q.twoSided & countMask, gen: uint32(q.defGen.Load()) & countMask})
+	_ = q.sendCtlLocked(q.neverSentMsgLocked())
+}
+
+// sentNothingOn reports whether nothing q sent is on backup set bs: no WR in the backup log,
+// no send WQE of SHIFT's outstanding there (q.fifoMu held).
+func (q *QP) sentNothingOn(bs *bkSet) bool { return len(q.bkLog) == 0 && len(bs.sendKinds) == 0 }
+
+// neverSentMsgLocked is the neverSent message of q: its two-sided count and incarnation
+// (q.mu held).
+func (q *QP) neverSentMsgLocked() ctlMsg {
+	return ctlMsg{neverSent: true, recvOnly: true, count: q.twoSided & countMask, gen: uint32(q.defGen.Load()) & countMask}
 }
 
 // neverSentAsks is how many times a QP asks for a receive-only peer's neverSent message.
@@ -99,7 +109,7 @@ func (q *QP) neverSentAgainLocked() {
 	if !q.recvOnly() || q.mach.sendState() != SendDefault || q.mach.recvState() != RecvDefault {
 		return // not sent yet (neverSentDue sends it), or not such a QP
 	}
-	if q.sendCtlLocked(ctlMsg{neverSent: true, recvOnly: true, count: q.twoSided & countMask, gen: uint32(q.defGen.Load()) & countMask}) == nil {
+	if q.sendCtlLocked(q.neverSentMsgLocked()) == nil {
 		q.c.notifyResent.Add(1)
 	}
 }
@@ -109,13 +119,15 @@ func (q *QP) neverSentAgainLocked() {
 // came back while a filler of its was still on the backup, which the look then found busy,
 // had nothing to look again later, and both QPs stayed off their default paths for ever
 // (internal/sim: recovery seed 107651).
+// It runs without q.mu, so it reads the application's last state (appState, atomic) where
+// recvOnly reads the attributes Modify keeps under q.mu; neverSentBackLocked checks again.
 func (q *QP) neverSentDue(bs *bkSet) bool {
 	if verbs.QPState(q.appState.Load()) != verbs.QPStateRTR || q.mach.sendState() != SendFallback || q.mach.recvState() != RecvDefault {
 		return false
 	}
 	q.fifoMu.Lock()
 	defer q.fifoMu.Unlock()
-	return len(bs.sendKinds) == 0 && len(q.bkLog) == 0
+	return q.sentNothingOn(bs)
 }
 
 // neverSentBack is neverSentBackLocked from the pollers' queue (runPending).
