@@ -69,9 +69,10 @@ func readEventNow(fd int, b []byte) (int, error) {
 
 // eventWaiter keeps an event descriptor registered with the network poller between the
 // waits of its readers (a registration costs a dup, two fcntls, an epoll_ctl and, at its
-// end, another and a close: about 15 µs a wait on the 2-core VM). One reader at a time uses
-// it: a cancelled wait ends every wait on the file (fdwait.File.ReadContext), so a second
-// reader meanwhile registers a duplicate of its own, as every wait did before.
+// end, another and a close: 15–25 µs a wait in BenchmarkEmulatedWriteEvent on the 2-core
+// VM). One reader at a time uses it: a cancelled wait ends every wait on the file
+// (fdwait.File.ReadContext), so a second reader meanwhile registers a duplicate of its own,
+// as every wait did before.
 type eventWaiter struct {
 	reader sync.Mutex // held by the reader waiting through w
 	mu     sync.Mutex // w, closed
