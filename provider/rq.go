@@ -30,6 +30,8 @@ type recvQueue struct {
 	intRetired atomic.Uint32
 	intAt      []uint32
 	scratch    []mlx5.DataSeg // one WR's scatter list in PRM form (maxGS entries)
+	// raceSync orders wrid and intAt for the race detector (race_on.go), as the send queue's.
+	raceSync atomic.Uint32
 }
 
 func newRecvQueue(ring *mlx5.RQ, buf []byte, db mlx5.DBRec, shift int, maxPost uint32) *recvQueue {
@@ -76,14 +78,20 @@ func (q *recvQueue) write(wrs []verbs.RecvWR, internal bool) {
 		}
 		q.intAt[idx&q.mask] = q.internal
 	}
+	raceRelease(&q.raceSync)
 	q.ring.Ring(q.db)
 }
 
 // retire consumes the receive WQE named by a responder CQE's wqe_counter.
 func (q *recvQueue) retire(wqeCounter uint16) uint64 {
+	raceAcquire(&q.raceSync)
 	idx := uint32(wqeCounter) & q.mask
+	// The slot's wr_id is read before the new tail frees it: a poster on another thread that
+	// sees the tail may write the slot at once (SHIFT's engine posts receives on the default
+	// QP while the application polls).
+	wrid := q.wrid[idx]
 	// Only the poller writes tail; a store (not an atomic add) publishes it.
 	q.intRetired.Store(q.intAt[idx])
 	q.tail.Store(q.tail.Load() + 1)
-	return q.wrid[idx]
+	return wrid
 }

@@ -308,9 +308,10 @@ func (q *sendQueue) hold(wqeCounter uint16) uint64 {
 func (q *sendQueue) retire(wqeCounter uint16) uint64 {
 	raceAcquire(&q.raceSync)
 	idx := uint32(wqeCounter) & q.mask
+	wrid := q.wrid[idx]              // before setRetired frees the slot to a poster on another thread
 	q.intRetired.Store(q.intAt[idx]) // before retired: a poster that sees the new tail sees this
 	q.setRetired(q.pos[idx]+uint32(q.nbb[idx]), q.wqeHead[idx])
-	return q.wrid[idx]
+	return wrid
 }
 
 // tail is the number of WRs retired; done the position after the last retired WQE.
