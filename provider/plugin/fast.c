@@ -405,20 +405,27 @@ int shift_cq_next(struct shift_cqr *cq, struct shift_fwc *w, uint16_t *wqe_count
 	return 1;
 }
 
+/* The retires read the slot's wr_id before the new tail frees the slot: a poster on another
+ * thread (posts and polls take different locks) may fill it as soon as it loads the tail.
+ * libmlx5 may store the tail first because its overflow check takes the CQ's lock when the
+ * queue looks full (mlx5_wq_overflow), which orders the whole poll before the post; this
+ * poster takes no CQ lock. */
 uint64_t shift_sq_retire(struct shift_sq *sq, uint16_t wqe_counter)
 {
 	uint32_t idx = wqe_counter & (sq->wqe_cnt - 1);
+	uint64_t wr_id = sq->wrid[idx];
 
 	__atomic_store_n(&sq->tail, sq->wqe_head[idx], __ATOMIC_RELEASE);
-	return sq->wrid[idx];
+	return wr_id;
 }
 
 uint64_t shift_rq_retire(struct shift_rq *rq, uint16_t wqe_counter)
 {
 	uint32_t idx = wqe_counter & (rq->wqe_cnt - 1);
+	uint64_t wr_id = rq->wrid[idx];
 
 	__atomic_store_n(&rq->tail, rq->tail + 1, __ATOMIC_RELEASE);
-	return rq->wrid[idx];
+	return wr_id;
 }
 
 /* update_cons_index: tell the device which entries it may overwrite. */
