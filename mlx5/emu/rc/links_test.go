@@ -2,7 +2,6 @@ package rc
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"net/netip"
 	"syscall"
@@ -77,7 +76,7 @@ func workload(t *testing.T, a *QP, ha, hb *testHost) {
 	if !bytes.Equal(mem[:size], src) || !bytes.Equal(back, src) {
 		t.Fatal("WRITE or READ data mismatch")
 	}
-	if v := binary.NativeEndian.Uint64(mem[size:]); v != 30 {
+	if v := loadWord(mem, size); v != 30 {
 		t.Fatalf("counter %d after 10 FETCH_ADD 3, want 30", v)
 	}
 	rc := hb.recvC()
