@@ -47,7 +47,10 @@
 //     or fails as past KVTimeout), during the set-up or around a fallback;
 //   - pause.go: one host's application and context not stepped for 1 to 80 ms around a
 //     fallback, its NICs running on (shorter than HandshakeTimeout, the watchdog's bound,
-//     and what the peer's transport retries survive of RNR under loss);
+//     and what the peer's transport retries survive of RNR under loss), or, in a quarter of
+//     those runs, for 2.1 to 3 s, past the peer's HandshakeTimeout: the pairs' errors are
+//     then allowed (the peer fails a QP whose round got no reply, as documented), and
+//     nothing may be duplicated, reordered or left without a completion;
 //   - recvonly.go: in a quarter of the recovery runs, pair 0's QP on host 1 left in RTR (it
 //     never sends), as perftest's bandwidth servers leave theirs: the run ends only once it
 //     and its peer are Default in both directions (or its peer was stopped by the
@@ -71,6 +74,5 @@
 // drawn faults to begin; with recovery it does not wait for QPs to come back to a dead or
 // hung default NIC.
 //
-// Not simulated yet: completion channels, a pause longer than HandshakeTimeout (whose
-// documented outcome is the QP's errors).
+// Not simulated yet: completion channels.
 package sim

@@ -22,6 +22,7 @@ type FaultCounts struct {
 	KVSlows     int // windows in which every KV call took virtual time (or timed out)
 	KVRefused   int // KV calls that failed in those windows
 	Pauses      int // a host's process not stepped for a while
+	LongPauses  int // of Pauses, those longer than HandshakeTimeout
 	LateCQEs    int // holds of a backup QP's receive CQEs (latecqe.go)
 }
 
@@ -34,12 +35,13 @@ func (f *FaultCounts) add(o FaultCounts) {
 	f.KVSlows += o.KVSlows
 	f.KVRefused += o.KVRefused
 	f.Pauses += o.Pauses
+	f.LongPauses += o.LongPauses
 	f.LateCQEs += o.LateCQEs
 }
 
 func (f FaultCounts) String() string {
-	return fmt.Sprintf("%d NIC deaths, %d NIC hangs, %d backup deaths, %d backup hangs, %d KV downs, %d KV slow windows (%d KV calls failed), %d pauses, %d late-CQE holds",
-		f.Kills, f.Hangs, f.BackupKills, f.BackupHangs, f.KVDowns, f.KVSlows, f.KVRefused, f.Pauses, f.LateCQEs)
+	return fmt.Sprintf("%d NIC deaths, %d NIC hangs, %d backup deaths, %d backup hangs, %d KV downs, %d KV slow windows (%d KV calls failed), %d pauses (%d past HandshakeTimeout), %d late-CQE holds",
+		f.Kills, f.Hangs, f.BackupKills, f.BackupHangs, f.KVDowns, f.KVSlows, f.KVRefused, f.Pauses, f.LongPauses, f.LateCQEs)
 }
 
 // faultState is the run's state of these faults.

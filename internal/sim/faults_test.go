@@ -34,6 +34,10 @@ import "testing"
 //     the watchdog on the backup in use could find it (failover/watchdog_backup.go; fails
 //     with it off). Both failed with an error completion given to the application.
 //
+// 550 pauses a host past the peer's HandshakeTimeout: the peer's handshakes expire and its
+// QPs fail (78 error completions), as documented, and the resumed host's fail after them;
+// nothing is duplicated, reordered or left without a completion.
+//
 // 25 is a hang whose peer posts nothing: only the completion watchdog finds it. 59261
 // (beyond the tested range) is a hang with only unsignaled WRs behind it: the watchdog has
 // nothing to watch until the drain's signaled WRITE, and the simulation's liveness check
@@ -54,6 +58,7 @@ func TestFaultSeeds(t *testing.T) {
 		{41, func(f FaultCounts) bool { return f.Pauses > 0 }, nil},
 		{1903, func(f FaultCounts) bool { return f.Pauses > 0 }, &Config{Seed: 1903, Failover: true, Recovery: true}},
 		{1171, func(f FaultCounts) bool { return f.Pauses > 0 }, nil},
+		{550, func(f FaultCounts) bool { return f.LongPauses > 0 }, nil},
 		{63, func(f FaultCounts) bool { return f.LateCQEs > 0 }, nil},
 		{3067, func(f FaultCounts) bool { return f.LateCQEs > 0 }, nil},
 		{79, func(f FaultCounts) bool { return f.BackupHangs > 0 }, nil},

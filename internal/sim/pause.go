@@ -1,6 +1,9 @@
 package sim
 
-import "time"
+import (
+	"math/rand/v2"
+	"time"
+)
 
 // The peer process pausing (issue 14): one host's application and failover context are not
 // stepped for a while (a process descheduled, stopped by a debugger, swapped out, in a long
@@ -11,11 +14,20 @@ import "time"
 //
 // The pause is drawn in a modest share of failover runs: a host, a length of 1 to 80 ms, a
 // default link down past the RC reach in the first 10 ms after the shadows are built, and
-// the pause's start 100 to 160 ms after it, around the fallback that down starts. The
+// the pause's start 100 to 160 ms after it, around the fallback that down starts. Such a
 // pause is shorter than HandshakeTimeout (2 s here: a peer waiting for our reply in a fallback round gives up
 // after it) and than the completion watchdog's bound (at least 268 ms here: a peer whose
 // SEND waits in RNR for our receives must not take its own NIC for hung). Invariant: the
 // pause costs nothing (no error completion, nothing lost, duplicated or reordered).
+//
+// In a quarter of the runs that draw a pause (a stream of the seed's own, so that the others
+// run as before) it lasts longer than HandshakeTimeout instead: 2.1 to 3 s. A peer in a
+// fallback round towards the paused host gives up on its reply and fails its QP, as
+// documented (docs/FAILOVER.md): the application gets the QP's errors, as without SHIFT,
+// and the paused host, when it resumes, finds the peer failed (its round refused, or its
+// backup path gone) and fails its QPs too. From the pause's start every pair's errors are
+// allowed (end.refused); the invariant is the stopped QP's: errors only on a Failed QP,
+// nothing duplicated or reordered, nothing succeeds after an error, and every WR completes.
 
 // yieldJump bounds a jump of the clock inside yield, while SHIFT waits for a NIC. The waiting
 // thread polls (every 50 µs in production, failover/pace.go) and checks deadlines of its own
@@ -35,6 +47,12 @@ const yieldJump = time.Millisecond
 // its timing). A pause of at most 80 ms leaves room for at most six timeouts.
 const maxPause = 80 * time.Millisecond
 
+// longPauseStream names the stream ("LPAUSE") that makes a drawn pause a long one.
+const longPauseStream = 0x4c5041555345
+
+// longPause bounds a long pause: past the sim's HandshakeTimeout (2 s) by 100 ms to 1 s.
+const longPauseMin, longPauseSpan = 2100 * time.Millisecond, 900 * time.Millisecond
+
 // pauseFault draws the run's pause.
 func (s *runner) pauseFault() {
 	if s.fx.r.IntN(100) >= s.faultShare() {
@@ -47,8 +65,19 @@ func (s *runner) pauseFault() {
 	// pause begins around then, before or after.
 	at := down + time.Duration(100_000+s.fx.r.IntN(60_000))*time.Microsecond
 	d := time.Duration(1+s.fx.r.IntN(int(maxPause/time.Millisecond))) * time.Millisecond
+	long := false
+	if lr := rand.New(rand.NewPCG(s.cfg.Seed, longPauseStream)); lr.IntN(4) == 0 {
+		long = true
+		d = longPauseMin + time.Duration(lr.Int64N(int64(longPauseSpan/time.Millisecond)))*time.Millisecond
+	}
 	s.after(at, func() {
 		s.res.Faults.Pauses++
+		if long {
+			s.res.Faults.LongPauses++
+			for _, e := range s.w.ends {
+				e.refused = true // the peer's HandshakeTimeout may fail any pair
+			}
+		}
 		s.fx.paused[h] = true
 		s.fault(fxPause, uint64(h), uint64(d), 0)
 		s.w.clk.AfterFunc(d, func() {
