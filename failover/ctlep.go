@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shift-rdma/shift/failover/kv"
 	"github.com/shift-rdma/shift/provider"
@@ -266,7 +267,7 @@ func (ep *ctlEndpoint) connectTo(e ctlEntry, a verbs.ConnectAttr, gid [16]byte) 
 	if a.Timeout == 0 {
 		// The connection's RTS attributes are not known yet (the shadow connect runs from
 		// RTR): a lost peer must still end in an error completion, never an endless wait.
-		a.Timeout, a.RetryCnt = 14, 7
+		a.Timeout, a.RetryCnt = ctlTimeout(c.opts.HandshakeTimeout), 7
 	}
 	if ep.qp.State() == verbs.QPStateInit {
 		if err := verbs.ToRTR(ep.qp, a, e.ep); err != nil {
@@ -281,6 +282,22 @@ func (ep *ctlEndpoint) connectTo(e ctlEntry, a verbs.ConnectAttr, gid [16]byte) 
 	ep.peerGID, ep.attr = gid, a
 	ep.connected.Store(true)
 	return nil
+}
+
+// ctlTimeout is the local ACK timeout of a control endpoint whose connection's attributes
+// are not known (a receive-only QP's, connected from RTR): the largest exponent up to 14
+// (67 ms a try, 537 ms of reach with 7 retries) whose reach leaves the control watchdog,
+// which waits twice the reach (watchdog_ctl.go), inside half the peer's HandshakeTimeout.
+// The peer sends its notification again halfway through its wait; a NIC of ours that hung
+// as that one arrived must be found, and the QP moved to the next backup, before the peer
+// gives up (found by internal/sim: failover seed 302807, a receive-only QP's endpoint with
+// 537 ms of reach against a HandshakeTimeout of 2 s; with the default 10 s it stays 14).
+func ctlTimeout(handshake time.Duration) uint8 {
+	t := uint8(14)
+	for t > 10 && 4*retryReach(verbs.ConnectAttr{Timeout: t, RetryCnt: 7}) > handshake {
+		t--
+	}
+	return t
 }
 
 // errCtlFailed: the endpoint failed; the message was not sent. errCtlClosed: the context

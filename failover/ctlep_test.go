@@ -239,3 +239,24 @@ func TestControlEndpointFails(t *testing.T) {
 		t.Errorf("%d chained failures, want one per QP", n)
 	}
 }
+
+// A control endpoint connected without the connection's attributes (a receive-only QP's)
+// takes the largest timeout whose watchdog (twice the reach) fits in half the peer's
+// HandshakeTimeout: 537 ms of reach against the simulation's 2 s let the peer give up before
+// a hung NIC was found (internal/sim seed 302807).
+func TestCtlTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		handshake time.Duration
+		want      uint8
+	}{
+		{10 * time.Second, 14}, {20 * time.Second, 14}, {2 * time.Second, 13}, {time.Second, 12}, {50 * time.Millisecond, 10},
+	} {
+		got := ctlTimeout(tc.handshake)
+		if got != tc.want {
+			t.Errorf("ctlTimeout(%v) = %d, want %d", tc.handshake, got, tc.want)
+		}
+		if r := retryReach(verbs.ConnectAttr{Timeout: got, RetryCnt: 7}); got > 10 && 4*r > tc.handshake {
+			t.Errorf("ctlTimeout(%v) = %d: reach %v, its watchdog past half the handshake", tc.handshake, got, r)
+		}
+	}
+}

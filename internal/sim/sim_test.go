@@ -350,15 +350,23 @@ func TestStoppedPeerSeeds(t *testing.T) {
 // tested range), a SHIFT bug: a receive-only QP's receive side came back while a filler of
 // its was still on the backup, so its send side did not return with it (nothing it sent may
 // be in flight then), and nothing looked again once the filler completed: both QPs stayed off
-// their default paths for good (failover/recvonly.go, neverSentDue).
+// their default paths for good (failover/recvonly.go, neverSentDue). And 302807 (recovery,
+// two backups; from seeds 285,000–305,000): the receive-only QP's control endpoint, connected
+// from RTR without the connection's timeout, took the default 537 ms of retry reach, so the
+// control watchdog needed 1.07 s to find its backup NIC hung as the peer's notification
+// (its first one dropped) arrived again halfway through the peer's 2 s HandshakeTimeout; the
+// peer gave up first and its QP failed (failover/ctlep.go, ctlTimeout).
 func TestReceiveOnlySeeds(t *testing.T) {
-	for _, c := range []Config{seedConfig(107651, true)} {
+	for _, c := range []Config{seedConfig(107651, true), seedConfig(302807, true)} {
 		res, err := Run(c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !res.RecvOnly || res.Recoveries == 0 {
 			t.Errorf("seed %d: receive-only %v, %d recoveries: the seed no longer exercises what it did", c.Seed, res.RecvOnly, res.Recoveries)
+		}
+		if c.Seed == 302807 && (res.Faults.BackupHangs == 0 || res.CtlDrops == 0) {
+			t.Errorf("seed %d: %v, %d control messages dropped: the seed no longer exercises what it did", c.Seed, res.Faults, res.CtlDrops)
 		}
 	}
 }
