@@ -25,6 +25,7 @@ VM_REPORT    := $(BUILD_DIR)/vm-report.txt
 # the plugin (their code runs in other processes: a guest, a C program), and, for time, the
 # emulated kernel library and the demo (89 s and 38 s under -race on the 2-core machine).
 RACE_SKIP    := -e '/internal/sim$$' -e '/internal/vmtest$$' -e '/provider/plugin' -e '/mlx5/emu/kernelso$$' -e '/internal/demo$$'
+RACE_TEST    = $(GO) test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$($(GO) list ./... | grep -v $(RACE_SKIP))
 
 # The plugin: a c-shared library with asynchronous preemption off by default (no SIGURG on
 # the application's threads) and the soname libibverbs-style lookups use; the preload object
@@ -100,8 +101,7 @@ test: deps
 	     "$$(grep -c 'no test files' $(BUILD_DIR)/test.log || true) without tests," \
 	     "$$(( $$(date +%s) - start ))s"; \
 	rstart=$$(date +%s); \
-	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$($(GO) list ./... | grep -v $(RACE_SKIP)) 2>&1 \
-		| grep -v 'no test files' | tee $(BUILD_DIR)/race.log || rc=$$?; \
+	$(RACE_TEST) 2>&1 | grep -v 'no test files' | tee $(BUILD_DIR)/race.log || rc=$$?; \
 	echo "== race tier (go test -race): $$(grep -c '^ok ' $(BUILD_DIR)/race.log || true) ok," \
 	     "$$(grep -c '^FAIL[[:space:]]' $(BUILD_DIR)/race.log || true) FAIL," \
 	     "$$(( $$(date +%s) - rstart ))s"; \
@@ -124,7 +124,7 @@ hil: deps
 
 ## race: the race tier alone: the packages of RACE_SKIP's complement under go test -race
 race: deps
-	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$($(GO) list ./... | grep -v $(RACE_SKIP))
+	$(RACE_TEST)
 
 ## vm-test: the real-kernel tier alone, verbose, never cached; a missing prerequisite fails
 vm-test:

@@ -267,7 +267,10 @@ func (ep *ctlEndpoint) connectTo(e ctlEntry, a verbs.ConnectAttr, gid [16]byte) 
 	if a.Timeout == 0 {
 		// The connection's RTS attributes are not known yet (the shadow connect runs from
 		// RTR): a lost peer must still end in an error completion, never an endless wait.
-		a.Timeout, a.RetryCnt = ctlTimeout(c.opts.HandshakeTimeout), 7
+		a.RetryCnt = 7
+	}
+	if t := ctlTimeout(c.opts.HandshakeTimeout); a.Timeout == 0 || a.Timeout > t {
+		a.Timeout = t
 	}
 	if ep.qp.State() == verbs.QPStateInit {
 		if err := verbs.ToRTR(ep.qp, a, e.ep); err != nil {
@@ -284,14 +287,16 @@ func (ep *ctlEndpoint) connectTo(e ctlEntry, a verbs.ConnectAttr, gid [16]byte) 
 	return nil
 }
 
-// ctlTimeout is the local ACK timeout of a control endpoint whose connection's attributes
-// are not known (a receive-only QP's, connected from RTR): the largest exponent up to 14
-// (67 ms a try, 537 ms of reach with 7 retries) whose reach leaves the control watchdog,
-// which waits twice the reach (watchdog_ctl.go), inside half the peer's HandshakeTimeout.
-// The peer sends its notification again halfway through its wait; a NIC of ours that hung
-// as that one arrived must be found, and the QP moved to the next backup, before the peer
-// gives up (found by internal/sim: failover seed 302807, a receive-only QP's endpoint with
-// 537 ms of reach against a HandshakeTimeout of 2 s; with the default 10 s it stays 14).
+// ctlTimeout is the longest local ACK timeout a control endpoint takes: the largest exponent
+// up to 14 (67 ms a try, 537 ms of reach with 7 retries) whose reach leaves the control
+// watchdog, which waits twice the reach (watchdog_ctl.go), inside half the peer's
+// HandshakeTimeout. The peer sends its notification again halfway through its wait; a NIC
+// of ours that hung as that one arrived must be found, and the QP moved to the next backup,
+// before the peer gives up (found by internal/sim: failover seed 302807, a receive-only
+// QP's endpoint, connected from RTR without the connection's timeout, with 537 ms of reach
+// against a HandshakeTimeout of 2 s). It also bounds the endpoint of an application whose
+// QPs use a longer timeout than that (NCCL's exponent 20, 4.3 s a try), whose control
+// watchdog would otherwise outlast any HandshakeTimeout; with the default 10 s it is 14.
 func ctlTimeout(handshake time.Duration) uint8 {
 	t := uint8(14)
 	for t > 10 && 4*retryReach(verbs.ConnectAttr{Timeout: t, RetryCnt: 7}) > handshake {

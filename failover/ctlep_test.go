@@ -240,10 +240,10 @@ func TestControlEndpointFails(t *testing.T) {
 	}
 }
 
-// A control endpoint connected without the connection's attributes (a receive-only QP's)
-// takes the largest timeout whose watchdog (twice the reach) fits in half the peer's
-// HandshakeTimeout: 537 ms of reach against the simulation's 2 s let the peer give up before
-// a hung NIC was found (internal/sim seed 302807).
+// A control endpoint takes at most the largest timeout whose watchdog (twice the reach) fits
+// in half the peer's HandshakeTimeout: a receive-only QP's, connected without the
+// connection's timeout, had 537 ms of reach against the simulation's 2 s and let the peer
+// give up before a hung NIC was found (internal/sim seed 302807).
 func TestCtlTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		handshake time.Duration
