@@ -50,7 +50,8 @@ const maxPause = 80 * time.Millisecond
 // longPauseStream names the stream ("LPAUSE") that makes a drawn pause a long one.
 const longPauseStream = 0x4c5041555345
 
-// longPause bounds a long pause: past the sim's HandshakeTimeout (2 s) by 100 ms to 1 s.
+// longPauseMin and longPauseSpan bound a long pause: past the sim's HandshakeTimeout (2 s)
+// by 100 ms to 1 s.
 const longPauseMin, longPauseSpan = 2100 * time.Millisecond, 900 * time.Millisecond
 
 // pauseFault draws the run's pause.
