@@ -163,8 +163,9 @@ type Stats struct {
 	Fillers                         uint64 // zero-length SENDs posted to consume the peer's stale backup receives
 	FastReopens                     uint64 // QPs put back on the lock-free data path after a recovery
 	// LinkEvents counts the link events read from Options.LinkEvents; LinkFallbacks the
-	// fallbacks a down event started.
-	LinkEvents, LinkFallbacks uint64
+	// fallbacks a down event started; LinkUpProbes the probe steps brought forward by an up
+	// event or a peer's recovery notification (probe_up.go).
+	LinkEvents, LinkFallbacks, LinkUpProbes uint64
 	// Chains counts the moves of a QP from a backup that failed to the next backup.
 	Chains uint64
 	// AsyncEvents counts the default device's async events SHIFT read (and forwarded);
@@ -236,6 +237,7 @@ type Context struct {
 	fastReopens, resetRounds, chains, inboxed                            atomic.Uint64
 	refusalsResent, notifyResent                                         atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
+	linkUpProbes                                                         atomic.Uint64
 	asyncEvents, eventFallbacks, watchdogFallbacks, watchdogBackups      atomic.Uint64
 	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
 	// silent): fallbacks do not wait for its completions, nothing probes it again.
@@ -505,7 +507,7 @@ func (c *Context) Stats() Stats {
 		FastReopens: c.fastReopens.Load(),
 		ResetRounds: c.resetRounds.Load(), Chains: c.chains.Load(), Inboxed: c.inboxed.Load(),
 		RefusalsResent: c.refusalsResent.Load(), NotificationsResent: c.notifyResent.Load(),
-		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(),
+		LinkEvents: c.linkEvents.Load(), LinkFallbacks: c.linkFallbacks.Load(), LinkUpProbes: c.linkUpProbes.Load(),
 		AsyncEvents: c.asyncEvents.Load(), EventFallbacks: c.eventFallbacks.Load(), WatchdogFallbacks: c.watchdogFallbacks.Load(),
 		WatchdogBackups: c.watchdogBackups.Load(),
 		SwitchBack:      time.Duration(c.switchBackNS.Load()), Stall: time.Duration(c.stallNS.Load()),

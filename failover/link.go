@@ -14,8 +14,9 @@ import (
 // context whose traffic runs on the default NIC to the backup at once, through the same
 // fallback an error completion starts. Without it a failure is found by a polled error
 // completion, which an application with only unsignaled WRs outstanding may not poll for a
-// long time, and which the RC retry timer delays by its whole timeout × retry count. Up
-// events are left to the probes: a link that is up is not yet a path that works.
+// long time, and which the RC retry timer delays by its whole timeout × retry count. An up
+// event only brings the probes forward (probe_up.go): a link that is up is not yet a path
+// that works, and the probe decides.
 
 // watchLinks reads the link events until the channel closes or the context closes.
 func (c *Context) watchLinks(events <-chan probe.LinkEvent) {
@@ -34,13 +35,16 @@ func (c *Context) watchLinks(events <-chan probe.LinkEvent) {
 }
 
 // onLinkEvent acts on one link event of the default NIC: a down event falls back every QP
-// with traffic on it (on the engine; the reader runs it when the engine is idle, a stepped
-// context queues it for its Step).
+// with traffic on it, an up event brings the next probe of every QP on the backup forward
+// (on the engine; the reader runs it when the engine is idle, a stepped context queues it
+// for its Step).
 func (c *Context) onLinkEvent(ev probe.LinkEvent) {
 	c.linkEvents.Add(1)
 	if !ev.Up {
 		c.eng.doNow(func() { c.fallBackAll(&c.linkFallbacks) })
+		return
 	}
+	c.eng.doNow(c.probeAllUp)
 }
 
 // fallBackAll starts the fallback of every QP with a part on the default NIC (a link event,

@@ -11,8 +11,20 @@ import "time"
 const probePoll = 500 * time.Microsecond
 
 // probeAfter runs the next probe step after d (iv: the wait between failed probes).
+// A step brought forward by an up event (nudgeProbe) supersedes the one pending.
 func (q *QP) probeAfter(d, iv time.Duration) {
-	q.c.clk.AfterFunc(d, func() { q.c.eng.do(func() { q.probeTick(iv) }) })
+	q.up.seq++
+	seq := q.up.seq
+	q.up.due, q.up.timed = q.c.now().Add(d), true
+	q.c.clk.AfterFunc(d, func() {
+		q.c.eng.do(func() {
+			if seq != q.up.seq {
+				return
+			}
+			q.up.timed = false
+			q.probeTick(iv)
+		})
+	})
 }
 
 // probeTick is one probe step on the engine.
@@ -44,7 +56,13 @@ func (q *QP) probeAwait(gen uint64, iv time.Duration, deadline time.Time) {
 // probeThen schedules the step after one that gave res.
 func (q *QP) probeThen(res int, iv time.Duration) {
 	next, done := probeNext(&q.c.opts, res, &iv)
-	if !done {
-		q.probeAfter(next, iv)
+	if done {
+		q.up.nudged = false
+		return
 	}
+	if q.up.nudged { // an up event came during the step, as probeLoop's select would see it
+		q.up.nudged = false
+		next = q.nudgedNext(q.c.now(), next, &iv)
+	}
+	q.probeAfter(next, iv)
 }

@@ -172,6 +172,7 @@ type QP struct {
 	defGen     atomic.Uint64 // default QP incarnation (resets, ctlMsg.gen)
 	nextGen    uint64        // q.mu: the incarnation this round's reset takes (0: defGen+1)
 	probeRes   atomic.Int32  // 0 pending, 1 success, 2 failure of the last probe
+	up         probeUp       // the probe schedule's part for up events (probe_up.go)
 	wsCount    int           // WRs posted in WaitSignaled
 	// The completion watchdog's view of the QP (watchdog.go; watchdog goroutine).
 	wd, wdBk wdState
@@ -254,6 +255,9 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	q.mach.transitions = &c.transitions
 	q.inj.Store(c.injArmed)
 	q.mach.track.kick = c.statusKick()
+	if !c.opts.Stepped {
+		q.up.nudge = make(chan struct{}, 1)
+	}
 	q.maxSGE = max(int(q.cap.MaxSendSGE), 1)
 	d.SetRetainSends(true)
 	nr := pow2(2 * int(max(q.cap.MaxRecvWR, 1)))

@@ -71,6 +71,7 @@ func (q *QP) probeLoop() {
 	iv := o.ProbeInterval
 	t := time.NewTimer(iv)
 	defer t.Stop()
+	due := q.c.now().Add(iv)
 	for {
 		select {
 		case <-q.c.quit:
@@ -78,6 +79,12 @@ func (q *QP) probeLoop() {
 			_ = q.mach.event(wordProbe, EvProbeStop)
 			q.mu.Unlock()
 			return
+		case <-q.up.nudge: // an up event (probe_up.go)
+			now := q.c.now()
+			d := q.nudgedNext(now, due.Sub(now), &iv)
+			t.Reset(d) // no value of the timer's earlier setting is received after Reset
+			due = now.Add(d)
+			continue
 		case <-t.C:
 		}
 		next, done := probeNext(&o, q.probeStep(), &iv)
@@ -85,6 +92,7 @@ func (q *QP) probeLoop() {
 			return
 		}
 		t.Reset(next)
+		due = q.c.now().Add(next)
 	}
 }
 
@@ -226,6 +234,7 @@ func (q *QP) probeBegin() (res int, gen uint64, posted bool) {
 	}
 	q.c.probes.Add(1)
 	q.stats.probes.Add(1)
+	q.up.lastStart.Store(q.c.now().UnixNano())
 	q.mu.Unlock()
 	return probeOK, gen, true
 }
@@ -575,6 +584,9 @@ func (q *QP) recoverRecvLocked(gen uint64, sent uint32) {
 		if q.mach.sendState() == SendFallback {
 			q.startProbeLocked()
 		}
+	}
+	if q.mach.sendState() == SendFallback && q.mach.probeState() == ProbeRunning {
+		q.nudgeProbe() // the peer's probe of the default path worked: ours need not back off
 	}
 	q.neverSentBackLocked() // a receive-only QP's send side returns with it (recvonly.go)
 	q.reopenLocked()        // if the send side is back too

@@ -58,6 +58,7 @@ type Counters struct {
 	RecvRecoveries uint64 `json:"recv_recoveries"`
 	LinkEvents     uint64 `json:"link_events"`
 	LinkFallbacks  uint64 `json:"link_fallbacks"`
+	LinkUpProbes   uint64 `json:"link_up_probes"` // probes brought forward by an up event
 	// AppErrors: QPs failed by the application's own error (reported, never failed over);
 	// Chains: moves from a failed backup to the next; AsyncEvents, EventFallbacks,
 	// WatchdogFallbacks: the default device's async events read, the fallbacks they started,
@@ -223,7 +224,7 @@ func (c *Context) Status() ProcessStatus {
 		Counters: Counters{Fallbacks: st.Fallbacks, Refused: st.Refused, Reposted: st.Reposted, Skipped: st.Skipped,
 			Transitions: st.Transitions, Probes: st.Probes, ProbeFailures: st.ProbeFailures,
 			Recoveries: st.Recoveries, RecvRecoveries: st.RecvRecoveries,
-			LinkEvents: st.LinkEvents, LinkFallbacks: st.LinkFallbacks,
+			LinkEvents: st.LinkEvents, LinkFallbacks: st.LinkFallbacks, LinkUpProbes: st.LinkUpProbes,
 			AppErrors: st.AppErrors, AppStops: st.AppStops, Chains: st.Chains, AsyncEvents: st.AsyncEvents,
 			EventFallbacks: st.EventFallbacks, WatchdogFallbacks: st.WatchdogFallbacks,
 			WatchdogBackups: st.WatchdogBackups, Inboxed: st.Inboxed,

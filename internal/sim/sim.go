@@ -74,8 +74,9 @@ type Result struct {
 	RecvOnly               bool        // pair 0's host-1 QP was left in RTR (recvonly.go)
 	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
-	// down event started (Failover, in the runs with link events: linkwatch.go).
-	LinkEvents, LinkFallbacks uint64
+	// down event started (Failover, in the runs with link events: linkwatch.go),
+	// LinkUpProbes the probe steps an up event or a recovery notification brought forward.
+	LinkEvents, LinkFallbacks, LinkUpProbes uint64
 	// RefusalsResent counts the refusals sent again on another control endpoint, the first
 	// lost with its own (failover.Stats.RefusalsResent).
 	RefusalsResent uint64
@@ -289,6 +290,7 @@ func Run(cfg Config) (Result, error) {
 			s.res.Chains += st.Chains
 			s.res.LinkEvents += st.LinkEvents
 			s.res.LinkFallbacks += st.LinkFallbacks
+			s.res.LinkUpProbes += st.LinkUpProbes
 			s.res.Refused += st.Refused
 			s.res.RefusalsResent += st.RefusalsResent
 			s.res.ResetRounds += st.ResetRounds

@@ -95,6 +95,7 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.Faults.add(res.Faults)
 		tot.LinkEvents += res.LinkEvents
 		tot.LinkFallbacks += res.LinkFallbacks
+		tot.LinkUpProbes += res.LinkUpProbes
 		tot.Queries += res.Queries
 		tot.Stops += res.Stops
 		tot.Destroys += res.Destroys
@@ -112,7 +113,7 @@ func runSeeds(t *testing.T, fo bool) {
 	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d, CMP_SWAP %d; %d inline, %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %d reset rounds, %d control messages dropped, %d notifications sent again, %v virtual; largest failover queue %d (QP), %d (CQ)",
 		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.CAS, tot.Inline, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.ResetRounds, tot.CtlDrops, tot.NotificationsResent, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
 	if fo {
-		t.Logf("faults: %v; %d link events read, %d fallbacks they started; %d runs with a receive-only QP; %d queries, %d QPs stopped by the application (%d then destroyed)", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, recvOnly, tot.Queries, tot.Stops, tot.Destroys)
+		t.Logf("faults: %v; %d link events read, %d fallbacks they started, %d probes brought forward; %d runs with a receive-only QP; %d queries, %d QPs stopped by the application (%d then destroyed)", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, tot.LinkUpProbes, recvOnly, tot.Queries, tot.Stops, tot.Destroys)
 	}
 }
 

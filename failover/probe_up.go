@@ -1,0 +1,90 @@
+package failover
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Probing on a link's return (issue 12 §4, the switch-back). Probes back off while the
+// default path stays down: ProbeInterval doubled after every failed probe up to
+// ProbeMaxInterval, so a link that comes back after a few seconds waited up to
+// ProbeMaxInterval (2 s by default) for the next probe; in the demo's tools run traffic went
+// back to rail 0 about 600 ms after the link did. An up event of the default NIC's link (or
+// a recovery notification of the peer's: its probe of the same path worked) now starts the
+// back-off over and brings the next probe step forward, to ProbeInterval after the last
+// probe posted. The probe still decides whether the path works: a link that is up is not yet
+// a path that works, and a probe that fails costs what it always did (a reset round, then
+// the back-off). The ProbeInterval since the last probe bounds the probes a flapping link
+// can cause to what the first of a back-off's would be.
+
+// probeUp is what a QP's probe schedule keeps for an up event.
+type probeUp struct {
+	// nudge wakes the probe goroutine (capacity 1; a stepped context has none).
+	nudge chan struct{}
+	// lastStart is when the last probe was posted (ns on the context's clock; 0: none yet).
+	lastStart atomic.Int64
+	// A stepped context's schedule (engine only): seq names the pending timer step
+	// (probeAfter), so that a step brought forward supersedes it; due is when that step
+	// runs; timed says a timer step is pending, not a probe's wait; nudged, that an up event
+	// came during a probe's wait (its step's end looks, as the goroutine's select does).
+	seq    uint64
+	due    time.Time
+	timed  bool
+	nudged bool
+}
+
+// upProbeDelay is the wait before the next probe step once an up event came: ProbeInterval
+// after the last probe posted, but never later than the step was due.
+func upProbeDelay(now, due time.Time, lastStart int64, o *Options) time.Duration {
+	d := due.Sub(now)
+	if lastStart != 0 {
+		d = min(d, time.Unix(0, lastStart).Add(o.ProbeInterval).Sub(now))
+	}
+	return max(d, 0)
+}
+
+// probeAllUp brings forward the next probe of every QP whose send side is on the backup
+// (engine): the default NIC's link came up.
+func (c *Context) probeAllUp() {
+	for _, q := range c.live.all() {
+		q.mu.Lock()
+		on := !q.destroyed && q.mach.probeState() == ProbeRunning && q.mach.sendState() == SendFallback
+		q.mu.Unlock()
+		if on {
+			q.nudgeProbe()
+		}
+	}
+}
+
+// nudgeProbe brings q's next probe step forward (upProbeDelay) and starts its back-off over.
+// In a stepped context it runs on the engine.
+func (q *QP) nudgeProbe() {
+	if !q.c.opts.Stepped {
+		select {
+		case q.up.nudge <- struct{}{}:
+		default: // one is pending already
+		}
+		return
+	}
+	if !q.up.timed {
+		q.up.nudged = true // a probe is in flight: probeThen brings its next step forward
+		return
+	}
+	now := q.c.now()
+	if d := upProbeDelay(now, q.up.due, q.up.lastStart.Load(), &q.c.opts); now.Add(d).Before(q.up.due) {
+		q.c.linkUpProbes.Add(1)
+		q.probeAfter(d, q.c.opts.ProbeInterval)
+	}
+}
+
+// nudgedNext applies an up event to the probe step due after next: it starts the back-off
+// (iv) over and returns the wait to use instead (upProbeDelay), counting a step it brings
+// forward.
+func (q *QP) nudgedNext(now time.Time, next time.Duration, iv *time.Duration) time.Duration {
+	*iv = q.c.opts.ProbeInterval
+	d := upProbeDelay(now, now.Add(next), q.up.lastStart.Load(), &q.c.opts)
+	if d < next {
+		q.c.linkUpProbes.Add(1)
+	}
+	return d
+}

@@ -1,0 +1,70 @@
+package failover
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// TestUpProbeDelay: an up event brings the next probe step to ProbeInterval after the last
+// probe posted, never later than it was due, never before now.
+func TestUpProbeDelay(t *testing.T) {
+	o := &Options{ProbeInterval: 100 * time.Millisecond}
+	now := time.Unix(1000, 0)
+	ns := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+	for _, c := range []struct {
+		name      string
+		due       time.Duration // from now
+		lastStart int64
+		want      time.Duration
+	}{
+		{"long back-off", 1600 * time.Millisecond, ns(-700 * time.Millisecond), 0},
+		{"last probe recent", 1600 * time.Millisecond, ns(-30 * time.Millisecond), 70 * time.Millisecond},
+		{"due sooner anyway", 20 * time.Millisecond, ns(-30 * time.Millisecond), 20 * time.Millisecond},
+		{"no probe yet", 80 * time.Millisecond, 0, 80 * time.Millisecond},
+		{"overdue", -5 * time.Millisecond, ns(-time.Second), 0},
+	} {
+		if got := upProbeDelay(now, now.Add(c.due), c.lastStart, o); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestLinkUpProbesAtOnce: the default link stays down long enough for the probes to back
+// off (ProbeMaxInterval an hour: after six failed probes the next waits 1.28 s, after
+// seven 2.56 s, and so on), then comes back. The up event starts the back-off over and the
+// next probe runs at once, so the QPs are back on the default NIC without waiting for it:
+// LinkUpProbes counts the step brought forward (0 without probe_up.go).
+func TestLinkUpProbesAtOnce(t *testing.T) {
+	e := newEnvCfg(t, 256, func(h int, o *Options) {
+		o.ProbeInterval = 20 * time.Millisecond
+		o.ProbeMaxInterval = time.Hour
+	}, true)
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	ha := e.hosts[0]
+	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 20, size: 512, failAt: -1, seed: 31})
+	e.linkDown(0)
+	waitFor(t, "six failed probes of host A", func() bool { return ha.ctx.Stats().ProbeFailures >= 6 },
+		func() string { return e.describe(qa, qb) })
+	e.linkUp(0)
+	start := time.Now()
+	// B's application polls (nothing of its own is outstanding): its poll finds A's recovery
+	// notification, and the receive side's recovery brings B's next probe forward too.
+	pb := &poller{t: t, cq: e.hosts[1].cq}
+	waitFor(t, "both QPs back on the default NIC", func() bool {
+		if ws := pb.next(time.Now()); len(ws) != 0 {
+			t.Fatalf("B polled %+v", ws)
+		}
+		return allDefault(qa, qb)
+	}, func() string { return e.describe(qa, qb) })
+	back := time.Since(start)
+	sa, sb := ha.ctx.Stats(), e.hosts[1].ctx.Stats()
+	if sa.LinkUpProbes == 0 {
+		t.Fatalf("no probe brought forward by the up event: %s", e.describe(qa, qb))
+	}
+	t.Logf("link up → both QPs on the default NIC in %v; A %d probes brought forward, B %d (the peer's recovery notification)", back, sa.LinkUpProbes, sb.LinkUpProbes)
+	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 50, size: 512, failAt: -1, seed: 32})
+}
