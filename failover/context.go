@@ -163,8 +163,9 @@ type Stats struct {
 	Fillers                         uint64 // zero-length SENDs posted to consume the peer's stale backup receives
 	FastReopens                     uint64 // QPs put back on the lock-free data path after a recovery
 	// LinkEvents counts the link events read from Options.LinkEvents; LinkFallbacks the
-	// fallbacks a down event started; LinkUpProbes the probe steps brought forward by an up
-	// event or a peer's recovery notification (probe_up.go).
+	// fallbacks a down event started; LinkUpProbes the probes an up event or a peer's
+	// recovery notification brought forward: a waiting probe step run sooner, or a probe
+	// sent into the down link given up for a new one (probe_up.go).
 	LinkEvents, LinkFallbacks, LinkUpProbes uint64
 	// Chains counts the moves of a QP from a backup that failed to the next backup.
 	Chains uint64
@@ -238,6 +239,7 @@ type Context struct {
 	refusalsResent, notifyResent                                         atomic.Uint64
 	linkEvents, linkFallbacks                                            atomic.Uint64
 	linkUpProbes                                                         atomic.Uint64
+	lastDown                                                             atomic.Int64 // the last down event read (ns, the context's clock)
 	asyncEvents, eventFallbacks, watchdogFallbacks, watchdogBackups      atomic.Uint64
 	// defDead: the default device failed for good (DEVICE_FATAL, or the watchdog found it
 	// silent): fallbacks do not wait for its completions, nothing probes it again.

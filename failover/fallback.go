@@ -112,7 +112,10 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	}
 	rd := q.mach.roundState()
 	if fromPeer && peer.reply && rd == RoundIdle {
-		return // a duplicate reply, resent on a later backup: its round is over
+		// A duplicate reply, resent on a later backup, or one to our notification whose
+		// round the peer's crossing notification ended: the round is over.
+		q.roundOverForProbe(true)
+		return
 	}
 	if fromPeer && peer.refused {
 		// The peer will not follow: what this side holds for it cannot be delivered.
@@ -154,6 +157,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 				q.hsTimer.Stop() // armed with the round (notifyresend.go)
 			}
 			q.resetDefaultLocked()
+			q.roundOverForProbe(peer.reply) // an up event's round (probe_up.go)
 		}
 		return
 	}

@@ -41,6 +41,7 @@ func (c *Context) watchLinks(events <-chan probe.LinkEvent) {
 func (c *Context) onLinkEvent(ev probe.LinkEvent) {
 	c.linkEvents.Add(1)
 	if !ev.Up {
+		c.lastDown.Store(c.now().UnixNano())
 		c.eng.doNow(func() { c.fallBackAll(&c.linkFallbacks) })
 		return
 	}

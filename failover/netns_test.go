@@ -185,7 +185,7 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 	runStreamTB(b, e, qa, qb, stream{mode: modeWrite, msgs: 20, size: 512, failAt: -1, seed: 21})
 	nl, link := defaultLinkHandle(b, e)
 	const n, size = 8, 256
-	var lat, detect, req, own, busy, notify, reply, deliver, ownPrep, ownAnswer, ownRepost, poke, ownNet, drain []time.Duration
+	var lat, detect, req, own, busy, notify, reply, deliver, ownPrep, ownAnswer, ownRepost, poke, ownNet, drain, upBack, upSend []time.Duration
 	sp := &poller{t: b, cq: ha.cq}
 	rp := &poller{t: b, cq: hb.cq}
 	b.ResetTimer()
@@ -238,8 +238,17 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 		if ws := sp.next(time.Now().Add(20 * time.Second)); len(ws) != 1 || ws[0].WRID != 100+n-1 || ws[0].Status != verbs.WCSuccess {
 			b.Fatalf("down %d: sender %+v; %s", i, ws, e.describe(qa, qb))
 		}
+		upAt := time.Now()
+		var sendsBack time.Duration
 		e.linkUp(0)
-		waitFor(b, "both QPs back on the default NIC", func() bool { return allDefault(qa, qb) }, func() string { return e.describe(qa, qb) })
+		waitFor(b, "both QPs back on the default NIC", func() bool {
+			if sendsBack == 0 && qa.SendState() == SendDefault {
+				sendsBack = time.Since(upAt)
+			}
+			return allDefault(qa, qb)
+		}, func() string { return e.describe(qa, qb) })
+		upBack = append(upBack, time.Since(upAt)) // waitFor looks every millisecond
+		upSend = append(upSend, sendsBack) // set by the last look at the latest
 	}
 	b.StopTimer()
 	pct := func(d []time.Duration, q float64) time.Duration {
@@ -265,7 +274,9 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 	b.ReportMetric(us(pct(notify, 0.5)), "notify-p50-µs")
 	b.ReportMetric(us(pct(reply, 0.5)), "reply-p50-µs")
 	b.ReportMetric(us(pct(deliver, 0.5)), "deliver-p50-µs")
+	b.ReportMetric(us(pct(upBack, 0.5)), "up-default-p50-µs")
+	b.ReportMetric(us(pct(upSend, 0.5)), "up-sends-p50-µs")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("%d downs: link down → delivered on the backup p50 %v, p99 %v, min %v, max %v; detection p50 %v; netlink request p50 %v; %d rounds split: own p50 %v (less the posts %v; the backup NICs' poke yields %v), busy %v, notification %v, reply %v, reposted → delivered %v; A %+v",
-		len(lat), pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0), pct(lat, 1), pct(detect, 0.5), pct(req, 0.5), len(own), pct(own, 0.5), pct(ownNet, 0.5), pct(poke, 0.5), pct(busy, 0.5), pct(notify, 0.5), pct(reply, 0.5), pct(deliver, 0.5), ha.ctx.Stats())
+	b.Logf("%d downs: link down → delivered on the backup p50 %v, p99 %v, min %v, max %v; detection p50 %v; netlink request p50 %v; %d rounds split: own p50 %v (less the posts %v; the backup NICs' poke yields %v), busy %v, notification %v, reply %v, reposted → delivered %v; link up → both QPs on the default NIC p50 %v, p99 %v, A's sends p50 %v; A %+v",
+		len(lat), pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0), pct(lat, 1), pct(detect, 0.5), pct(req, 0.5), len(own), pct(own, 0.5), pct(ownNet, 0.5), pct(poke, 0.5), pct(busy, 0.5), pct(notify, 0.5), pct(reply, 0.5), pct(deliver, 0.5), pct(upBack, 0.5), pct(upBack, 0.99), pct(upSend, 0.5), ha.ctx.Stats())
 }

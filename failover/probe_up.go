@@ -16,13 +16,27 @@ import (
 // a path that works, and a probe that fails costs what it always did (a reset round, then
 // the back-off). The ProbeInterval since the last probe bounds the probes a flapping link
 // can cause to what the first of a back-off's would be.
+//
+// A probe posted while the link was down waits for its RC retransmission once the link is
+// back: the QP's ACK timeout (67 ms at exponent 14; 4.3 s at NCCL's default of 20), which
+// made `BenchmarkNetnsLinkDown`'s link up → both QPs back 80 ms p50 with a 10 ms
+// ProbeInterval. The up event gives such a probe up instead (at most once a ProbeInterval):
+// a reset round, as the probe's own failure would start, and the next probe as soon as the
+// round is over.
 
 // probeUp is what a QP's probe schedule keeps for an up event.
 type probeUp struct {
 	// nudge wakes the probe goroutine (capacity 1; a stepped context has none).
 	nudge chan struct{}
-	// lastStart is when the last probe was posted (ns on the context's clock; 0: none yet).
+	// lastStart is when the last probe was posted (ns on the context's clock; 0: none yet,
+	// or the last one was given up); posted is the incarnation it probes plus one while it
+	// waits for its result (0: no probe out).
 	lastStart atomic.Int64
+	posted    atomic.Uint64
+	// lastAbandon is when an up event last gave a probe up (q.mu); afterRound, that the
+	// reset round it started should bring the next probe forward when it ends (q.mu).
+	lastAbandon int64
+	afterRound  bool
 	// A stepped context's schedule (engine only): seq names the pending timer step
 	// (probeAfter), so that a step brought forward supersedes it; due is when that step
 	// runs; timed says a timer step is pending, not a probe's wait; nudged, that an up event
@@ -34,10 +48,12 @@ type probeUp struct {
 }
 
 // upProbeDelay is the wait before the next probe step once an up event came: ProbeInterval
-// after the last probe posted, but never later than the step was due.
+// after the last probe posted (at once with none), but never later than the step was due.
 func upProbeDelay(now, due time.Time, lastStart int64, o *Options) time.Duration {
 	d := due.Sub(now)
-	if lastStart != 0 {
+	if lastStart == 0 {
+		d = 0
+	} else {
 		d = min(d, time.Unix(0, lastStart).Add(o.ProbeInterval).Sub(now))
 	}
 	return max(d, 0)
@@ -49,10 +65,48 @@ func (c *Context) probeAllUp() {
 	for _, q := range c.live.all() {
 		q.mu.Lock()
 		on := !q.destroyed && q.mach.probeState() == ProbeRunning && q.mach.sendState() == SendFallback
+		if on {
+			q.abandonProbeLocked()
+		}
 		q.mu.Unlock()
 		if on {
 			q.nudgeProbe()
 		}
+	}
+}
+
+// abandonProbeLocked gives up q's probe when it went out after the last down event, into the
+// dead link, and waits for its retransmission: a reset round takes the default QPs to the
+// next incarnation (the probe's completion is then a flush), and the probe after it runs
+// as soon as the round is over (afterRound). At most once a ProbeInterval (q.mu held).
+func (q *QP) abandonProbeLocked() {
+	if q.up.posted.Load() != q.defGen.Load()+1 || q.mach.roundState() != RoundIdle || q.mach.pinState() != PinNone {
+		return
+	}
+	now := q.c.now().UnixNano()
+	if q.up.lastStart.Load() < q.c.lastDown.Load() || now-q.up.lastAbandon < int64(q.c.opts.ProbeInterval) {
+		return
+	}
+	q.up.lastAbandon = now
+	q.up.lastStart.Store(0)
+	q.up.afterRound = true
+	q.c.linkUpProbes.Add(1)
+	q.fallbackLocked(ctlMsg{}, false) // a reset round, as the probe's own failure would start
+}
+
+// roundOverForProbe brings the next probe forward once the reset round an up event started
+// is over and the peer's default QP was reset too: on the peer's reply (reply), which it
+// sends as it resets. A crossing notification of the peer's ends the round before the peer
+// had ours, and a probe sent then could meet its default QP not yet reset, be dropped, and
+// wait for the ACK timeout again: the peer's reply to our notification, which comes next
+// and is otherwise dropped, brings the probe forward then (q.mu held; on the engine).
+func (q *QP) roundOverForProbe(reply bool) {
+	if !q.up.afterRound || !reply {
+		return
+	}
+	q.up.afterRound = false
+	if q.mach.probeState() == ProbeRunning && q.mach.sendState() == SendFallback {
+		q.nudgeProbe()
 	}
 }
 

@@ -22,7 +22,7 @@ func TestUpProbeDelay(t *testing.T) {
 		{"long back-off", 1600 * time.Millisecond, ns(-700 * time.Millisecond), 0},
 		{"last probe recent", 1600 * time.Millisecond, ns(-30 * time.Millisecond), 70 * time.Millisecond},
 		{"due sooner anyway", 20 * time.Millisecond, ns(-30 * time.Millisecond), 20 * time.Millisecond},
-		{"no probe yet", 80 * time.Millisecond, 0, 80 * time.Millisecond},
+		{"no probe yet, or the last given up", 80 * time.Millisecond, 0, 0},
 		{"overdue", -5 * time.Millisecond, ns(-time.Second), 0},
 	} {
 		if got := upProbeDelay(now, now.Add(c.due), c.lastStart, o); got != c.want {
@@ -67,4 +67,43 @@ func TestLinkUpProbesAtOnce(t *testing.T) {
 	}
 	t.Logf("link up → both QPs on the default NIC in %v; A %d probes brought forward, B %d (the peer's recovery notification)", back, sa.LinkUpProbes, sb.LinkUpProbes)
 	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 50, size: 512, failAt: -1, seed: 32})
+}
+
+// TestLinkUpAbandonsProbe: a probe goes out while the default link is down, on QPs whose ACK
+// timeout is 268 ms (exponent 16, seven retries), and the link comes back while it waits.
+// Its retransmission would bring the QPs back a timeout later; the up event gives it up
+// instead (a reset round, the probe counted failed) and the next probe follows the round.
+func TestLinkUpAbandonsProbe(t *testing.T) {
+	e := newEnvCfg(t, 256, func(h int, o *Options) {
+		o.ProbeInterval = 20 * time.Millisecond
+		o.ProbeMaxInterval = time.Hour
+	}, true)
+	e.attr = verbs.ConnectAttr{Timeout: 16, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 1}
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	a, b := e.pairs(t, 1, cp)
+	qa, qb := a[0], b[0]
+	ha := e.hosts[0]
+	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 20, size: 512, failAt: -1, seed: 33})
+	e.linkDown(0)
+	waitFor(t, "a probe of host A in flight on the down link", func() bool {
+		return qa.up.posted.Load() != 0 && qa.up.posted.Load() == qa.defGen.Load()+1
+	}, func() string { return e.describe(qa, qb) })
+	before := ha.ctx.Stats()
+	e.linkUp(0)
+	start := time.Now()
+	pb := &poller{t: t, cq: e.hosts[1].cq}
+	waitFor(t, "both QPs back on the default NIC", func() bool {
+		if ws := pb.next(time.Now()); len(ws) != 0 {
+			t.Fatalf("B polled %+v", ws)
+		}
+		return allDefault(qa, qb)
+	}, func() string { return e.describe(qa, qb) })
+	back := time.Since(start)
+	sa := ha.ctx.Stats()
+	if sa.LinkUpProbes == before.LinkUpProbes || sa.ProbeFailures == before.ProbeFailures || sa.ResetRounds == before.ResetRounds {
+		t.Fatalf("the probe in flight was not given up: before %+v after %+v", before, sa)
+	}
+	t.Logf("link up → both QPs on the default NIC in %v; A: %d probes, %d failed, %d reset rounds since the up", back,
+		sa.Probes-before.Probes, sa.ProbeFailures-before.ProbeFailures, sa.ResetRounds-before.ResetRounds)
+	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 50, size: 512, failAt: -1, seed: 34})
 }

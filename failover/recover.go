@@ -235,6 +235,7 @@ func (q *QP) probeBegin() (res int, gen uint64, posted bool) {
 	q.c.probes.Add(1)
 	q.stats.probes.Add(1)
 	q.up.lastStart.Store(q.c.now().UnixNano())
+	q.up.posted.Store(gen + 1)
 	q.mu.Unlock()
 	return probeOK, gen, true
 }
@@ -262,6 +263,7 @@ func (q *QP) probeWait(gen uint64) (int32, bool) {
 func (q *QP) probeEnd(res int32, gen uint64) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.up.posted.Store(0)
 	if q.mach.sendState() != SendFallback || q.destroyed {
 		_ = q.mach.event(wordProbe, EvProbeStop)
 		return probeDone
