@@ -248,7 +248,7 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 			return allDefault(qa, qb)
 		}, func() string { return e.describe(qa, qb) })
 		upBack = append(upBack, time.Since(upAt)) // waitFor looks every millisecond
-		upSend = append(upSend, sendsBack) // set by the last look at the latest
+		upSend = append(upSend, sendsBack)        // set by the last look at the latest
 	}
 	b.StopTimer()
 	pct := func(d []time.Duration, q float64) time.Duration {
