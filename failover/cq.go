@@ -447,7 +447,11 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 			if w.Status != verbs.WCSuccess {
 				q.fifoMu.Lock()
 				switch {
-				case bs.dead:
+				case bs.dead, bs.deadFlushed:
+					// Dropped: the set was left, or SHIFT completed what waited on it when
+					// its device was taken for dead (flushDeadSetLocked). A device the
+					// watchdog took for hung can still write the flushes of the QP moved
+					// to ERR: each WR completed twice (simulation seed 345712).
 				case bs.gaveUp && w.Opcode&verbs.WCRecv != 0:
 					// A receive flushed on the set the QP failed on: the application's (its
 					// kind says so) is completed and counted, as a success would be, so that

@@ -172,3 +172,53 @@ func TestDeadBackupAfterFlushes(t *testing.T) {
 		}
 	}
 }
+
+// TestBackupTakenForHungStillFlushes: a QP runs on its only backup with three WRITEs and a
+// receive outstanding there (the peer's backup NIC hangs: no ACK) when the watchdog takes
+// this side's backup NIC for hung (takeBackupDead, as backupHung does). The QP fails and
+// SHIFT completes the four itself, as a dead device writes nothing (flushDeadSetLocked);
+// but this NIC is alive, and moving its QP to ERR makes it write their flushes too. Those
+// must be dropped: each WR completed twice (simulation seed 345712, a backup taken for hung
+// while its CQEs were held late).
+func TestBackupTakenForHungStillFlushes(t *testing.T) {
+	e, qa, ha, hb := switchedPair(t)
+	write := writes(t, qa, ha, hb)
+	if err := qa.PostRecv([]verbs.RecvWR{{WRID: 30, SGL: []verbs.SGE{ha.mr.SGE(512, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.cl.Hosts[1].Devices[1].NIC().Hang()
+	if err := qa.PostSend([]verbs.SendWR{write(10, 64, 0), write(11, 128, verbs.SendSignaled), write(12, 192, verbs.SendSignaled)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the inbox posted", func() bool { return qa.box.nSend.Load() == 0 }, func() string { return "" })
+	ha.ctx.takeBackupDead(ha.ctx.bks[0])
+	waitFor(t, "the QP failed and its set flushed", func() bool {
+		qa.fifoMu.Lock()
+		defer qa.fifoMu.Unlock()
+		return qa.SendState() == SendFailed && qa.sets[0].deadFlushed
+	}, func() string { return fmt.Sprintf("state %v err %v", qa.SendState(), qa.Err()) })
+	// The NIC's own flushes come after the modify to ERR, as it passes over the QP: poll
+	// until the QP's backup CQ shows no more CQEs coming for a while.
+	b := qa.sets[0].qp.Load()
+	waitFor(t, "the backup NIC's flushes written", func() bool { return len(b.OutstandingSends(nil)) == 0 },
+		func() string { return fmt.Sprintf("%d sends outstanding on the backup QP", len(b.OutstandingSends(nil))) })
+	var ws []verbs.WC
+	var wc [8]verbs.WC
+	for range 20 {
+		n, _ := ha.cq.Poll(wc[:])
+		ws = append(ws, wc[:n]...)
+		time.Sleep(time.Millisecond)
+	}
+	seen := map[uint64]int{}
+	for _, w := range ws {
+		seen[w.WRID]++
+	}
+	for _, id := range []uint64{10, 11, 12, 30} {
+		if seen[id] != 1 {
+			t.Fatalf("wr_id %d completed %d times: %+v", id, seen[id], ws)
+		}
+	}
+	if len(ws) != 4 {
+		t.Fatalf("%d completions, want 4: %+v", len(ws), ws)
+	}
+}

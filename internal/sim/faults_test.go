@@ -36,7 +36,13 @@ import "testing"
 //
 // 550 pauses a host past the peer's HandshakeTimeout: the peer's handshakes expire and its
 // QPs fail (78 error completions), as documented, and the resumed host's fail after them;
-// nothing is duplicated, reordered or left without a completion.
+// nothing is duplicated, reordered or left without a completion. 345712 and 361513 (one
+// backup, from the scan of 345,000–365,000) pause a host past it too, and while it is
+// paused the other host's watchdog takes that host's own backup NIC, which is alive, for
+// hung: the QP fails, SHIFT completes the WRs on the set itself, as a dead device writes
+// nothing, and the NIC then wrote their flushes (the QP moved to ERR), which were given to
+// the application too: each completed twice (failover/cq.go now drops a set's completions
+// once SHIFT answered for it).
 //
 // 25 is a hang whose peer posts nothing: only the completion watchdog finds it. 59261
 // (beyond the tested range) is a hang with only unsignaled WRs behind it: the watchdog has
@@ -59,6 +65,8 @@ func TestFaultSeeds(t *testing.T) {
 		{1903, func(f FaultCounts) bool { return f.Pauses > 0 }, &Config{Seed: 1903, Failover: true, Recovery: true}},
 		{1171, func(f FaultCounts) bool { return f.Pauses > 0 }, nil},
 		{550, func(f FaultCounts) bool { return f.LongPauses > 0 }, nil},
+		{345712, func(f FaultCounts) bool { return f.LongPauses > 0 }, nil},
+		{361513, func(f FaultCounts) bool { return f.LongPauses > 0 }, nil},
 		{63, func(f FaultCounts) bool { return f.LateCQEs > 0 }, nil},
 		{3067, func(f FaultCounts) bool { return f.LateCQEs > 0 }, nil},
 		{79, func(f FaultCounts) bool { return f.BackupHangs > 0 }, nil},
