@@ -201,7 +201,9 @@ func TestBackupTakenForHungStillFlushes(t *testing.T) {
 	// until the QP's backup CQ shows no more CQEs coming for a while.
 	b := qa.sets[0].qp.Load()
 	waitFor(t, "the backup NIC's flushes written", func() bool { return len(b.OutstandingSends(nil)) == 0 },
-		func() string { return fmt.Sprintf("%d sends outstanding on the backup QP", len(b.OutstandingSends(nil))) })
+		func() string {
+			return fmt.Sprintf("%d sends outstanding on the backup QP", len(b.OutstandingSends(nil)))
+		})
 	var ws []verbs.WC
 	var wc [8]verbs.WC
 	for range 20 {
