@@ -27,6 +27,7 @@ const (
 	probeDone  // nothing more for this goroutine to do
 	probeDrain // a fence is pending: poll its completions soon
 	probeIdle  // the receive side waits for the peer's notification
+	probeCut   // a round reset the default QP under the probe: it said nothing of the path
 )
 
 // probeWaitGuard bounds the wait for a probe's completion; the RC retry timer normally ends
@@ -110,6 +111,11 @@ func probeNext(o *Options, res int, iv *time.Duration) (next time.Duration, done
 		return min(o.FenceAfter, o.ProbeInterval), false
 	case probeFailed:
 		*iv = min(2**iv, o.ProbeMaxInterval)
+		return *iv, false
+	case probeCut:
+		// Cut short by a round (the peer's, or an up event's: probe_up.go): no doubling,
+		// and no sooner than the wait it had, so that a probe the peer's reset round cut
+		// does not go out before the peer, which resets only on our reply, did.
 		return *iv, false
 	case probeDrain:
 		return 200 * time.Microsecond, false
@@ -290,7 +296,10 @@ func (q *QP) probeEnd(res int32, gen uint64) int {
 		return probeOK
 	}
 	q.c.probeFails.Add(1)
-	if q.defGen.Load() == gen && q.mach.roundState() == RoundIdle {
+	if q.defGen.Load() != gen {
+		return probeCut
+	}
+	if q.mach.roundState() == RoundIdle {
 		// The default QP is (or is about to be) in ERR: reconnecting it means a reset, and
 		// only a round resets it (fallbackLocked): the peer's responder is reset with it.
 		q.fallbackLocked(ctlMsg{}, false)
