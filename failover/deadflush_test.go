@@ -197,8 +197,8 @@ func TestBackupTakenForHungStillFlushes(t *testing.T) {
 		defer qa.fifoMu.Unlock()
 		return qa.SendState() == SendFailed && qa.sets[0].deadFlushed
 	}, func() string { return fmt.Sprintf("state %v err %v", qa.SendState(), qa.Err()) })
-	// The NIC's own flushes come after the modify to ERR, as it passes over the QP: poll
-	// until the QP's backup CQ shows no more CQEs coming for a while.
+	// The NIC's own flushes come after the modify to ERR, as it passes over the QP: wait
+	// until SHIFT's pollers have taken them off the backup QP (none outstanding).
 	b := qa.sets[0].qp.Load()
 	waitFor(t, "the backup NIC's flushes written", func() bool { return len(b.OutstandingSends(nil)) == 0 },
 		func() string {
