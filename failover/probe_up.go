@@ -19,10 +19,10 @@ import (
 //
 // A probe posted while the link was down waits for its RC retransmission once the link is
 // back: the QP's ACK timeout (67 ms at exponent 14; 4.3 s at NCCL's default of 20), which
-// made `BenchmarkNetnsLinkDown`'s link up → both QPs back 80 ms p50 with a 10 ms
-// ProbeInterval. The up event gives such a probe up instead (at most once a ProbeInterval):
-// a reset round, as the probe's own failure would start, and the next probe as soon as the
-// round is over.
+// made `BenchmarkNetnsLinkDown`'s link up → both QPs back 80 ms p50 when its link stayed
+// down through two `ip` commands (docs/PERFORMANCE.md). The up event gives such a probe up
+// instead (at most once a ProbeInterval): a reset round, as the probe's own failure would
+// start, and the next probe as soon as the round is over.
 
 // probeUp is what a QP's probe schedule keeps for an up event.
 type probeUp struct {
