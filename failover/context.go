@@ -163,9 +163,9 @@ type Stats struct {
 	Fillers                         uint64 // zero-length SENDs posted to consume the peer's stale backup receives
 	FastReopens                     uint64 // QPs put back on the lock-free data path after a recovery
 	// LinkEvents counts the link events read from Options.LinkEvents; LinkFallbacks the
-	// fallbacks a down event started; LinkUpProbes the probes an up event or a peer's
-	// recovery notification brought forward: a waiting probe step run sooner, or a probe
-	// sent into the down link given up for a new one (probe_up.go).
+	// fallbacks a down event started; LinkUpProbes the probes an up event brought forward:
+	// a waiting probe step run sooner, or a probe sent into the down link given up for a new
+	// one (probe_up.go).
 	LinkEvents, LinkFallbacks, LinkUpProbes uint64
 	// Chains counts the moves of a QP from a backup that failed to the next backup.
 	Chains uint64

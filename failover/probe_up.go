@@ -9,10 +9,11 @@ import (
 // default path stays down: ProbeInterval doubled after every failed probe up to
 // ProbeMaxInterval, so a link that comes back after a few seconds waited up to
 // ProbeMaxInterval (2 s by default) for the next probe; in the demo's tools run traffic went
-// back to rail 0 about 600 ms after the link did. An up event of the default NIC's link (or
-// a recovery notification of the peer's: its probe of the same path worked) now starts the
-// back-off over and brings the next probe step forward, to ProbeInterval after the last
-// probe posted. The probe still decides whether the path works: a link that is up is not yet
+// back to rail 0 about 600 ms after the link did. An up event of the default NIC's link now
+// starts the back-off over and brings the next probe step forward, to ProbeInterval after
+// the last probe posted. (The peer's recovery notification did too, as a sign that the path
+// works; under load it made probes race the peer's rounds and fail more often, and was not
+// kept: docs/STATUS.md.) The probe still decides whether the path works: a link that is up is not yet
 // a path that works, and a probe that fails costs what it always did (a reset round, then
 // the back-off). The ProbeInterval since the last probe bounds the probes a flapping link
 // can cause to what the first of a back-off's would be.

@@ -596,9 +596,6 @@ func (q *QP) recoverRecvLocked(gen uint64, sent uint32) {
 			q.startProbeLocked()
 		}
 	}
-	if q.mach.sendState() == SendFallback && q.mach.probeState() == ProbeRunning {
-		q.nudgeProbe() // the peer's probe of the default path worked: ours need not back off
-	}
 	q.neverSentBackLocked() // a receive-only QP's send side returns with it (recvonly.go)
 	q.reopenLocked()        // if the send side is back too
 	q.rcq.raise()

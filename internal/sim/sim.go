@@ -75,7 +75,7 @@ type Result struct {
 	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
 	// down event started (Failover, in the runs with link events: linkwatch.go),
-	// LinkUpProbes the probe steps an up event or a recovery notification brought forward.
+	// LinkUpProbes the probes an up event brought forward.
 	LinkEvents, LinkFallbacks, LinkUpProbes uint64
 	// RefusalsResent counts the refusals sent again on another control endpoint, the first
 	// lost with its own (failover.Stats.RefusalsResent).
