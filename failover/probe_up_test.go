@@ -37,15 +37,8 @@ func TestUpProbeDelay(t *testing.T) {
 // next probe runs at once, so A's sends are back on the default NIC without waiting for it:
 // LinkUpProbes counts the step brought forward (0 without probe_up.go).
 func TestLinkUpProbesAtOnce(t *testing.T) {
-	e := newEnvCfg(t, 256, func(h int, o *Options) {
-		o.ProbeInterval = 20 * time.Millisecond
-		o.ProbeMaxInterval = time.Hour
-	}, true)
-	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	a, b := e.pairs(t, 1, cp)
-	qa, qb := a[0], b[0]
+	e, qa, qb := upPair(t, fastAttr, 31)
 	ha := e.hosts[0]
-	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 20, size: 512, failAt: -1, seed: 31})
 	e.linkDown(0)
 	waitFor(t, "six failed probes of host A", func() bool { return ha.ctx.Stats().ProbeFailures >= 6 },
 		func() string { return e.describe(qa, qb) })
@@ -68,16 +61,8 @@ func TestLinkUpProbesAtOnce(t *testing.T) {
 // Its retransmission would bring the QPs back a timeout later; the up event gives it up
 // instead (a reset round, the probe counted failed) and the next probe follows the round.
 func TestLinkUpAbandonsProbe(t *testing.T) {
-	e := newEnvCfg(t, 256, func(h int, o *Options) {
-		o.ProbeInterval = 20 * time.Millisecond
-		o.ProbeMaxInterval = time.Hour
-	}, true)
-	e.attr = verbs.ConnectAttr{Timeout: 16, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 1}
-	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	a, b := e.pairs(t, 1, cp)
-	qa, qb := a[0], b[0]
+	e, qa, qb := upPair(t, verbs.ConnectAttr{Timeout: 16, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 1}, 33)
 	ha := e.hosts[0]
-	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 20, size: 512, failAt: -1, seed: 33})
 	e.linkDown(0)
 	waitFor(t, "a probe of host A in flight on the down link", func() bool {
 		return qa.up.posted.Load() != 0 && qa.up.posted.Load() == qa.defGen.Load()+1
@@ -100,4 +85,20 @@ func TestLinkUpAbandonsProbe(t *testing.T) {
 	t.Logf("link up → both QPs on the default NIC in %v; A: %d probes, %d failed, %d reset rounds since the up", back,
 		sa.Probes-before.Probes, sa.ProbeFailures-before.ProbeFailures, sa.ResetRounds-before.ResetRounds)
 	runStream(t, e, qa, qb, stream{mode: modeSend, msgs: 50, size: 512, failAt: -1, seed: 34})
+}
+
+// upPair is a connected QP pair over emulated hosts whose link events reach SHIFT, with
+// probes every 20 ms doubling up to an hour, the connection attributes attr, after a first
+// stream of 20 SENDs (seed) on the default NICs.
+func upPair(t *testing.T, attr verbs.ConnectAttr, seed uint64) (*testEnv, *QP, *QP) {
+	t.Helper()
+	e := newEnvCfg(t, 256, func(h int, o *Options) {
+		o.ProbeInterval = 20 * time.Millisecond
+		o.ProbeMaxInterval = time.Hour
+	}, true)
+	e.attr = attr
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	a, b := e.pairs(t, 1, cp)
+	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 20, size: 512, failAt: -1, seed: seed})
+	return e, a[0], b[0]
 }
