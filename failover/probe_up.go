@@ -61,13 +61,19 @@ func upProbeDelay(now, due time.Time, lastStart int64, o *Options) time.Duration
 }
 
 // probeAllUp brings forward the next probe of every QP whose send side is on the backup
-// (engine): the default NIC's link came up.
+// (engine): the default NIC's link came up. A QP in a reset round gets it when the round is
+// over: a probe step during the round only waits (probeIdle), a whole ProbeInterval, which
+// after the second reset round a fallback's answering side runs was most of
+// BenchmarkNetnsLinkDown's link up → sends back (12–13 ms p50 with a 10 ms ProbeInterval).
 func (c *Context) probeAllUp() {
 	for _, q := range c.live.all() {
 		q.mu.Lock()
 		on := !q.destroyed && q.mach.probeState() == ProbeRunning && q.mach.sendState() == SendFallback
 		if on {
 			q.abandonProbeLocked()
+			if q.mach.roundState() != RoundIdle {
+				q.up.afterRound = true
+			}
 		}
 		q.mu.Unlock()
 		if on {
