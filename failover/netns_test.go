@@ -133,7 +133,7 @@ func TestNetnsRoCEv2Flapping(t *testing.T) {
 
 // defaultLinkHandle opens a netlink socket inside host A's namespace, once, so that taking
 // its default veth down is one request, and returns it with that veth.
-func defaultLinkHandle(b testing.TB, e *testEnv) (*netlink.Handle, netlink.Link) {
+func defaultLinkHandle(b *testing.B, e *testEnv) (*netlink.Handle, netlink.Link) {
 	v := e.rails[0][0]
 	nsh, err := netns.GetFromName(v.NS.Name)
 	if err != nil {

@@ -13,10 +13,10 @@ import (
 // starts the back-off over and brings the next probe step forward, to ProbeInterval after
 // the last probe posted. (The peer's recovery notification did too, as a sign that the path
 // works; under load it made probes race the peer's rounds and fail more often, and was not
-// kept: docs/STATUS.md.) The probe still decides whether the path works: a link that is up is not yet
-// a path that works, and a probe that fails costs what it always did (a reset round, then
-// the back-off). The ProbeInterval since the last probe bounds the probes a flapping link
-// can cause to what the first of a back-off's would be.
+// kept: docs/STATUS.md.) The probe still decides whether the path works: a link that is up
+// is not yet a path that works, and a probe that fails costs what it always did (a reset
+// round, then the back-off). The ProbeInterval since the last probe bounds the probes a
+// flapping link can cause to what the first of a back-off's would be.
 //
 // A probe posted while the link was down waits for its RC retransmission once the link is
 // back: the QP's ACK timeout (67 ms at exponent 14; 4.3 s at NCCL's default of 20), which
@@ -35,7 +35,10 @@ type probeUp struct {
 	lastStart atomic.Int64
 	posted    atomic.Uint64
 	// lastAbandon is when an up event last gave a probe up (q.mu); afterRound, that the
-	// reset round it started should bring the next probe forward when it ends (q.mu).
+	// round under way at an up event, or the reset round it started, should bring the next
+	// probe forward when the peer's reply ends it (q.mu). A round that ends otherwise (a
+	// fallback's handshake, a refusal, a chain) leaves it set for a later reply, whose
+	// probe upProbeDelay still holds to ProbeInterval after the last one.
 	lastAbandon int64
 	afterRound  bool
 	// A stepped context's schedule (engine only): seq names the pending timer step
@@ -51,13 +54,10 @@ type probeUp struct {
 // upProbeDelay is the wait before the next probe step once an up event came: ProbeInterval
 // after the last probe posted (at once with none), but never later than the step was due.
 func upProbeDelay(now, due time.Time, lastStart int64, o *Options) time.Duration {
-	d := due.Sub(now)
 	if lastStart == 0 {
-		d = 0
-	} else {
-		d = min(d, time.Unix(0, lastStart).Add(o.ProbeInterval).Sub(now))
+		return 0
 	}
-	return max(d, 0)
+	return max(min(due.Sub(now), time.Unix(0, lastStart).Add(o.ProbeInterval).Sub(now)), 0)
 }
 
 // probeAllUp brings forward the next probe of every QP whose send side is on the backup
