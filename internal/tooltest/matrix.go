@@ -3,6 +3,7 @@ package tooltest
 import (
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -81,7 +82,24 @@ func Matrix() []Tool {
 		passive := p == "ib_read_lat"
 		ts = append(ts, Tool{p, lat, nil, CheckLat, passive}, Tool{p, lat, []string{"--use_old_post_send"}, CheckLat, passive})
 	}
+	// The atomics (FETCH_AND_ADD, perftest's default; 8 bytes, so no -s): the responder's
+	// read-modify-write and the atomic WQE's own segment, on every path the matrix runs.
+	abw := []string{"-n", strconv.Itoa(BWIters)}
+	alat := []string{"-n", strconv.Itoa(LatIters)}
+	ts = append(ts, Tool{"ib_atomic_bw", abw, nil, CheckBW, false}, Tool{"ib_atomic_bw", abw, []string{"--use_old_post_send"}, CheckBW, false},
+		Tool{"ib_atomic_lat", alat, nil, CheckLat, true}, Tool{"ib_atomic_lat", alat, []string{"--use_old_post_send"}, CheckLat, true})
 	return ts
+}
+
+// MatrixPrograms names the programs Matrix runs, once each, for RequireTools.
+func MatrixPrograms() []string {
+	var names []string
+	for _, tl := range Matrix() {
+		if !slices.Contains(names, tl.Name) {
+			names = append(names, tl.Name)
+		}
+	}
+	return names
 }
 
 // EventTools are the programs of the matrix that wait on completion channels (-e):

@@ -91,8 +91,8 @@ func shiftGoDestroyQP(sqp *C.struct_shift_qp) (ret C.int) {
 	q := valueOf[*qp](sqp._go)
 	if c, _ := loadConfig(); c.debug {
 		if fq, ok := q.v.(*failover.QP); ok {
-			fmt.Fprintf(os.Stderr, "libmlx5-shift: QP %#x on %s: send %v, receive %v, error %v\n",
-				fq.QPN(), q.ctx.name, fq.SendState(), fq.RecvState(), fq.Err())
+			fmt.Fprintf(os.Stderr, "libmlx5-shift: QP %#x on %s: send %v, receive %v, error %v; %d error completions polled\n",
+				fq.QPN(), q.ctx.name, fq.SendState(), fq.RecvState(), fq.Err(), q.errWCs.Load())
 		}
 	}
 	if err := q.v.Destroy(); err != nil {
@@ -170,14 +170,20 @@ func shiftGoPollCQ(scq *C.struct_shift_cq, want C.int) (ret C.int) {
 }
 
 // debugWC prints an error completion the application is about to see, with the state of its
-// QP, when SHIFT_DEBUG=1.
+// QP, when SHIFT_DEBUG=1. Flushes after a QP's first error completion are only counted (the
+// count is printed when the QP is destroyed): a failed QP flushes every WR it had
+// outstanding, 128 lines for ib_atomic_bw's queue, each with the counters.
 func (c *devctx) debugWC(w *verbs.WC) {
 	if cfg, _ := loadConfig(); !cfg.debug {
 		return
 	}
 	msg := fmt.Sprintf("libmlx5-shift: %s: completion %v (%d) for wr_id %#x of QP %#x", c.name, w.Status.Name(), w.Status, w.WRID, w.QPNum)
 	if v, ok := c.qps.Load(w.QPNum); ok {
-		if fq, ok := v.(*qp).v.(*failover.QP); ok {
+		q := v.(*qp)
+		if q.errWCs.Add(1) > 1 && w.Status == verbs.WCWRFlushErr {
+			return
+		}
+		if fq, ok := q.v.(*failover.QP); ok {
 			msg += fmt.Sprintf(": SHIFT send %v, receive %v, error %v; %+v", fq.SendState(), fq.RecvState(), fq.Err(), c.fo.Stats())
 		}
 	}

@@ -17,7 +17,7 @@ import (
 // preload object puts mlx5-shift ahead of Debian's libmlx5, which claims the same devices).
 func TestHILTools(t *testing.T) {
 	r := hiltest.Need(t, 2)
-	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_write_lat", "ib_send_lat", "ib_read_lat")
+	tooltest.RequireTools(t, tooltest.MatrixPrograms()...)
 	b := tooltest.BuildPlugin(t)
 	h := tooltest.HardwareHost(b)
 	gid, addr := r.SourceGID(t, r.Devices[0]), hilAddr(t, r.Devices[0])

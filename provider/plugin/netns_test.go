@@ -12,7 +12,7 @@ import (
 // program's emulated NIC sending RoCEv2 over a veth of its own namespace, in plain and SHIFT
 // mode (backup NICs on a second rail), with no failure.
 func TestToolsNetns(t *testing.T) {
-	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_write_lat", "ib_send_lat", "ib_read_lat")
+	tooltest.RequireTools(t, tooltest.MatrixPrograms()...)
 	b := tooltest.BuildPlugin(t)
 	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
 	t.Run("plain", func(t *testing.T) {

@@ -8,6 +8,7 @@ import "C"
 import (
 	"runtime/cgo"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/provider"
@@ -54,6 +55,9 @@ type qp struct {
 	cap  verbs.QPCap
 	swrs []verbs.SendWR
 	rwrs []verbs.RecvWR
+	// errWCs counts the error completions the application polled on the QP, for
+	// SHIFT_DEBUG=1: the first is printed, later flushes only counted (debugWC).
+	errWCs atomic.Uint64
 }
 
 type channel struct {

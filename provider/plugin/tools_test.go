@@ -12,7 +12,7 @@ import (
 // plain mode (the provider) and in SHIFT mode (failover, each device with a backup), with
 // no failure: the programs cannot tell the modes apart.
 func TestToolsLoopback(t *testing.T) {
-	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_write_lat", "ib_send_lat", "ib_read_lat")
+	tooltest.RequireTools(t, tooltest.MatrixPrograms()...)
 	tooltest.RequireRoot(t)
 	b := tooltest.BuildPlugin(t)
 	h := tooltest.NewHost(t, b, nil, emusysfs.Shift, devices(addrs(4), "lo")...)

@@ -62,7 +62,7 @@ func TestLibmlx5Devinfo(t *testing.T) {
 // ib_{write,send,read}_{bw,lat} with ibv_post_send and ibv_wr_*) with both processes on
 // libmlx5.
 func TestLibmlx5Tools(t *testing.T) {
-	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_write_lat", "ib_send_lat", "ib_read_lat")
+	tooltest.RequireTools(t, tooltest.MatrixPrograms()...)
 	h := connectx(t, 2)
 	tooltest.RunMatrix(t, tooltest.Matrix(), h, h, libmlx5, libmlx5, "k0", "k1", "127.0.0.1")
 }
@@ -78,7 +78,7 @@ func TestLibmlx5Events(t *testing.T) {
 // TestInterop runs the matrix between a process on libmlx5 and one on libmlx5-shift (plain,
 // through the preload object, since perftest links libmlx5), each way round.
 func TestInterop(t *testing.T) {
-	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_write_lat", "ib_send_lat", "ib_read_lat")
+	tooltest.RequireTools(t, tooltest.MatrixPrograms()...)
 	h := connectx(t, 2)
 	shift := tooltest.Mode{Preload: true}
 	t.Run("libmlx5 server", func(t *testing.T) {
@@ -140,7 +140,7 @@ func TestOlderKernels(t *testing.T) {
 // TestLibmlx5CQE128 runs libmlx5 with MLX5_CQE_SIZE=128: its CQs ask for 128-byte CQEs, and
 // it reads each CQE from the second half of the entry.
 func TestLibmlx5CQE128(t *testing.T) {
-	tooltest.RequireTools(t, "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "ib_read_bw")
+	tooltest.RequireTools(t, tooltest.MatrixPrograms()...)
 	var tools []tooltest.Tool
 	for _, tl := range append(tooltest.Matrix(), tooltest.EventTools()...) {
 		if strings.HasSuffix(tl.Name, "_bw") && len(tl.API) == 0 || tl.Name == "ibv_rc_pingpong" {
