@@ -722,7 +722,9 @@ func (q *QP) resetDefaultLocked() {
 	}
 	q.scq.mu.Unlock()
 	q.tracked = true
-	if err := verbs.ToInit(q.def, q.attr); err == nil {
+	ia := q.attr
+	ia.Access = resetAccess(ia.Access)
+	if err := verbs.ToInit(q.def, ia); err == nil {
 		if !q.peerRecvOnly { // the peer's recovery notification lands here (recvonly.go)
 			q.rcq.mu.Lock()
 			err = q.def.PostRecvInternal([]verbs.RecvWR{{WRID: ctrlWRID}})

@@ -430,8 +430,20 @@ func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	if mask&verbs.QPAttrState != 0 && q.stopsByApp(a.State) {
 		return q.stopByApp(a, mask)
 	}
-	if err := q.def.Modify(a, mask); err != nil {
+	da := a
+	if mask&verbs.QPAttrAccessFlags != 0 && q.defGen.Load() > 0 {
+		// A default QP SHIFT has reset answers the peer's probes (resetAccess).
+		c := *a
+		c.AccessFlags = resetAccess(a.AccessFlags)
+		da = &c
+	}
+	if err := q.def.Modify(da, mask); err != nil {
 		return fmt.Errorf("failover: modify_qp: %w", err)
+	}
+	if mask&verbs.QPAttrAccessFlags != 0 {
+		q.mu.Lock()
+		q.attr.Access = a.AccessFlags
+		q.mu.Unlock()
 	}
 	if mask&verbs.QPAttrState == 0 {
 		return nil
@@ -445,9 +457,6 @@ func (q *QP) Modify(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		}
 		if mask&verbs.QPAttrPkeyIndex != 0 {
 			q.attr.PKeyIndex = a.PkeyIndex
-		}
-		if mask&verbs.QPAttrAccessFlags != 0 {
-			q.attr.Access = a.AccessFlags
 		}
 		q.mu.Unlock()
 	case verbs.QPStateRTR:
@@ -490,6 +499,11 @@ func (q *QP) Query(mask verbs.QPAttrMask) (verbs.QPAttr, error) {
 	a, err := q.def.QueryOnly(mask)
 	if err != nil {
 		return a, err
+	}
+	if mask&verbs.QPAttrAccessFlags != 0 {
+		q.mu.Lock()
+		a.AccessFlags = q.attr.Access // the application's, without resetAccess's addition
+		q.mu.Unlock()
 	}
 	if mask&verbs.QPAttrState != 0 {
 		app := verbs.QPState(q.appState.Load())

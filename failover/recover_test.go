@@ -363,3 +363,42 @@ func bWrites(t *testing.T, e *testEnv, qb *QP, n int) {
 		}
 	}
 }
+
+// TestRecoverRemoteReadOnly: QPs that allow the peer RDMA READ only (perftest's ib_read_bw
+// sets no other remote access) come back to the default NICs after a failure. The probe is a
+// zero-length RDMA WRITE, which a responder without remote write answers with a NAK: the
+// default QPs SHIFT resets allow it (resetAccess), while the application still reads its own
+// flags back.
+func TestRecoverRemoteReadOnly(t *testing.T) {
+	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	e := newEnvWith(t, 256, recoverOpts)
+	e.attr.Access = verbs.AccessRemoteRead | verbs.AccessLocalWrite
+	a, b := e.pairs(t, 1, cp)
+	runStream(t, e, a[0], b[0], stream{mode: modeRead, msgs: 200, size: 2048, failAt: 60, failHost: 1, seed: 43})
+	if !allFallback(a[0], b[0]) {
+		t.Fatalf("states after the failure: %s", e.describe(a[0], b[0]))
+	}
+	e.linkUp(1)
+	waitFor(t, "both QPs back to Default", func() bool { return allDefault(a[0], b[0]) }, func() string { return e.describe(a[0], b[0]) })
+	runStream(t, e, a[0], b[0], stream{mode: modeRead, msgs: 100, size: 2048, failAt: -1, seed: 44})
+	if !allDefault(a[0], b[0]) {
+		t.Fatalf("left Default without a failure: %s", e.describe(a[0], b[0]))
+	}
+	for _, q := range []*QP{a[0], b[0]} {
+		got, err := q.Query(verbs.QPAttrAccessFlags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.AccessFlags != e.attr.Access {
+			t.Fatalf("QP %#x reports access %#x, want the application's %#x", q.QPN(), got.AccessFlags, e.attr.Access)
+		}
+		dev, err := q.Default().QueryOnly(verbs.QPAttrAccessFlags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dev.AccessFlags != e.attr.Access|verbs.AccessRemoteWrite {
+			t.Fatalf("default QP %#x has access %#x after SHIFT's reset, want the application's %#x and remote write", q.QPN(), dev.AccessFlags, e.attr.Access)
+		}
+	}
+	t.Logf("A %+v", e.hosts[0].ctx.Stats())
+}

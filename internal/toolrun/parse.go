@@ -45,7 +45,8 @@ type BW struct {
 	MsgRateMpp float64
 }
 
-// Lat is a perftest latency result line (microseconds).
+// Lat is a perftest latency result line (microseconds). A run for a duration (-D) reports
+// only the average and the transactions per second (TPS); the other figures are then zero.
 type Lat struct {
 	Bytes      int
 	Iterations int
@@ -54,6 +55,7 @@ type Lat struct {
 	Avg        float64
 	Stdev      float64
 	P99, P999  float64
+	TPS        float64
 }
 
 // resultRow returns the number fields of the line after perftest's result header (the line
@@ -106,8 +108,11 @@ func ParseLat(out string) (Lat, error) {
 	if err != nil {
 		return Lat{}, err
 	}
+	if len(v) == 4 { // -D: #bytes #iterations t_avg[usec] tps average
+		return Lat{Bytes: int(v[0]), Iterations: int(v[1]), Avg: v[2], TPS: v[3]}, nil
+	}
 	if len(v) < 9 {
-		return Lat{}, fmt.Errorf("latency row has %d fields, want 9", len(v))
+		return Lat{}, fmt.Errorf("latency row has %d fields, want 9 (4 for a run with -D)", len(v))
 	}
 	return Lat{Bytes: int(v[0]), Iterations: int(v[1]), Min: v[2], Max: v[3], Typical: v[4], Avg: v[5],
 		Stdev: v[6], P99: v[7], P999: v[8]}, nil

@@ -20,6 +20,11 @@ const (
  64      1000          52.11          2301.40      88.20               101.33         60.01           310.55                 2301.40    
 ---------------------------------------------------------------------------------------
 `
+	latDurationOut = `---------------------------------------------------------------------------------------
+ #bytes        #iterations       t_avg[usec]    tps average
+ 4096          2135            936.81         533.72 
+---------------------------------------------------------------------------------------
+`
 	pingOut = `  local address:  LID 0x0000, QPN 0x000101, PSN 0x2b8c1e, GID ::ffff:127.0.0.1
   remote address: LID 0x0000, QPN 0x000100, PSN 0x8e4b59, GID ::ffff:127.0.0.2
 8192000 bytes in 0.05 seconds = 1310.72 Mbit/sec
@@ -66,6 +71,20 @@ func TestParse(t *testing.T) {
 
 // TestParseLatNaNStdev: on a loaded host perftest prints t_stdev as glibc's "-nan" (seen under
 // make test); the row still parses, the stdev as NaN.
+// TestParseLatDuration: a latency tool run with -D prints a shorter row.
+func TestParseLatDuration(t *testing.T) {
+	lat, err := ParseLat(latDurationOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(Lat{Bytes: 4096, Iterations: 2135, Avg: 936.81, TPS: 533.72}, lat); d != "" {
+		t.Errorf("ParseLat (-want +got):\n%s", d)
+	}
+	if _, err := ParseLat(strings.Replace(latDurationOut, "533.72", "", 1)); err == nil {
+		t.Error("ParseLat took a row of 3 fields")
+	}
+}
+
 func TestParseLatNaNStdev(t *testing.T) {
 	out := strings.Replace(latOut, "60.01 ", "-nan  ", 1)
 	lat, err := ParseLat(out)

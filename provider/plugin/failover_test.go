@@ -36,12 +36,28 @@ func checkBWDuration(t *testing.T, out string) {
 	}
 }
 
-// failoverRuns are the long runs a link failure hits: ib_write_bw and ib_send_bw for six
-// seconds, and ibv_rc_pingpong with its buffer check for 2000 round trips.
+func checkLatDuration(t *testing.T, out string) {
+	t.Helper()
+	r, err := toolrun.ParseLat(out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if r.Iterations <= 0 || r.Avg <= 0 {
+		t.Fatalf("latency result %+v, want iterations and a positive latency", r)
+	}
+}
+
+// failoverRuns are the long runs a link failure hits: ib_write_bw, ib_send_bw, ib_read_bw
+// (whose QPs allow the peer RDMA READ only: failover.resetAccess), ib_send_lat and
+// ib_write_lat (ping-pong: both directions fall back and come back) for six seconds, and
+// ibv_rc_pingpong with its buffer check for 2000 round trips.
 func failoverRuns() []linkRun {
 	return []linkRun{
 		{"ib_write_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration},
 		{"ib_send_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration},
+		{"ib_read_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration},
+		{"ib_send_lat", []string{"-D", "6", "-s", "4096"}, checkLatDuration},
+		{"ib_write_lat", []string{"-D", "6", "-s", "4096"}, checkLatDuration},
 		{"ibv_rc_pingpong", []string{"-g", "0", "-c", "-n", "2000", "-s", "4096"}, func(t *testing.T, out string) {
 			t.Helper()
 			r, err := toolrun.ParsePingpong(out)
@@ -60,7 +76,7 @@ func failoverRuns() []linkRun {
 // passing), traffic moves to the backup rail while the default is down and returns to the
 // default rail once it is back.
 func TestFailoverUnderTools(t *testing.T) {
-	tooltest.RequireTools(t, "ib_write_bw", "ib_send_bw", "ibv_rc_pingpong")
+	tooltest.RequireTools(t, "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_send_lat", "ib_write_lat", "ibv_rc_pingpong")
 	b := tooltest.BuildPlugin(t)
 	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
 	for _, lr := range failoverRuns() {
