@@ -23,6 +23,9 @@ type linkRun struct {
 	name  string
 	args  []string
 	check func(t *testing.T, out string)
+	// events: the program waits on completion channels (-e), which on emulated devices and
+	// in SHIFT mode need the preload object (tooltest.Mode.Preload).
+	events bool
 }
 
 func checkBWDuration(t *testing.T, out string) {
@@ -49,15 +52,18 @@ func checkLatDuration(t *testing.T, out string) {
 
 // failoverRuns are the long runs a link failure hits: ib_write_bw, ib_send_bw, ib_read_bw
 // (whose QPs allow the peer RDMA READ only: failover.resetAccess), ib_send_lat and
-// ib_write_lat (ping-pong: both directions fall back and come back) for six seconds, and
-// ibv_rc_pingpong with its buffer check for 2000 round trips.
+// ib_write_lat (ping-pong: both directions fall back and come back) for six seconds,
+// ib_send_bw waiting on its completion channel (-e) for 6000 messages, and ibv_rc_pingpong
+// with its buffer check for 2000 round trips.
 func failoverRuns() []linkRun {
 	return []linkRun{
-		{"ib_write_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration},
-		{"ib_send_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration},
-		{"ib_read_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration},
-		{"ib_send_lat", []string{"-D", "6", "-s", "4096"}, checkLatDuration},
-		{"ib_write_lat", []string{"-D", "6", "-s", "4096"}, checkLatDuration},
+		{"ib_write_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration, false},
+		{"ib_send_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration, false},
+		{"ib_read_bw", []string{"-D", "6", "-s", "65536"}, checkBWDuration, false},
+		{"ib_send_lat", []string{"-D", "6", "-s", "4096"}, checkLatDuration, false},
+		{"ib_write_lat", []string{"-D", "6", "-s", "4096"}, checkLatDuration, false},
+		// perftest takes -e only with a count of iterations (-n), not with -D.
+		{"ib_send_bw", []string{"-e", "-n", "6000", "-s", "65536"}, checkBWDuration, true},
 		{"ibv_rc_pingpong", []string{"-g", "0", "-c", "-n", "2000", "-s", "4096"}, func(t *testing.T, out string) {
 			t.Helper()
 			r, err := toolrun.ParsePingpong(out)
@@ -67,8 +73,16 @@ func failoverRuns() []linkRun {
 			if r.Iters != 2000 {
 				t.Fatalf("pingpong ran %d iterations, want 2000", r.Iters)
 			}
-		}},
+		}, false},
 	}
+}
+
+// label names a run's subtest: the program, and -e for one that waits on events.
+func (lr linkRun) label() string {
+	if lr.events {
+		return lr.name + "-e"
+	}
+	return lr.name
 }
 
 // TestFailoverUnderTools takes host A's default rail down under each long run and brings it
@@ -80,7 +94,7 @@ func TestFailoverUnderTools(t *testing.T) {
 	b := tooltest.BuildPlugin(t)
 	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
 	for _, lr := range failoverRuns() {
-		t.Run(lr.name, func(t *testing.T) {
+		t.Run(lr.label(), func(t *testing.T) {
 			for try := 0; ; try++ {
 				cout, cerr, sout, serr := failoverRun(t, p, lr)
 				if try < 2 && tooltest.PerftestClockFailed(cerr, serr) {
@@ -107,7 +121,7 @@ func failoverRun(t *testing.T, p *tooltest.NetnsPair, lr linkRun) (cout string, 
 	// The status files (and the default KV store) go to a runtime directory of the
 	// test's own, where this test reads them as shiftctl status does.
 	xdg := t.TempDir()
-	m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("fail-%d", port()), Extra: []string{"SHIFT_DEBUG=1", "XDG_RUNTIME_DIR=" + xdg}}
+	m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("fail-%d", port()), Extra: []string{"SHIFT_DEBUG=1", "XDG_RUNTIME_DIR=" + xdg}, Preload: lr.events}
 	pt := port()
 	srv := p.B.Start(t, m, lr.name, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, lr.args...)...)
 	if err := srv.WaitListening(pt, 20*time.Second); err != nil {
