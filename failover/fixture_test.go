@@ -30,6 +30,8 @@ type testHost struct {
 	ctx *Context
 	pd  *PD
 	cq  *CQ
+	// scq, when set, is the send CQ of the QPs createPair makes (cq their receive CQ).
+	scq *CQ
 	buf *provider.Buffer
 	mr  *MR
 	gid [16]byte
@@ -242,17 +244,25 @@ func (e *testEnv) device(n int) string {
 // and returns each side's connect attributes.
 func (e *testEnv) createPair(t testing.TB, ha, hb *testHost, cp verbs.QPCap) (qa, qb *QP, aa, ab verbs.ConnectAttr) {
 	t.Helper()
-	qa, err := as[*QP](ha.pd.CreateQP(verbs.QPInitAttr{SendCQ: ha.cq, RecvCQ: ha.cq, Cap: cp}))
+	qa, err := as[*QP](ha.pd.CreateQP(verbs.QPInitAttr{SendCQ: ha.sendCQ(), RecvCQ: ha.cq, Cap: cp}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, err = as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: hb.cq, RecvCQ: hb.cq, Cap: cp}))
+	qb, err = as[*QP](hb.pd.CreateQP(verbs.QPInitAttr{SendCQ: hb.sendCQ(), RecvCQ: hb.cq, Cap: cp}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	aa, ab = e.attr, e.attr
 	aa.GIDIndex, ab.GIDIndex = ha.gidIdx, hb.gidIdx
 	return qa, qb, aa, ab
+}
+
+// sendCQ is the send CQ of the host's QPs: scq when set, else cq.
+func (h *testHost) sendCQ() *CQ {
+	if h.scq != nil {
+		return h.scq
+	}
+	return h.cq
 }
 
 // connect creates and connects one QP pair between two host contexts.

@@ -25,8 +25,20 @@ import (
 // 2×MaxRecvWR+2 receives (makeBackupQP). More means the two counts disagree (a bug).
 func (q *QP) maxFillers() uint32 { return 2*q.cap.MaxRecvWR + 2 }
 
+// fillerWindow bounds a QP's signaled sends outstanding on its backup QP while it posts
+// fillers. Each filler is signaled, and the backup CQ holds 2×CQE+64 entries (CreateCQ) for
+// an application that keeps at most CQE of its own outstanding: perftest's ib_send_lat keeps
+// 512 receives posted but sizes its send CQ by its one send in flight, and the 512 fillers of
+// its second fallback overran the backup send CQ. The NIC then stops writing completions
+// there (IBV_EVENT_CQ_ERR, as a ConnectX does), the watchdog takes the backup NIC for hung,
+// and the QP fails (TestPingPongFlap; the plugin's ib_send_lat under a flapping link). Rounds
+// run one at a time, so the QPs sharing a CQ have at most this many each in flight when
+// their rounds follow each other closely, and the CQ's 64 spare entries hold four of them.
+const fillerWindow = 16
+
 // postFillersLocked posts the fillers the peer's count of stale RECVs on the backup set in use
-// (its notification's) asks for beyond those we already posted there.
+// (its notification's) asks for beyond those we already posted there, at most fillerWindow
+// outstanding at a time.
 func (q *QP) postFillersLocked(peerStale uint32) error {
 	bs := q.cs()
 	n := peerStale - bs.fillers
@@ -36,6 +48,9 @@ func (q *QP) postFillersLocked(peerStale uint32) error {
 	b := bs.qp.Load()
 	one := []verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRSend, Flags: verbs.SendSignaled}}
 	for range n {
+		if err := q.fillerRoomLocked(bs); err != nil {
+			return err
+		}
 		q.fifoMu.Lock()
 		bs.sendKinds = append(bs.sendKinds, kindCtrl)
 		q.fifoMu.Unlock()
@@ -54,4 +69,29 @@ func (q *QP) postFillersLocked(peerStale uint32) error {
 		q.c.fillers.Add(1)
 	}
 	return nil
+}
+
+// fillerRoomLocked waits until fewer than fillerWindow of q's signaled sends are outstanding on
+// bs, polling the backup CQs as withRoomLocked does, with q.mu released while it waits;
+// errRoundGone if the QP went meanwhile, an error after DrainTimeout.
+func (q *QP) fillerRoomLocked(bs *bkSet) error {
+	deadline := q.c.now().Add(q.c.opts.DrainTimeout)
+	pace := q.c.pacer()
+	for {
+		q.fifoMu.Lock()
+		out := len(bs.sendKinds)
+		q.fifoMu.Unlock()
+		if out < fillerWindow {
+			return nil
+		}
+		if q.c.now().After(deadline) {
+			return fmt.Errorf("failover: QP %#x: fillers: %d sends still outstanding on backup %d after %v", q.qpn, out, q.cur.Load(), q.c.opts.DrainTimeout)
+		}
+		q.scq.mu.Lock()
+		_ = q.scq.pollBackupLocked()
+		q.scq.mu.Unlock()
+		if !q.pauseLocked(&pace) {
+			return errRoundGone
+		}
+	}
 }
