@@ -11,7 +11,9 @@ import "github.com/shift-rdma/shift/provider/verbs"
 // TestFailoverUnderTools/ib_read_bw: ten probes, ten failures). A zero-length WRITE touches
 // no memory and its rkey is not checked; a longer one still needs a memory region registered
 // for remote write, so the addition opens what the application's memory regions already
-// allow to the peer of this QP, which runs SHIFT's other half. The reset used the
-// application's flags before, and verbs.ConnectAttr read an application's 0 (ibv_rc_pingpong's,
-// no remote access at all) as "unset": every remote access (docs/SECURITY.md).
+// allow to the peer of this QP, which runs SHIFT's other half. The backup QPs get the same
+// when they are connected (connectBackup), where they had every remote access. The reset used
+// the application's flags before, and verbs.ConnectAttr read an application's 0
+// (ibv_rc_pingpong's, no remote access at all) as "unset": every remote access
+// (docs/SECURITY.md).
 func resetAccess(app verbs.Access) verbs.Access { return app | verbs.AccessRemoteWrite }

@@ -557,7 +557,12 @@ func (q *QP) connectBackup(bs *bkSet, remote verbs.Endpoint) error {
 	}
 	ba.Port, ba.GIDIndex = c.opts.Port, bs.dev.gidIndex
 	if b.State() == verbs.QPStateInit {
-		if err := verbs.ToRTR(b, ba, e.backup); err != nil {
+		// The backup QP went to INIT when it was made, before the application's INIT said
+		// what the peer may do: its remote access is set here, as the default QP's after a
+		// reset (resetAccess: SHIFT's fence WR is a zero-length RDMA WRITE too).
+		attr, mask := ba.RTRAttr(e.backup)
+		attr.AccessFlags, mask = resetAccess(ba.Access), mask|verbs.QPAttrAccessFlags
+		if err := b.Modify(&attr, mask); err != nil {
 			return err
 		}
 	}

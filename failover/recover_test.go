@@ -399,6 +399,13 @@ func TestRecoverRemoteReadOnly(t *testing.T) {
 		if dev.AccessFlags != e.attr.Access|verbs.AccessRemoteWrite {
 			t.Fatalf("default QP %#x has access %#x after SHIFT's reset, want the application's %#x and remote write", q.QPN(), dev.AccessFlags, e.attr.Access)
 		}
+		bk, err := q.cs().qp.Load().QueryOnly(verbs.QPAttrAccessFlags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bk.AccessFlags != e.attr.Access|verbs.AccessRemoteWrite {
+			t.Fatalf("QP %#x's backup QP has access %#x, want the application's %#x and remote write", q.QPN(), bk.AccessFlags, e.attr.Access)
+		}
 	}
 	t.Logf("A %+v", e.hosts[0].ctx.Stats())
 }
