@@ -99,3 +99,17 @@ func (p *NetnsPair) WaitTraffic(h int, netdev string, since, more uint64, prog *
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// StartPair starts program with args as a server on B's device s0 and, once it listens on a
+// port of its own, as the client on A's s0 connecting over the control link; it returns both.
+func (p *NetnsPair) StartPair(t testing.TB, m Mode, program string, args ...string) (srv, cli *Proc) {
+	t.Helper()
+	pt := Port()
+	srv = p.B.Start(t, m, program, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, args...)...)
+	if err := srv.WaitListening(pt, 20*time.Second); err != nil {
+		out, _ := srv.Wait(time.Second)
+		t.Fatalf("%s server: %v\n%s", program, err, out)
+	}
+	cli = p.A.Start(t, m, program, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(args, p.CtlAddr(1))...)...)
+	return srv, cli
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +22,7 @@ func TestAtomicToolNotRetried(t *testing.T) {
 	def := p.Rails[0][0]
 	m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("atomic-%d", port()), Extra: []string{"SHIFT_DEBUG=1"}}
 	args := []string{"-D", "20"}
-	pt := port()
-	srv := p.B.Start(t, m, "ib_atomic_bw", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, args...)...)
-	if err := srv.WaitListening(pt, 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	cli := p.A.Start(t, m, "ib_atomic_bw", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(args, p.CtlAddr(1))...)...)
+	srv, cli := p.StartPair(t, m, "ib_atomic_bw", args...)
 	d0, _ := p.Traffic(0, def.Name)
 	if err := p.WaitTraffic(0, def.Name, d0, 64<<10, cli, 20*time.Second); err != nil {
 		t.Fatalf("before the failure: %v\n%s", err, cli.Output())

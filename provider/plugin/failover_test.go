@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,13 +121,7 @@ func failoverRun(t *testing.T, p *tooltest.NetnsPair, lr linkRun) (cout string, 
 	// test's own, where this test reads them as shiftctl status does.
 	xdg := t.TempDir()
 	m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("fail-%d", port()), Extra: []string{"SHIFT_DEBUG=1", "XDG_RUNTIME_DIR=" + xdg}, Preload: lr.events}
-	pt := port()
-	srv := p.B.Start(t, m, lr.name, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, lr.args...)...)
-	if err := srv.WaitListening(pt, 20*time.Second); err != nil {
-		out, _ := srv.Wait(time.Second)
-		t.Fatalf("server: %v\n%s", err, out)
-	}
-	cli := p.A.Start(t, m, lr.name, append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(lr.args, p.CtlAddr(1))...)...)
+	srv, cli := p.StartPair(t, m, lr.name, lr.args...)
 	d0, err := p.Traffic(0, def.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -160,12 +153,7 @@ func TestPlainDiesOnLinkDown(t *testing.T) {
 	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
 	def := p.Rails[0][0]
 	args := []string{"-D", "6", "-s", "65536"}
-	pt := port()
-	srv := p.B.Start(t, tooltest.Mode{}, "ib_write_bw", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, args...)...)
-	if err := srv.WaitListening(pt, 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	cli := p.A.Start(t, tooltest.Mode{}, "ib_write_bw", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(args, p.CtlAddr(1))...)...)
+	_, cli := p.StartPair(t, tooltest.Mode{}, "ib_write_bw", args...)
 	d0, _ := p.Traffic(0, def.Name)
 	if err := p.WaitTraffic(0, def.Name, d0, 1<<20, cli, 20*time.Second); err != nil {
 		t.Fatalf("before the failure: %v\n%s", err, cli.Output())
@@ -193,12 +181,7 @@ func TestLinkWatchFailoverGap(t *testing.T) {
 	const cycles = 20
 	m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("watch-%d", port()), Extra: []string{"SHIFT_LINK_WATCH=1"}}
 	args := []string{"-D", "40", "-s", "65536"}
-	pt := port()
-	srv := p.B.Start(t, m, "ib_write_bw", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, args...)...)
-	if err := srv.WaitListening(pt, 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	cli := p.A.Start(t, m, "ib_write_bw", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(args, p.CtlAddr(1))...)...)
+	srv, cli := p.StartPair(t, m, "ib_write_bw", args...)
 	var gaps []time.Duration
 	for i := range cycles {
 		d0, _ := p.Traffic(0, def.Name)

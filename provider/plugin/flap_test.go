@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -38,13 +37,7 @@ func flapRun(t *testing.T, p *tooltest.NetnsPair) (cout string, cerr error, sout
 	t.Helper()
 	m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("flap-%d", port()), Extra: []string{"SHIFT_DEBUG=1"}}
 	args := []string{"-D", "12", "-s", "4096"}
-	pt := port()
-	srv := p.B.Start(t, m, "ib_send_lat", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, args...)...)
-	if err := srv.WaitListening(pt, 20*time.Second); err != nil {
-		out, _ := srv.Wait(time.Second)
-		t.Fatalf("server: %v\n%s", err, out)
-	}
-	cli := p.A.Start(t, m, "ib_send_lat", append([]string{"-d", "s0", "-p", strconv.Itoa(pt)}, append(args, p.CtlAddr(1))...)...)
+	srv, cli := p.StartPair(t, m, "ib_send_lat", args...)
 	const some = 256 << 10 // bytes: a few dozen round trips of 4 KiB each way
 	for cycle := range 4 {
 		h := cycle % 2
