@@ -33,8 +33,11 @@ func (p *pingPong) postRecv(side int) {
 	}
 }
 
-// round sends one message from side s and waits until the other side received it (and s
-// saw its send complete); it fails the test on an error completion or after 20 s.
+// round sends one message from side s and waits, as ib_send_lat does, first for s's send
+// completion (polling s's send CQ) and then for the other side to receive it (polling its
+// receive CQ); it fails the test on an error completion or after 20 s. The other side's send
+// CQ goes unpolled until its own next send, so SHIFT's completions there (its fillers) must
+// fit its backup CQ by themselves.
 func (p *pingPong) round(s int) {
 	r := 1 - s
 	hs := p.e.hosts[s]
@@ -44,55 +47,59 @@ func (p *pingPong) round(s int) {
 		SGL: []verbs.SGE{hs.mr.SGE(off, p.size)}}}); err != nil {
 		p.t.Fatalf("seq %d side %d post_send: %v; %s", p.seq, s, err, p.e.describe(p.qs[0], p.qs[1]))
 	}
-	sent, got := false, false
-	for deadline := time.Now().Add(20 * time.Second); !sent || !got; {
-		for side, cq := range []*CQ{p.e.hosts[0].cq, p.e.hosts[0].scq, p.e.hosts[1].cq, p.e.hosts[1].scq} {
-			side /= 2
-			if cq == nil {
-				continue
-			}
-			n, err := cq.Poll(p.wcs[:])
-			if err != nil {
-				p.t.Fatalf("poll: %v", err)
-			}
-			for _, w := range p.wcs[:n] {
-				if w.Status != verbs.WCSuccess {
-					p.t.Fatalf("seq %d: side %d completion %+v; %s", p.seq, side, w, p.e.describe(p.qs[0], p.qs[1]))
-				}
-				if w.Opcode == verbs.WCSend {
-					sent = sent || (side == s && w.WRID == p.seq)
-					continue
-				}
-				v := binary.LittleEndian.Uint64(p.e.hosts[side].buf.Bytes()[w.WRID:])
-				if side != r || v != p.next[side] || int(w.ByteLen) != p.size {
-					p.t.Fatalf("seq %d: side %d received message %d (%d bytes), want %d; %s", p.seq, side, v, w.ByteLen, p.next[side], p.e.describe(p.qs[0], p.qs[1]))
-				}
-				p.next[side] = v + 2
-				got = true
-				p.postRecv(side)
-			}
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("seq %d from side %d: sent %v, received %v after 20 s; %s", p.seq, s, sent, got, p.e.describe(p.qs[0], p.qs[1]))
-		}
+	deadline := time.Now().Add(20 * time.Second)
+	for sent := false; !sent; {
+		sent = p.poll(s, p.e.hosts[s].scq, deadline)
+	}
+	for got := false; !got; {
+		got = p.poll(r, p.e.hosts[r].cq, deadline)
 	}
 	p.seq++
+}
+
+// poll polls side's cq once and checks what it returns against the ping-pong: a receive of
+// the message side expects next (reposting its receive), or the send of message p.seq. It
+// reports whether p.seq's receive or send was among them; it fails the test on an error
+// completion or once deadline passed.
+func (p *pingPong) poll(side int, cq *CQ, deadline time.Time) bool {
+	n, err := cq.Poll(p.wcs[:])
+	if err != nil {
+		p.t.Fatalf("poll: %v", err)
+	}
+	done := false
+	for _, w := range p.wcs[:n] {
+		if w.Status != verbs.WCSuccess {
+			p.t.Fatalf("seq %d: side %d completion %+v; %s", p.seq, side, w, p.e.describe(p.qs[0], p.qs[1]))
+		}
+		if w.Opcode == verbs.WCSend {
+			done = done || w.WRID == p.seq
+			continue
+		}
+		v := binary.LittleEndian.Uint64(p.e.hosts[side].buf.Bytes()[w.WRID:])
+		if v != p.next[side] || int(w.ByteLen) != p.size {
+			p.t.Fatalf("seq %d: side %d received message %d (%d bytes), want %d; %s", p.seq, side, v, w.ByteLen, p.next[side], p.e.describe(p.qs[0], p.qs[1]))
+		}
+		p.next[side] = v + 2
+		done = true
+		p.postRecv(side)
+	}
+	if !done && time.Now().After(deadline) {
+		p.t.Fatalf("seq %d: nothing for side %d after 20 s; %s", p.seq, side, p.e.describe(p.qs[0], p.qs[1]))
+	}
+	return done
 }
 
 // TestPingPongFlap: SEND ping-pong with 512 receives posted on each side (ib_send_lat's
 // pattern) while the default link of one host, then of the other, goes down and comes back.
 // Each recovery leaves both sides' receives on their backup QPs (stale), and the next
 // fallback's fillers must consume exactly those.
+//
+// The queues are perftest's: one send outstanding, a send CQ of one entry (ib_send_lat sizes
+// it tx_depth), 512 receives on a receive CQ that holds them all.
 func TestPingPongFlap(t *testing.T) {
-	e := newEnvWith(t, 2*512, recoverOpts)
-	pingPongFlap(t, e, 400*time.Millisecond)
-}
-
-// pingPongFlap runs the ping-pong with perftest's queues: one send outstanding, its own
-// send CQ of one entry (ib_send_lat sizes it tx_depth), 512 receives on a receive CQ that
-// holds them all.
-func pingPongFlap(t *testing.T, e *testEnv, downFor time.Duration) {
 	const depth = 512
+	const downFor = 400 * time.Millisecond // several probes fail and start reset rounds
+	e := newEnvWith(t, 2*depth, recoverOpts)
 	cp := verbs.QPCap{MaxSendWR: 1, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}
 	for _, h := range e.hosts {
 		scq, err := as[*CQ](h.ctx.CreateCQ(verbs.CQInitAttr{CQE: 1}))
@@ -127,7 +134,6 @@ func pingPongFlap(t *testing.T, e *testEnv, downFor time.Duration) {
 			p.t = t
 			e.linkDown(h)
 			until("both on the backup", func() bool { return allFallback(a[0], b[0]) })
-			// Down long enough for several probes to fail and start reset rounds.
 			for end := time.Now().Add(downFor); time.Now().Before(end); {
 				p.round(int(p.seq % 2))
 			}

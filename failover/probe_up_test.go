@@ -97,8 +97,7 @@ func upPair(t *testing.T, attr verbs.ConnectAttr, seed uint64) (*testEnv, *QP, *
 		o.ProbeMaxInterval = time.Hour
 	}, true)
 	e.attr = attr
-	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	a, b := e.pairs(t, 1, cp)
+	a, b := e.pairs(t, 1, smallCap)
 	runStream(t, e, a[0], b[0], stream{mode: modeSend, msgs: 20, size: 512, failAt: -1, seed: seed})
 	return e, a[0], b[0]
 }

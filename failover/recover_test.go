@@ -370,10 +370,9 @@ func bWrites(t *testing.T, e *testEnv, qb *QP, n int) {
 // default QPs SHIFT resets allow it (resetAccess), while the application still reads its own
 // flags back.
 func TestRecoverRemoteReadOnly(t *testing.T) {
-	cp := verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
 	e := newEnvWith(t, 256, recoverOpts)
 	e.attr.Access = verbs.AccessRemoteRead | verbs.AccessLocalWrite
-	a, b := e.pairs(t, 1, cp)
+	a, b := e.pairs(t, 1, smallCap)
 	runStream(t, e, a[0], b[0], stream{mode: modeRead, msgs: 200, size: 2048, failAt: 60, failHost: 1, seed: 43})
 	if !allFallback(a[0], b[0]) {
 		t.Fatalf("states after the failure: %s", e.describe(a[0], b[0]))

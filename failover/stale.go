@@ -38,7 +38,7 @@ const fillerWindow = 16
 
 // postFillersLocked posts the fillers the peer's count of stale RECVs on the backup set in use
 // (its notification's) asks for beyond those we already posted there, at most fillerWindow
-// outstanding at a time.
+// outstanding at a time (withRoomLocked waits for the window as for a full ring).
 func (q *QP) postFillersLocked(peerStale uint32) error {
 	bs := q.cs()
 	n := peerStale - bs.fillers
@@ -48,13 +48,16 @@ func (q *QP) postFillersLocked(peerStale uint32) error {
 	b := bs.qp.Load()
 	one := []verbs.SendWR{{WRID: ctrlWRID, Opcode: verbs.WRSend, Flags: verbs.SendSignaled}}
 	for range n {
-		if err := q.fillerRoomLocked(bs); err != nil {
-			return err
-		}
 		q.fifoMu.Lock()
 		bs.sendKinds = append(bs.sendKinds, kindCtrl)
 		q.fifoMu.Unlock()
 		err := q.withRoomLocked(func() error {
+			q.fifoMu.Lock()
+			out := len(bs.sendKinds) - 1 // this filler's kind is in already
+			q.fifoMu.Unlock()
+			if out >= fillerWindow {
+				return verbs.ErrSQFull // the window, not the ring, is full: wait alike
+			}
 			q.scq.mu.Lock()
 			defer q.scq.mu.Unlock()
 			return b.PostSend(one)
@@ -69,29 +72,4 @@ func (q *QP) postFillersLocked(peerStale uint32) error {
 		q.c.fillers.Add(1)
 	}
 	return nil
-}
-
-// fillerRoomLocked waits until fewer than fillerWindow of q's signaled sends are outstanding on
-// bs, polling the backup CQs as withRoomLocked does, with q.mu released while it waits;
-// errRoundGone if the QP went meanwhile, an error after DrainTimeout.
-func (q *QP) fillerRoomLocked(bs *bkSet) error {
-	deadline := q.c.now().Add(q.c.opts.DrainTimeout)
-	pace := q.c.pacer()
-	for {
-		q.fifoMu.Lock()
-		out := len(bs.sendKinds)
-		q.fifoMu.Unlock()
-		if out < fillerWindow {
-			return nil
-		}
-		if q.c.now().After(deadline) {
-			return fmt.Errorf("failover: QP %#x: fillers: %d sends still outstanding on backup %d after %v", q.qpn, out, q.cur.Load(), q.c.opts.DrainTimeout)
-		}
-		q.scq.mu.Lock()
-		_ = q.scq.pollBackupLocked()
-		q.scq.mu.Unlock()
-		if !q.pauseLocked(&pace) {
-			return errRoundGone
-		}
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/internal/tooltest"
-	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
 )
 
 // TestAtomicToolNotRetried pulls host A's default rail under ib_atomic_bw in SHIFT mode. An
@@ -16,9 +15,7 @@ import (
 // gets the default QP's own error, the transport retry error (status 12) it gets without
 // SHIFT, instead of hanging or running an atomic again on the backup.
 func TestAtomicToolNotRetried(t *testing.T) {
-	tooltest.RequireTools(t, "ib_atomic_bw")
-	b := tooltest.BuildPlugin(t)
-	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
+	p := netnsPair(t, "ib_atomic_bw")
 	def := p.Rails[0][0]
 	m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("atomic-%d", port()), Extra: []string{"SHIFT_DEBUG=1"}}
 	args := []string{"-D", "20"}

@@ -172,7 +172,7 @@ func shiftGoPollCQ(scq *C.struct_shift_cq, want C.int) (ret C.int) {
 // debugWC prints an error completion the application is about to see, with the state of its
 // QP, when SHIFT_DEBUG=1. Flushes after a QP's first error completion are only counted (the
 // count is printed when the QP is destroyed): a failed QP flushes every WR it had
-// outstanding, 128 lines for ib_atomic_bw's queue, each with the counters.
+// outstanding, each line with the counters (16 lines for a failed ib_atomic_bw in two runs).
 func (c *devctx) debugWC(w *verbs.WC) {
 	if cfg, _ := loadConfig(); !cfg.debug {
 		return

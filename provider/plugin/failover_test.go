@@ -89,26 +89,46 @@ func (lr linkRun) label() string {
 // passing), traffic moves to the backup rail while the default is down and returns to the
 // default rail once it is back.
 func TestFailoverUnderTools(t *testing.T) {
-	tooltest.RequireTools(t, "ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_send_lat", "ib_write_lat", "ibv_rc_pingpong")
-	b := tooltest.BuildPlugin(t)
-	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
-	for _, lr := range failoverRuns() {
+	runs := failoverRuns()
+	var programs []string
+	for _, lr := range runs {
+		programs = append(programs, lr.name)
+	}
+	p := netnsPair(t, programs...)
+	for _, lr := range runs {
 		t.Run(lr.label(), func(t *testing.T) {
-			for try := 0; ; try++ {
-				cout, cerr, sout, serr := failoverRun(t, p, lr)
-				if try < 2 && tooltest.PerftestClockFailed(cerr, serr) {
-					// Its data path ran through; perftest could not time it on this busy
-					// machine (tooltest.RunPair does the same).
-					t.Logf("%s could not measure its CPU clock on this busy machine; running it again", lr.name)
-					continue
-				}
-				if cerr != nil || serr != nil {
-					t.Fatalf("client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", cerr, serr, cout, sout)
-				}
-				lr.check(t, cout)
-				return
-			}
+			runClocked(t, lr.name, func() (string, error, string, error) { return failoverRun(t, p, lr) }, lr.check)
 		})
+	}
+}
+
+// netnsPair is the two namespaced hosts of the tests that pull a rail under unmodified
+// programs (tooltest.NewNetnsPair, with the plugin built); it skips where programs are
+// missing.
+func netnsPair(t *testing.T, programs ...string) *tooltest.NetnsPair {
+	t.Helper()
+	tooltest.RequireTools(t, programs...)
+	return tooltest.NewNetnsPair(t, tooltest.BuildPlugin(t), emusysfs.Shift)
+}
+
+// runClocked runs run (one run of program, returning the client's and the server's output
+// and how each ended) again when perftest could not measure its CPU clock, at most three
+// times: its data path ran through, and only its timing failed on this busy machine
+// (tooltest.RunPair does the same). It fails the test if either program failed, and checks
+// the client's output.
+func runClocked(t *testing.T, program string, run func() (cout string, cerr error, sout string, serr error), check func(*testing.T, string)) {
+	t.Helper()
+	for try := 0; ; try++ {
+		cout, cerr, sout, serr := run()
+		if try < 2 && tooltest.PerftestClockFailed(cerr, serr) {
+			t.Logf("%s could not measure its CPU clock on this busy machine; running it again", program)
+			continue
+		}
+		if cerr != nil || serr != nil {
+			t.Fatalf("client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", cerr, serr, cout, sout)
+		}
+		check(t, cout)
+		return
 	}
 }
 
@@ -148,9 +168,7 @@ func failoverRun(t *testing.T, p *tooltest.NetnsPair, lr linkRun) (cout string, 
 // TestPlainDiesOnLinkDown is the same failure without SHIFT: the program ends with a
 // transport error (retry counter exceeded), as it does on a ConnectX whose cable is pulled.
 func TestPlainDiesOnLinkDown(t *testing.T) {
-	tooltest.RequireTools(t, "ib_write_bw")
-	b := tooltest.BuildPlugin(t)
-	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
+	p := netnsPair(t, "ib_write_bw")
 	def := p.Rails[0][0]
 	args := []string{"-D", "6", "-s", "65536"}
 	_, cli := p.StartPair(t, tooltest.Mode{}, "ib_write_bw", args...)
@@ -174,9 +192,7 @@ func TestPlainDiesOnLinkDown(t *testing.T) {
 // call in host A's namespace) to the first data on the backup rail (two full packets'
 // worth), and checks each resumes within the RC timeout it replaces.
 func TestLinkWatchFailoverGap(t *testing.T) {
-	tooltest.RequireTools(t, "ib_write_bw")
-	b := tooltest.BuildPlugin(t)
-	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
+	p := netnsPair(t, "ib_write_bw")
 	def, bk := p.Rails[0][0], p.Rails[1][0]
 	const cycles = 20
 	m := tooltest.Mode{Shift: "s0:s1", Job: fmt.Sprintf("watch-%d", port()), Extra: []string{"SHIFT_LINK_WATCH=1"}}

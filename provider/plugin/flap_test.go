@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/internal/tooltest"
-	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
 )
 
 // TestFlappingUnderTools takes the default rail of host A, then of host B, then A and B
@@ -15,21 +14,8 @@ import (
 // first. The fillers of the second fallback overran the backup send CQ, which perftest
 // sizes for its one send in flight, and both QPs failed (failover.fillerWindow).
 func TestFlappingUnderTools(t *testing.T) {
-	tooltest.RequireTools(t, "ib_send_lat")
-	b := tooltest.BuildPlugin(t)
-	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
-	for try := 0; ; try++ {
-		cout, cerr, sout, serr := flapRun(t, p)
-		if try < 2 && tooltest.PerftestClockFailed(cerr, serr) {
-			t.Logf("ib_send_lat could not measure its CPU clock on this busy machine; running it again")
-			continue
-		}
-		if cerr != nil || serr != nil {
-			t.Fatalf("client: %v, server: %v\n--- client:\n%s\n--- server:\n%s", cerr, serr, cout, sout)
-		}
-		checkLatDuration(t, cout)
-		return
-	}
+	p := netnsPair(t, "ib_send_lat")
+	runClocked(t, "ib_send_lat", func() (string, error, string, error) { return flapRun(t, p) }, checkLatDuration)
 }
 
 // flapRun is one run of TestFlappingUnderTools; it returns both programs' outputs and errors.

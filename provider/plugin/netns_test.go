@@ -5,16 +5,13 @@ import (
 	"testing"
 
 	"github.com/shift-rdma/shift/internal/tooltest"
-	"github.com/shift-rdma/shift/mlx5/emu/emusysfs"
 )
 
 // TestToolsNetns runs the tool matrix between two hosts in two network namespaces, each
 // program's emulated NIC sending RoCEv2 over a veth of its own namespace, in plain and SHIFT
 // mode (backup NICs on a second rail), with no failure.
 func TestToolsNetns(t *testing.T) {
-	tooltest.RequireTools(t, tooltest.MatrixPrograms()...)
-	b := tooltest.BuildPlugin(t)
-	p := tooltest.NewNetnsPair(t, b, emusysfs.Shift)
+	p := netnsPair(t, tooltest.MatrixPrograms()...)
 	t.Run("plain", func(t *testing.T) {
 		tooltest.RunMatrix(t, tooltest.Matrix(), p.B, p.A, tooltest.Mode{}, tooltest.Mode{}, "s0", "s0", p.CtlAddr(1))
 	})
