@@ -66,7 +66,10 @@
 // The application itself, in streams of their own: in half the failover runs it queries QPs
 // (query.go: the state must be the application's while SHIFT keeps the QP running), and in a
 // quarter it moves one QP to ERR and in half of those then destroys it (stop.go: the QP fails
-// as without SHIFT, its pair's errors are allowed, and nothing is left without a completion).
+// as without SHIFT, its pair's errors are allowed, and nothing is left without a completion),
+// and in a quarter its QPs allow the peer only RDMA READ, only RDMA WRITE, READ and atomics,
+// or no remote access at all, and it posts only what they allow (access.go: SHIFT's probes,
+// zero-length WRITEs, must still bring QPs back).
 //
 // For all of them the invariant is the link down's: no error completion (but on a pair
 // refused for an unsafe WR or stopped by the application), nothing lost, duplicated or

@@ -56,23 +56,24 @@ type Result struct {
 	Trace                  uint64        // hash of every event, in order
 	Loss, Reorder          float64
 	QPs                    int
-	Fallbacks              uint64      // the failover layer's fallback rounds (Failover)
-	Recoveries             uint64      // send sides back on the default NIC (Failover)
-	Chains                 uint64      // moves from a failed backup to the next (Failover)
-	Refused                uint64      // fallbacks refused (Failover: an unsafe WR outstanding)
-	ResetRounds            uint64      // rounds that only reset the default QPs (Failover)
-	NotificationsResent    uint64      // round notifications sent again, no reply in time (Failover)
-	CtlDrops               int         // control messages dropped (Config.CtlDrop)
-	Ineligible             int         // posts flagged failover.SendIneligible
-	MaxQueue, MaxCQQueue   int         // the largest failover QP and CQ queue seen (memory.go)
-	WRITE, SEND, READ, FAA int         // posts of each kind (WRITE_WITH_IMM counted as SEND)
-	CAS                    int         // CMP_AND_SWP posts (in the runs that swap instead of add)
-	Inline                 int         // posts with SendInline (in the runs that post inline: inline.go)
-	Queries                int         // ibv_query_qp calls (in the runs that query: query.go)
-	Stops                  int         // QPs the application moved to ERR (stop.go)
-	Destroys               int         // of those, QPs it then destroyed (stop.go)
-	RecvOnly               bool        // pair 0's host-1 QP was left in RTR (recvonly.go)
-	Faults                 FaultCounts // NIC, KV and pause faults drawn (faults.go)
+	Fallbacks              uint64       // the failover layer's fallback rounds (Failover)
+	Recoveries             uint64       // send sides back on the default NIC (Failover)
+	Chains                 uint64       // moves from a failed backup to the next (Failover)
+	Refused                uint64       // fallbacks refused (Failover: an unsafe WR outstanding)
+	ResetRounds            uint64       // rounds that only reset the default QPs (Failover)
+	NotificationsResent    uint64       // round notifications sent again, no reply in time (Failover)
+	CtlDrops               int          // control messages dropped (Config.CtlDrop)
+	Ineligible             int          // posts flagged failover.SendIneligible
+	MaxQueue, MaxCQQueue   int          // the largest failover QP and CQ queue seen (memory.go)
+	WRITE, SEND, READ, FAA int          // posts of each kind (WRITE_WITH_IMM counted as SEND)
+	CAS                    int          // CMP_AND_SWP posts (in the runs that swap instead of add)
+	Inline                 int          // posts with SendInline (in the runs that post inline: inline.go)
+	Queries                int          // ibv_query_qp calls (in the runs that query: query.go)
+	Stops                  int          // QPs the application moved to ERR (stop.go)
+	Destroys               int          // of those, QPs it then destroyed (stop.go)
+	RecvOnly               bool         // pair 0's host-1 QP was left in RTR (recvonly.go)
+	Access                 verbs.Access // the QPs' remote access in a restricted run, else 0 (access.go)
+	Faults                 FaultCounts  // NIC, KV and pause faults drawn (faults.go)
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
 	// down event started (Failover, in the runs with link events: linkwatch.go),
 	// LinkUpProbes the probes an up event brought forward.
@@ -182,6 +183,8 @@ type runner struct {
 	qr *rand.Rand
 	// stop plans the application's stop of a QP (stop.go).
 	stop stopState
+	// access is the QPs' remote access in a restricted run, else 0 (access.go).
+	access verbs.Access
 }
 
 func (s *runner) record(kind int, a, b, c, d uint64) {
@@ -262,6 +265,8 @@ func Run(cfg Config) (Result, error) {
 	s.drawCAS()
 	s.qr = drawQueries(cfg.Seed, cfg.Failover)
 	s.stop = drawStop(cfg.Seed, cfg.Failover, cfg.Ops)
+	s.access = drawAccess(cfg.Seed, cfg.Failover)
+	attr.Access = s.access
 	links := cfg.Failover && drawLinkWatch(cfg.Seed)
 	recvOnly := cfg.Failover && cfg.Recovery && drawRecvOnly(cfg.Seed)
 	var drops *ctlDropper
@@ -277,6 +282,7 @@ func Run(cfg Config) (Result, error) {
 	s.w = w
 	s.res.Seed, s.res.QPs = cfg.Seed, cfg.QPs
 	s.res.RecvOnly = recvOnly
+	s.res.Access = s.access
 	err = s.run()
 	s.endFaults()
 	if drops != nil {
@@ -750,6 +756,7 @@ func (s *runner) postOn(e *end, op verbs.WROpcode, signal, inelig bool) error {
 	if op == verbs.WRAtomicFetchAdd && s.cas {
 		op = verbs.WRAtomicCmpAndSwp
 	}
+	op = permitted(s.access, op)
 	p, err, ok := e.post(s.r, op, signal, inelig)
 	if !ok {
 		return nil

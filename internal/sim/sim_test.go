@@ -59,7 +59,7 @@ func runSeeds(t *testing.T, fo bool) {
 	n := seeds(fo)
 	start := time.Now()
 	var tot Result
-	recvOnly := 0
+	recvOnly, restricted := 0, 0
 	var heap0 uint64
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		res, err := Run(seedConfig(seed, fo))
@@ -102,6 +102,9 @@ func runSeeds(t *testing.T, fo bool) {
 		if res.RecvOnly {
 			recvOnly++
 		}
+		if res.Access != 0 {
+			restricted++
+		}
 	}
 	el := time.Since(start)
 	if n > heapMark {
@@ -113,7 +116,7 @@ func runSeeds(t *testing.T, fo bool) {
 	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d, CMP_SWAP %d; %d inline, %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %d reset rounds, %d control messages dropped, %d notifications sent again, %v virtual; largest failover queue %d (QP), %d (CQ)",
 		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.CAS, tot.Inline, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.ResetRounds, tot.CtlDrops, tot.NotificationsResent, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
 	if fo {
-		t.Logf("faults: %v; %d link events read, %d fallbacks they started, %d probes brought forward; %d runs with a receive-only QP; %d queries, %d QPs stopped by the application (%d then destroyed)", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, tot.LinkUpProbes, recvOnly, tot.Queries, tot.Stops, tot.Destroys)
+		t.Logf("faults: %v; %d link events read, %d fallbacks they started, %d probes brought forward; %d runs with a receive-only QP, %d with restricted remote access; %d queries, %d QPs stopped by the application (%d then destroyed)", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, tot.LinkUpProbes, recvOnly, restricted, tot.Queries, tot.Stops, tot.Destroys)
 	}
 }
 
