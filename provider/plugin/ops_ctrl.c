@@ -249,10 +249,8 @@ static struct ibv_qp *qp_create(struct ibv_context *c, struct ibv_pd *pd, struct
 	uint32_t qpn = 0;
 	int err;
 
-	if (attr->qp_type != IBV_QPT_RC || attr->srq) {
-		errno = EOPNOTSUPP; /* RC without SRQ is what this provider offers */
+	if (shift_qp_type_refused(attr)) /* RC without SRQ is what this provider offers */
 		return NULL;
-	}
 	qp = calloc(1, sizeof(*qp));
 	if (!qp) {
 		errno = ENOMEM;
@@ -314,6 +312,7 @@ static struct ibv_qp *shift_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr
 
 static struct ibv_qp *shift_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ex)
 {
+	static int once;
 	struct ibv_qp_init_attr attr;
 	struct ibv_qp *qp;
 
@@ -323,7 +322,8 @@ static struct ibv_qp *shift_create_qp_ex(struct ibv_context *c, struct ibv_qp_in
 					 IBV_QP_INIT_ATTR_CREATE_FLAGS)) ||
 	    ((ex->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ex->create_flags) ||
 	    ((ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (ex->send_ops_flags & ~(uint64_t)SHIFT_QP_EX_OPS))) {
-		errno = EOPNOTSUPP;
+		shift_refuse(&once, "create_qp_ex",
+			     "only a PD, no create flags and the RC send ops (ibv_wr_send, _imm, rdma_write, _imm, rdma_read, atomics) are offered");
 		return NULL;
 	}
 	memset(&attr, 0, sizeof(attr));
@@ -432,18 +432,23 @@ int shift_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 int shift_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 
 const struct verbs_context_ops shift_ctx_ops = {
+	.alloc_mw = shift_alloc_mw,
 	.alloc_pd = shift_alloc_pd,
 	.async_event = shift_async_event,
 	.cq_event = shift_cq_event,
 	.create_cq = shift_create_cq,
+	.create_cq_ex = shift_create_cq_ex,
 	.create_qp = shift_create_qp,
 	.create_qp_ex = shift_create_qp_ex,
+	.create_srq = shift_create_srq,
+	.create_srq_ex = shift_create_srq_ex,
 	.dealloc_pd = shift_dealloc_pd,
 	.dereg_mr = shift_dereg_mr,
 	.free_context = shift_free_context,
 	.destroy_cq = shift_destroy_cq,
 	.destroy_qp = shift_destroy_qp,
 	.modify_qp = shift_modify_qp,
+	.open_xrcd = shift_open_xrcd,
 	.poll_cq = shift_poll_cq,
 	.post_recv = shift_post_recv,
 	.post_send = shift_post_send,
@@ -453,5 +458,6 @@ const struct verbs_context_ops shift_ctx_ops = {
 	.query_qp = shift_query_qp,
 	.reg_mr = shift_reg_mr,
 	.req_notify_cq = shift_req_notify_cq,
+	.resize_cq = shift_resize_cq,
 	.set_ece = shift_no_ece,
 };

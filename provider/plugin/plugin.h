@@ -158,4 +158,14 @@ int shift_plugin_destroy_comp_channel(struct ibv_comp_channel *ch);
 int shift_is_plugin_context(struct ibv_context *ctx);
 void shift_free_context(struct ibv_context *ctx);
 
+/* refuse.c: what the provider does not offer, refused with EOPNOTSUPP and said once. */
+void shift_refuse(int *once, const char *op, const char *why);
+int shift_qp_type_refused(const struct ibv_qp_init_attr *attr);
+struct ibv_srq *shift_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
+struct ibv_srq *shift_create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *attr);
+struct ibv_xrcd *shift_open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *attr);
+struct ibv_cq_ex *shift_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr);
+struct ibv_mw *shift_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int shift_resize_cq(struct ibv_cq *cq, int cqe);
+
 #endif
