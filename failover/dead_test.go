@@ -283,3 +283,27 @@ func TestWatchdogStoppedQP(t *testing.T) {
 	}
 	expectNoMore(t, ha.cq)
 }
+
+// TestStopDefaultInReset: a reset round whose INIT failed (the default NIC died in the
+// middle of it, before SHIFT read its DEVICE_FATAL) leaves the default QP in RESET, and the
+// next fallback's stop of the default QP must not fail on it: RESET→ERR is no transition the
+// kernel allows (EINVAL), and the QP failed with its WRs flushed to the application
+// (simulation seed 265 with deep receive queues, before the sixth stop of 2026-11-29). A QP
+// in RESET executes nothing: there is nothing to stop.
+func TestStopDefaultInReset(t *testing.T) {
+	cp := verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+	e := newEnv(t, 64)
+	a, _ := e.pairs(t, 1, cp)
+	q := a[0]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.def.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.stopDefaultLocked(); err != nil {
+		t.Fatalf("stopping a default QP in RESET: %v", err)
+	}
+	if s := q.def.State(); s != verbs.QPStateReset {
+		t.Fatalf("default QP in %v after the stop, want RESET", s)
+	}
+}

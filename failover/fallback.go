@@ -251,6 +251,29 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	q.armHandshakeLocked() // the notification goes once more halfway (notifyresend.go)
 }
 
+// stopDefaultLocked moves the default QP to ERR, so that nothing more executes on it. A dead
+// device fails the command (EIO) and executes nothing anyway. Its EIO may come before SHIFT
+// read the device's DEVICE_FATAL: a link event (the ports of a dead NIC go down) or a flush
+// started this round first (simulation seed 10,000 with link events: the round was refused
+// and both QPs failed). The kernel answers EIO for a device that is gone. A default QP in
+// RESET (a reset round whose INIT failed on a device that died) executes nothing either, and
+// RESET→ERR is no transition the kernel allows (ib_modify_qp_is_ok: EINVAL): the QP failed
+// on it (simulation seed 265 with deep receive queues).
+func (q *QP) stopDefaultLocked() error {
+	if q.def.State() == verbs.QPStateReset {
+		return nil
+	}
+	err := q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+	if err == nil || q.c.defDead.Load() {
+		return nil
+	}
+	if !errors.Is(err, unix.EIO) {
+		return fmt.Errorf("failover: QP %#x: move default QP to ERR: %w", q.qpn, err)
+	}
+	q.c.defDead.Store(true)
+	return nil
+}
+
 // prepareLocked is step 1 on either side: stop the default QP, collect its last
 // completions, check that the outstanding WRs may be retransmitted, move the outstanding
 // receives to the backup QP and send the notification with our receive counter.
@@ -269,15 +292,8 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 		_ = q.mach.event(wordRepost, EvChainSends)
 	}
 	q.defStopped = true
-	// A dead device fails the command (EIO) and executes nothing anyway. Its EIO may come
-	// before SHIFT read the device's DEVICE_FATAL: a link event (the ports of a dead NIC go
-	// down) or a flush started this round first (simulation seed 10,000 with link events: the
-	// round was refused and both QPs failed). The kernel answers EIO for a device that is gone.
-	if err := q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil && !q.c.defDead.Load() {
-		if !errors.Is(err, unix.EIO) {
-			return fmt.Errorf("failover: QP %#x: move default QP to ERR: %w", q.qpn, err)
-		}
-		q.c.defDead.Store(true)
+	if err := q.stopDefaultLocked(); err != nil {
+		return err
 	}
 	if err := q.drainLocked(); err != nil {
 		return err
@@ -724,7 +740,11 @@ func (q *QP) resetDefaultLocked() {
 	q.tracked = true
 	ia := q.attr
 	ia.Access = resetAccess(ia.Access)
-	if err := verbs.ToInit(q.def, ia); err == nil {
+	if err := verbs.ToInit(q.def, ia); errors.Is(err, unix.EIO) {
+		// The device died (its DEVICE_FATAL may not be read yet): the QP stays in RESET,
+		// and a dead device is not probed, as prepareLocked finds when its ERR fails so.
+		q.c.defDead.Store(true)
+	} else if err == nil {
 		if !q.peerRecvOnly { // the peer's recovery notification lands here (recvonly.go)
 			q.rcq.mu.Lock()
 			err = q.def.PostRecvInternal([]verbs.RecvWR{{WRID: ctrlWRID}})

@@ -67,9 +67,13 @@
 // (query.go: the state must be the application's while SHIFT keeps the QP running), and in a
 // quarter it moves one QP to ERR and in half of those then destroys it (stop.go: the QP fails
 // as without SHIFT, its pair's errors are allowed, and nothing is left without a completion),
-// and in a quarter its QPs allow the peer only RDMA READ, only RDMA WRITE, READ and atomics,
-// or no remote access at all, and it posts only what they allow (access.go: SHIFT's probes,
-// zero-length WRITEs, must still bring QPs back).
+// and, with Config.Shapes (TestFailoverSeeds and the scans; not the seeds pinned before it),
+// in a quarter its QPs allow the peer only RDMA READ, only RDMA WRITE, READ and atomics, or no
+// remote access at all, and it posts only what they allow (access.go: SHIFT's probes,
+// zero-length WRITEs, must still bring QPs back), and in a quarter its QPs keep 256 receives
+// posted and one send outstanding, with a send CQ of their own polled only while a send
+// waits (deep.go: ib_send_lat's shape, where SHIFT's fillers must not overrun the backup's
+// send CQ).
 //
 // For all of them the invariant is the link down's: no error completion (but on a pair
 // refused for an unsafe WR or stopped by the application), nothing lost, duplicated or

@@ -56,12 +56,21 @@ type end struct {
 	inline int
 	// gone: the application destroyed the QP (stop.go); nothing is posted or polled on it.
 	gone bool
+	// rq is the QP's receive depth; its receives land in recvSlots slots from byte recvOff
+	// of the host buffer (the block's 32, or deepRQ of their own: deep.go).
+	rq, recvOff, recvSlots int
+	// sqMax is how many sends the application keeps outstanding: sqDepth, or deepSends in a
+	// deep run (deep.go).
+	sqMax int
 }
 
 func (e *end) slot(i, n int) []byte {
 	off := e.block + i*slotSize
 	return e.h.buf.Bytes()[off : off+n]
 }
+
+// recvAt is the byte offset in the host buffer of receive n's slot.
+func (e *end) recvAt(n uint64) int { return e.recvOff + int(n%uint64(e.recvSlots))*slotSize }
 
 func (e *end) slotAddr(i int) uint64 {
 	return e.h.mr.Addr() + uint64(e.block+i*slotSize)
@@ -101,12 +110,12 @@ func intact(p []byte, a, b, seq uint64) bool {
 // post posts one send WR of kind op on e, with failover.SendIneligible if inelig. It reports
 // false when e cannot take it now.
 func (e *end) post(r *rand.Rand, op verbs.WROpcode, signal, inelig bool) (sent, error, bool) {
-	if e.failed || len(e.sq) >= sqDepth {
+	if e.failed || len(e.sq) >= e.sqMax {
 		return sent{}, nil, false
 	}
 	s := sent{wrid: e.posts, op: op, seq: e.posts, stage: int(e.posts % stageSlots), inelig: inelig}
 	// An unsignaled run must end before the queue is full: its completion retires it.
-	s.signaled = signal || r.IntN(2) == 0 || len(e.sq) == sqDepth-1
+	s.signaled = signal || r.IntN(2) == 0 || len(e.sq) == e.sqMax-1
 	wr := verbs.SendWR{WRID: s.wrid, Opcode: op}
 	if s.signaled {
 		wr.Flags = verbs.SendSignaled
@@ -178,11 +187,10 @@ const recvTag = 1 << 63
 
 // postRecv posts one receive on e if its RQ has room.
 func (e *end) postRecv() (bool, error) {
-	if e.recvPosted-e.recvDone >= rqDepth {
+	if e.recvPosted-e.recvDone >= uint64(e.rq) {
 		return false, nil
 	}
-	i := recvBase + int(e.recvPosted%32)
-	err := e.qp.PostRecv([]verbs.RecvWR{{WRID: recvTag | e.recvPosted, SGL: []verbs.SGE{e.h.mr.SGE(e.block+i*slotSize, slotSize)}}})
+	err := e.qp.PostRecv([]verbs.RecvWR{{WRID: recvTag | e.recvPosted, SGL: []verbs.SGE{e.h.mr.SGE(e.recvAt(e.recvPosted), slotSize)}}})
 	if err != nil {
 		return true, err
 	}

@@ -11,7 +11,7 @@ import (
 // TestScan runs the seeds SHIFT_SIM_SCAN names ("from-to"), in the mode SHIFT_SIM_FAILOVER and
 // SHIFT_SIM_BACKUPS name as for TestReplay, or with SHIFT_SIM_FAILOVER=mix each seed as
 // TestFailoverSeeds runs it (seedConfig: its backups, recovery and dropped control message
-// drawn from the seed), and logs every seed that took more than a second of wall time with
+// drawn from the seed; Config.Shapes, as with any mode over the failover layer), and logs every seed that took more than a second of wall time with
 // its steps and virtual time: how slow or hanging seeds of a mode are found (run it with -v,
 // which logs as it goes, and a -timeout, whose goroutine dump shows a hang). A failing seed
 // is reported with its replay command and the scan goes on, up to maxScanFailures.
@@ -32,6 +32,7 @@ func TestScan(t *testing.T) {
 		if fo == "mix" {
 			cfg = seedConfig(seed, true)
 		}
+		cfg.Shapes = cfg.Failover // as TestFailoverSeeds runs them
 		res, err := Run(cfg)
 		if err != nil {
 			t.Error(err)

@@ -42,6 +42,11 @@ type Config struct {
 	// on a control QP (either host, 1-based; 0: none), as a peer drops one for a QP whose set
 	// is not connected to the sender's (ctldrop.go).
 	CtlDrop int
+	// Shapes (with Failover) draws the application's shapes from the seed: restricted remote
+	// access (access.go) and deep receive queues (deep.go). TestFailoverSeeds and the scans
+	// set it; the seeds the tests pinned before the shapes existed run without them, as
+	// they did when they were found.
+	Shapes bool
 }
 
 // Result is what a run did.
@@ -58,6 +63,7 @@ type Result struct {
 	QPs                    int
 	Fallbacks              uint64       // the failover layer's fallback rounds (Failover)
 	Recoveries             uint64       // send sides back on the default NIC (Failover)
+	Fillers                uint64       // SENDs consuming the peer's stale receives on a backup (Failover)
 	Chains                 uint64       // moves from a failed backup to the next (Failover)
 	Refused                uint64       // fallbacks refused (Failover: an unsafe WR outstanding)
 	ResetRounds            uint64       // rounds that only reset the default QPs (Failover)
@@ -73,6 +79,7 @@ type Result struct {
 	Destroys               int          // of those, QPs it then destroyed (stop.go)
 	RecvOnly               bool         // pair 0's host-1 QP was left in RTR (recvonly.go)
 	Access                 verbs.Access // the QPs' remote access in a restricted run, else 0 (access.go)
+	Deep                   bool         // deep receive queues and a send CQ of their own (deep.go)
 	Faults                 FaultCounts  // NIC, KV and pause faults drawn (faults.go)
 	// LinkEvents counts the link events the contexts read, LinkFallbacks the fallbacks a
 	// down event started (Failover, in the runs with link events: linkwatch.go),
@@ -89,6 +96,7 @@ type Violation struct {
 	Failover, Recovery bool // Config.Failover, Config.Recovery
 	Backups            int  // Config.Backups
 	CtlDrop            int  // Config.CtlDrop
+	Shapes             bool // Config.Shapes
 	Step               int
 	What               string
 	Tail               []string // the last events, oldest first
@@ -111,6 +119,9 @@ func (v *Violation) Error() string {
 	}
 	if v.Failover && v.CtlDrop > 0 {
 		layer += fmt.Sprintf("SHIFT_SIM_CTLDROP=%d ", v.CtlDrop)
+	}
+	if v.Failover && v.Shapes {
+		layer += "SHIFT_SIM_SHAPES=1 "
 	}
 	return fmt.Sprintf("sim: seed %d, step %d: %s\nlast events:\n  %s\nreplay: %sSHIFT_SIM_SEED=%d go test -count=1 ./internal/sim -run TestReplay -v",
 		v.Seed, v.Step, v.What, strings.Join(v.Tail, "\n  "), layer, v.Seed)
@@ -198,7 +209,7 @@ func (s *runner) record(kind int, a, b, c, d uint64) {
 }
 
 func (s *runner) violation(format string, args ...any) *Violation {
-	v := &Violation{Seed: s.cfg.Seed, Failover: s.cfg.Failover, Recovery: s.cfg.Recovery, Backups: s.cfg.Backups, CtlDrop: s.cfg.CtlDrop, Step: s.step, What: fmt.Sprintf(format, args...)}
+	v := &Violation{Seed: s.cfg.Seed, Failover: s.cfg.Failover, Recovery: s.cfg.Recovery, Backups: s.cfg.Backups, CtlDrop: s.cfg.CtlDrop, Shapes: s.cfg.Shapes, Step: s.step, What: fmt.Sprintf(format, args...)}
 	for i := max(0, s.nev-len(s.tail)); i < s.nev; i++ {
 		v.Tail = append(v.Tail, s.tail[i%len(s.tail)].String())
 	}
@@ -265,7 +276,7 @@ func Run(cfg Config) (Result, error) {
 	s.drawCAS()
 	s.qr = drawQueries(cfg.Seed, cfg.Failover)
 	s.stop = drawStop(cfg.Seed, cfg.Failover, cfg.Ops)
-	s.access = drawAccess(cfg.Seed, cfg.Failover)
+	s.access = drawAccess(cfg.Seed, cfg.Failover && cfg.Shapes)
 	attr.Access = s.access
 	links := cfg.Failover && drawLinkWatch(cfg.Seed)
 	recvOnly := cfg.Failover && cfg.Recovery && drawRecvOnly(cfg.Seed)
@@ -275,7 +286,8 @@ func Run(cfg Config) (Result, error) {
 		drops = &ctlDropper{n: cfg.CtlDrop}
 		dropCtl = drops.drop
 	}
-	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, recvOnly, drawInline(cfg.Seed), s.yield, dropCtl)
+	deep := drawDeep(cfg.Seed, cfg.Failover && cfg.Shapes)
+	w, err := newWorld(cfg.QPs, attr, cfg.Failover, cfg.Recovery, cfg.Backups, links, recvOnly, deep, drawInline(cfg.Seed), s.yield, dropCtl)
 	if err != nil {
 		return Result{}, err
 	}
@@ -283,6 +295,7 @@ func Run(cfg Config) (Result, error) {
 	s.res.Seed, s.res.QPs = cfg.Seed, cfg.QPs
 	s.res.RecvOnly = recvOnly
 	s.res.Access = s.access
+	s.res.Deep = deep
 	err = s.run()
 	s.endFaults()
 	if drops != nil {
@@ -293,6 +306,8 @@ func Run(cfg Config) (Result, error) {
 			st := h.fo.Stats()
 			s.res.Fallbacks += st.Fallbacks
 			s.res.Recoveries += st.Recoveries
+			s.res.Fillers += st.Fillers
+			s.res.Fillers += st.Fillers
 			s.res.Chains += st.Chains
 			s.res.LinkEvents += st.LinkEvents
 			s.res.LinkFallbacks += st.LinkFallbacks
@@ -317,7 +332,11 @@ func (s *runner) run() error {
 	s.faults()
 	s.chainFaults()
 	for _, e := range s.w.ends {
-		for range rqDepth / 2 {
+		n := rqDepth / 2
+		if s.w.rq == deepRQ {
+			n = deepRQ // posted in full, as ib_send_lat does
+		}
+		for range n {
 			if _, err := e.postRecv(); err != nil {
 				return fmt.Errorf("sim: post_recv: %w", err)
 			}
@@ -828,7 +847,35 @@ func (s *runner) poll(h int) error {
 	if s.paused(h) {
 		return nil
 	}
-	n, err := s.w.hosts[h].cq.Poll(s.wcs[:])
+	if err := s.pollCQ(h, s.w.hosts[h].cq); err != nil {
+		return err
+	}
+	if scq := s.w.hosts[h].scq; scq != nil && s.sendWaited(h) {
+		return s.pollCQ(h, scq)
+	}
+	return nil
+}
+
+// sendWaited reports whether an application QP of host h waits for a send completion: a
+// deep run's application polls its send CQ only then, as ib_send_lat polls its send CQ only
+// after a send (deep.go); what else completes there (SHIFT's fillers) waits until it does.
+func (s *runner) sendWaited(h int) bool {
+	for _, e := range s.w.ends {
+		if e.host != h || e.gone {
+			continue
+		}
+		for i := range e.sq {
+			if e.sq[i].signaled {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pollCQ polls one of host h's CQs once.
+func (s *runner) pollCQ(h int, cq verbs.CQ) error {
+	n, err := cq.Poll(s.wcs[:])
 	if err != nil {
 		return s.violation("poll host %d: %v", h, err)
 	}
@@ -937,7 +984,8 @@ func (s *runner) recvDone(e *end, wc *verbs.WC) error {
 	if wc.WRID != recvTag|e.recvDone {
 		return s.violation("host %d pair %d: receive wr_id %d completed, expected %d", e.host, e.pair, wc.WRID&^recvTag, e.recvDone)
 	}
-	buf := e.slot(recvBase+int(e.recvDone%32), int(wc.ByteLen))
+	off := e.recvAt(e.recvDone)
+	buf := e.h.buf.Bytes()[off : off+int(wc.ByteLen)]
 	e.recvDone++
 	seq := e.expect
 	if wc.Opcode == verbs.WCRecvRDMAWithImm {

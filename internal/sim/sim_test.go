@@ -59,10 +59,12 @@ func runSeeds(t *testing.T, fo bool) {
 	n := seeds(fo)
 	start := time.Now()
 	var tot Result
-	recvOnly, restricted := 0, 0
+	recvOnly, restricted, deep := 0, 0, 0
 	var heap0 uint64
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		res, err := Run(seedConfig(seed, fo))
+		cfg := seedConfig(seed, fo)
+		cfg.Shapes = fo
+		res, err := Run(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,6 +80,7 @@ func runSeeds(t *testing.T, fo bool) {
 		tot.Fallbacks += res.Fallbacks
 		tot.Chains += res.Chains
 		tot.Recoveries += res.Recoveries
+		tot.Fillers += res.Fillers
 		tot.Refused += res.Refused
 		tot.ResetRounds += res.ResetRounds
 		tot.NotificationsResent += res.NotificationsResent
@@ -105,6 +108,9 @@ func runSeeds(t *testing.T, fo bool) {
 		if res.Access != 0 {
 			restricted++
 		}
+		if res.Deep {
+			deep++
+		}
 	}
 	el := time.Since(start)
 	if n > heapMark {
@@ -113,10 +119,10 @@ func runSeeds(t *testing.T, fo bool) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d, CMP_SWAP %d; %d inline, %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %d reset rounds, %d control messages dropped, %d notifications sent again, %v virtual; largest failover queue %d (QP), %d (CQ)",
-		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.CAS, tot.Inline, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.ResetRounds, tot.CtlDrops, tot.NotificationsResent, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
+	t.Logf("%d seeds in %v (%.0f seeds/s): %d steps, %d posts (WRITE %d, SEND/WRITE_IMM %d, READ %d, FETCH_ADD %d, CMP_SWAP %d; %d inline, %d ineligible), %d link downs (%d past the RC reach), %d ACK-loss bursts, %d error completions, %d fallbacks (%d refused), %d chains, %d recoveries, %d fillers, %d reset rounds, %d control messages dropped, %d notifications sent again, %v virtual; largest failover queue %d (QP), %d (CQ)",
+		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), tot.Steps, tot.Posts, tot.WRITE, tot.SEND, tot.READ, tot.FAA, tot.CAS, tot.Inline, tot.Ineligible, tot.LinkDowns, tot.LongDowns, tot.AckLosses, tot.Errors, tot.Fallbacks, tot.Refused, tot.Chains, tot.Recoveries, tot.Fillers, tot.ResetRounds, tot.CtlDrops, tot.NotificationsResent, tot.Virtual, tot.MaxQueue, tot.MaxCQQueue)
 	if fo {
-		t.Logf("faults: %v; %d link events read, %d fallbacks they started, %d probes brought forward; %d runs with a receive-only QP, %d with restricted remote access; %d queries, %d QPs stopped by the application (%d then destroyed)", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, tot.LinkUpProbes, recvOnly, restricted, tot.Queries, tot.Stops, tot.Destroys)
+		t.Logf("faults: %v; %d link events read, %d fallbacks they started, %d probes brought forward; %d runs with a receive-only QP, %d with restricted remote access, %d with deep receive queues; %d queries, %d QPs stopped by the application (%d then destroyed)", tot.Faults, tot.LinkEvents, tot.LinkFallbacks, tot.LinkUpProbes, recvOnly, restricted, deep, tot.Queries, tot.Stops, tot.Destroys)
 	}
 }
 
@@ -191,7 +197,8 @@ func TestReplay(t *testing.T) {
 	fo := os.Getenv("SHIFT_SIM_FAILOVER")
 	bks, _ := strconv.Atoi(os.Getenv("SHIFT_SIM_BACKUPS"))
 	drop, _ := strconv.Atoi(os.Getenv("SHIFT_SIM_CTLDROP"))
-	res, err := Run(Config{Seed: seed, Failover: fo == "1" || fo == "recovery", Recovery: fo == "recovery", Backups: bks, CtlDrop: drop})
+	shapes := os.Getenv("SHIFT_SIM_SHAPES") == "1"
+	res, err := Run(Config{Seed: seed, Failover: fo == "1" || fo == "recovery", Recovery: fo == "recovery", Backups: bks, CtlDrop: drop, Shapes: shapes})
 	if err != nil {
 		t.Fatal(err)
 	}

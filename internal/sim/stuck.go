@@ -17,7 +17,7 @@ import (
 func (s *runner) stuckNow() error {
 	for h := range s.w.hosts {
 		// A poll takes up to len(s.wcs); the CQ holds at most every QP's two queues.
-		for range 1 + 2*len(s.w.ends)*(sqDepth+rqDepth)/len(s.wcs) {
+		for range 1 + 2*len(s.w.ends)*(sqDepth+s.w.rq)/len(s.wcs) {
 			n := s.res.WCs
 			if err := s.poll(h); err != nil {
 				return err

@@ -43,7 +43,8 @@ type host struct {
 	fo   *failover.Context // the failover layer's context (nil: the provider's)
 	gid  [16]byte
 	pd   verbs.PD
-	cq   verbs.CQ
+	cq   verbs.CQ // both queues' CQ, or the receive CQ in a deep run (deep.go)
+	scq  verbs.CQ // the send CQ of a deep run, else nil
 	buf  *provider.Buffer
 	mr   verbs.MR
 	nics []*nic.Device // the host's NICs: the default first
@@ -60,10 +61,15 @@ type World struct {
 	unwatch []func()
 	nics    []*nic.Device // every NIC, host by host
 	kv      *faultKV      // the store both hosts share
+	// rq is every QP's receive depth: rqDepth, or deepRQ in a deep run (deep.go).
+	rq int
 }
 
-func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, links, recvOnly bool, inline int, yield func(), dropCtl func() bool) (w *World, err error) {
-	w = &World{clk: clock.NewManual(epoch)}
+func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, links, recvOnly, deep bool, inline int, yield func(), dropCtl func() bool) (w *World, err error) {
+	w = &World{clk: clock.NewManual(epoch), rq: rqDepth}
+	if deep {
+		w.rq = deepRQ
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, w.Close())
@@ -104,7 +110,7 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, l
 				opts.LinkEvents = ch
 			}
 		}
-		if w.hosts[h], err = openHost(def, qps, opts); err != nil {
+		if w.hosts[h], err = openHost(def, qps, w.rq, deep, opts); err != nil {
 			return nil, err
 		}
 		for _, d := range w.cl.Hosts[h].Devices {
@@ -116,7 +122,7 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, l
 	for i := range qps {
 		var pair [2]*end
 		for h := range 2 {
-			e, err := w.hosts[h].newEnd(h, i, inline)
+			e, err := w.hosts[h].newEnd(h, i, qps, w.rq, deep, inline)
 			if err != nil {
 				return nil, err
 			}
@@ -145,7 +151,7 @@ func newWorld(qps int, attr verbs.ConnectAttr, fo, recovery bool, backups int, l
 	return w, nil
 }
 
-func openHost(dev string, qps int, fo *failover.Options) (h *host, err error) {
+func openHost(dev string, qps, rq int, deep bool, fo *failover.Options) (h *host, err error) {
 	h = &host{}
 	defer func() {
 		if err != nil {
@@ -174,10 +180,18 @@ func openHost(dev string, qps int, fo *failover.Options) (h *host, err error) {
 	if h.pd, err = h.ctx.AllocPD(); err != nil {
 		return nil, err
 	}
-	if h.cq, err = h.ctx.CreateCQ(verbs.CQInitAttr{CQE: 2 * qps * (sqDepth + rqDepth)}); err != nil {
+	size, extra := 2*qps*(sqDepth+rq), 0
+	if deep {
+		// Each CQ exactly as large as its queues' WRs, the receive slots after the blocks.
+		size, extra = qps*rq, qps*rq*slotSize
+		if h.scq, err = h.ctx.CreateCQ(verbs.CQInitAttr{CQE: qps * deepSends}); err != nil {
+			return nil, err
+		}
+	}
+	if h.cq, err = h.ctx.CreateCQ(verbs.CQInitAttr{CQE: size}); err != nil {
 		return nil, err
 	}
-	if h.buf, err = provider.NewBuffer(qps * blockSlots * slotSize); err != nil {
+	if h.buf, err = provider.NewBuffer(qps*blockSlots*slotSize + extra); err != nil {
 		return nil, err
 	}
 	if h.mr, err = h.pd.RegMR(h.buf.Bytes(), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic); err != nil {
@@ -186,13 +200,21 @@ func openHost(dev string, qps int, fo *failover.Options) (h *host, err error) {
 	return h, nil
 }
 
-func (h *host) newEnd(hi, i, inline int) (*end, error) {
-	qp, err := h.pd.CreateQP(verbs.QPInitAttr{SendCQ: h.cq, RecvCQ: h.cq,
-		Cap: verbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: uint32(inline)}})
+func (h *host) newEnd(hi, i, qps, rq int, deep bool, inline int) (*end, error) {
+	scq := h.cq
+	if h.scq != nil {
+		scq = h.scq
+	}
+	qp, err := h.pd.CreateQP(verbs.QPInitAttr{SendCQ: scq, RecvCQ: h.cq,
+		Cap: verbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: uint32(rq), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: uint32(inline)}})
 	if err != nil {
 		return nil, err
 	}
-	e := &end{h: h, host: hi, pair: i, qp: qp, block: i * blockSlots * slotSize, inline: inline}
+	e := &end{h: h, host: hi, pair: i, qp: qp, block: i * blockSlots * slotSize, inline: inline, rq: rq, sqMax: sqDepth}
+	e.recvOff, e.recvSlots = e.block+recvBase*slotSize, 32
+	if deep {
+		e.recvOff, e.recvSlots, e.sqMax = (qps*blockSlots+i*rq)*slotSize, rq, deepSends
+	}
 	e.ep = verbs.Endpoint{QPN: e.qp.QPN(), PSN: uint32(0x1000*(i+1) + hi), GID: h.gid}
 	// The READ source: a pattern of this host and pair, never written afterwards.
 	fill(e.slot(readSrc, slotSize), uint64(hi), uint64(i), ^uint64(0))
@@ -206,6 +228,9 @@ func (h *host) close() error {
 	}
 	if h.cq != nil {
 		errs = append(errs, h.cq.Destroy())
+	}
+	if h.scq != nil {
+		errs = append(errs, h.scq.Destroy())
 	}
 	if h.pd != nil {
 		errs = append(errs, h.pd.Dealloc())
