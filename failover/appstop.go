@@ -95,4 +95,5 @@ func (q *QP) appStopLocked() {
 	// (a probe's WR among them).
 	q.appErr = true
 	q.failOnLocked(verbs.WCWRFlushErr, err)
+	q.takeWithheldLocked() // stopwithheld.go
 }

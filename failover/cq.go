@@ -468,6 +468,7 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 						q.retireBkLogTo(w.WRID) // reported: not for flushDeadSetLocked
 						cq.pushLocked(w)
 					}
+					q.stopFlushDueLocked(cq) // stopwithheld.go
 				default:
 					if !bs.failQueued {
 						bs.failQueued = true

@@ -166,6 +166,7 @@ type QP struct {
 	dSendKinds []uint8
 	dRecvKinds []uint8
 	fn         *fence.Fence
+	stopFlush  *stopFlush    // q.scq.mu: sends a stop took from the fence (stopwithheld.go)
 	destroyed  bool          // q.mu
 	tracked    bool          // q.mu: the default QP's WRs are classified by position (defTracked)
 	slow       bool          // q.mu: off the fast path, counted in the CQs' slow (gate.go)

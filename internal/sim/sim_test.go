@@ -343,10 +343,14 @@ func TestCtlDropSeeds(t *testing.T) {
 // reset round on its first backup, whose NIC hangs; the peer's chain notification then moved
 // the failed QP to the second backup, whose drain of the first dropped as the set's what the
 // application waited for, and 16 sends never completed (failover/fallback.go onControl).
+// With the application shapes (deep.go), seeds 10,001–30,000 found a SHIFT bug: 29616 (one
+// backup, deep receive queues), the application stops its QP in WaitDrained, and the READ it
+// had posted behind the recovery fence, written on the default QP with the doorbell
+// withheld, never completed (failover/stopwithheld.go).
 func TestStoppedPeerSeeds(t *testing.T) {
 	for _, c := range []Config{{Seed: 12459, Failover: true, Recovery: true}, {Seed: 17039, Failover: true, Recovery: true, Backups: 2},
 		{Seed: 24210, Failover: true, Backups: 2}, seedConfig(42791, true), seedConfig(47255, true),
-		seedConfig(63454, true), seedConfig(95126, true)} {
+		seedConfig(63454, true), seedConfig(95126, true), {Seed: 29616, Failover: true, Shapes: true}} {
 		res, err := Run(c)
 		if err != nil {
 			t.Fatal(err)
