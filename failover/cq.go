@@ -468,7 +468,6 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 						q.retireBkLogTo(w.WRID) // reported: not for flushDeadSetLocked
 						cq.pushLocked(w)
 					}
-					q.stopFlushDueLocked(cq) // stopwithheld.go
 				default:
 					if !bs.failQueued {
 						bs.failQueued = true
@@ -479,6 +478,7 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 					}
 				}
 				q.fifoMu.Unlock()
+				q.laterDueLocked(cq) // stopwithheld.go
 				continue
 			}
 			if w.Opcode&verbs.WCRecv != 0 {
@@ -500,6 +500,7 @@ func (cq *CQ) pollBackupDevLocked(i int) error {
 			}
 			q.tOK.CompareAndSwap(0, cq.c.now().UnixNano())
 			cq.pushLocked(w)
+			q.laterDueLocked(cq) // stopwithheld.go
 		}
 		if err != nil || n < len(cq.scratch) {
 			return err

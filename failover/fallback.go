@@ -919,7 +919,7 @@ func (q *QP) failOnLocked(status verbs.WCStatus, err error) {
 		q.defFrom = q.def.SendProducer()
 		ws = append(ws, q.pendingWRs()...)
 		q.pending = nil
-		q.synthErrorsLocked(ws, status)
+		q.deferErrsLocked(errorWCs(ws, status, q.qpn)) // after the backup's (stopwithheld.go)
 	}
 	_, _ = q.mach.sendEvent(EvFatal)
 	if q.mach.recvState() != RecvFailed {
@@ -927,20 +927,27 @@ func (q *QP) failOnLocked(status verbs.WCStatus, err error) {
 	}
 }
 
-// synthErrorsLocked gives the application an error completion for each WR of ws: the first
-// with status, the rest flushed (as a QP in ERR reports them).
-func (q *QP) synthErrorsLocked(ws []verbs.SendWR, status verbs.WCStatus) {
-	if len(ws) == 0 {
-		return
-	}
-	q.scq.mu.Lock()
+// errorWCs is an error completion for each WR of ws: the first with status, the rest flushed
+// (as a QP in ERR reports them).
+func errorWCs(ws []verbs.SendWR, status verbs.WCStatus, qpn uint32) []verbs.WC {
+	wcs := make([]verbs.WC, 0, len(ws))
 	for i, w := range ws {
 		s := verbs.WCWRFlushErr
 		if i == 0 {
 			s = status
 		}
-		q.scq.buf = append(q.scq.buf, verbs.WC{WRID: w.WRID, Status: s, QPNum: q.qpn})
+		wcs = append(wcs, verbs.WC{WRID: w.WRID, Status: s, QPNum: qpn})
 	}
+	return wcs
+}
+
+// synthErrorsLocked gives the application errorWCs(ws, status) at once.
+func (q *QP) synthErrorsLocked(ws []verbs.SendWR, status verbs.WCStatus) {
+	if len(ws) == 0 {
+		return
+	}
+	q.scq.mu.Lock()
+	q.scq.buf = append(q.scq.buf, errorWCs(ws, status, q.qpn)...)
 	q.scq.mu.Unlock()
 	q.scq.raise()
 }

@@ -166,7 +166,7 @@ type QP struct {
 	dSendKinds []uint8
 	dRecvKinds []uint8
 	fn         *fence.Fence
-	stopFlush  *stopFlush    // q.scq.mu: sends a stop took from the fence (stopwithheld.go)
+	later      []verbs.WC    // q.scq.mu: error completions behind the backup's (stopwithheld.go)
 	destroyed  bool          // q.mu
 	tracked    bool          // q.mu: the default QP's WRs are classified by position (defTracked)
 	slow       bool          // q.mu: off the fast path, counted in the CQs' slow (gate.go)

@@ -4,30 +4,58 @@ import (
 	"fmt"
 
 	"github.com/shift-rdma/shift/fence"
-	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
-// The application's sends a recovery fence withholds when the application stops its QP. In
-// WaitDrained the sends posted since the fence WR are written on the default QP with the
-// doorbell withheld until the fence WR (the last application WR on the backup QP) and the
-// recovery notification complete (recover.go). The application's ERR stops both QPs
-// (appstop.go); the NIC flushes what was rung on them, but a WQE never rung is unknown to it
-// and completed nowhere: a READ posted in WaitDrained waited for ever after the stop
-// (simulation seed 29616, deep receive queues). A QP in ERR flushes every WR, in order: the
-// withheld sends complete flushed once nothing up to the fence WR is outstanding on the
-// backup QP, after every earlier WR's completion.
+// Error completions SHIFT makes for WRs that come after others still outstanding on the
+// backup QP. A QP in ERR flushes every WR in order; when a QP fails with WRs on two QPs, the
+// backup's (posted first) complete through the backup CQ as its NIC writes them, and the
+// completions SHIFT makes for the later ones wait until every WR of the backup log was
+// reported:
+//
+//   - The application's stop in WaitDrained (appstop.go). The sends posted since the fence WR
+//     (the last application WR on the backup QP) are written on the default QP with the
+//     doorbell withheld (recover.go). The NIC flushes what was rung; a WQE never rung is
+//     unknown to it and completed nowhere: a READ posted in WaitDrained waited for ever after
+//     the stop (simulation seed 29616, deep receive queues).
+//   - A fallback that fails in Handshake (the peer refused it, failLocked). Its WRs read back
+//     from the default ring completed at once, ahead of the flushes of WRs the QP had on the
+//     backup before it came back to the default path: the application saw a WR's flush after
+//     the error of a WR posted after it (simulation seed 66891, recovery).
 
-// stopFlush is what a stop took from a pending fence: the application's withheld sends,
-// oldest first, and where the fence WR went.
-type stopFlush struct {
-	wrids []uint64
-	old   *provider.QP // the QP the fence WR was posted on (the backup QP)
-	pos   uint32       // the fence WR's position there
+// deferErrsLocked gives wcs to the application once every application WR on the backup set
+// in use was reported (the backup log is empty: retireBkLog, retireBkLogTo), at once when
+// it is already (q.mu held; takes q.scq.mu).
+func (q *QP) deferErrsLocked(wcs []verbs.WC) {
+	if len(wcs) == 0 {
+		return
+	}
+	q.scq.mu.Lock()
+	q.later = append(q.later, wcs...)
+	q.laterDueLocked(q.scq)
+	q.scq.mu.Unlock()
+	q.scq.raise()
 }
 
-// takeWithheldLocked ends a pending fence for the application's stop and keeps its withheld
-// sends for stopFlushDueLocked (q.mu held; takes q.scq.mu).
+// laterDueLocked gives the application the deferred completions once the backup log is
+// empty, or the set's device was taken for dead and SHIFT completed the log itself
+// (bkdead.go). cq is q's send CQ, whose mutex the caller holds; it takes q.fifoMu.
+func (q *QP) laterDueLocked(cq *CQ) {
+	if len(q.later) == 0 || cq != q.scq {
+		return
+	}
+	q.fifoMu.Lock()
+	due := len(q.bkLog) == 0 || q.cs().deadFlushed
+	q.fifoMu.Unlock()
+	if !due {
+		return
+	}
+	cq.buf = append(cq.buf, q.later...)
+	q.later = nil
+}
+
+// takeWithheldLocked ends a pending fence for the application's stop and gives its withheld
+// sends their flushes once the fence WR and everything before it was reported (q.mu held).
 func (q *QP) takeWithheldLocked() {
 	f := q.fn
 	if f == nil {
@@ -37,37 +65,10 @@ func (q *QP) takeWithheldLocked() {
 		return
 	}
 	ws := f.Withheld(nil)
-	fw := f.FenceWR()
 	_ = f.Abort(fmt.Errorf("failover: QP %#x: stopped by the application", q.qpn))
-	if len(ws) == 0 {
-		return
-	}
-	sf := &stopFlush{old: f.Old(), pos: fw.Pos}
+	wcs := make([]verbs.WC, 0, len(ws))
 	for _, w := range ws {
-		sf.wrids = append(sf.wrids, w.WRID)
+		wcs = append(wcs, verbs.WC{WRID: w.WRID, Status: verbs.WCWRFlushErr, QPNum: q.qpn})
 	}
-	q.scq.mu.Lock()
-	q.stopFlush = sf
-	q.stopFlushDueLocked(q.scq)
-	q.scq.mu.Unlock()
-	q.scq.raise()
-}
-
-// stopFlushDueLocked gives the application the flushes of the sends a stop took from the
-// fence once nothing up to the fence WR is outstanding on the QP it went to (cq is q's send
-// CQ, whose mutex the caller holds).
-func (q *QP) stopFlushDueLocked(cq *CQ) {
-	sf := q.stopFlush
-	if sf == nil || cq != q.scq {
-		return
-	}
-	for _, w := range sf.old.OutstandingSends(nil) {
-		if int32(w.Pos-sf.pos) <= 0 {
-			return // the fence WR, or a WR before it, has not completed yet
-		}
-	}
-	q.stopFlush = nil
-	for _, id := range sf.wrids {
-		cq.pushLocked(verbs.WC{WRID: id, Status: verbs.WCWRFlushErr, QPNum: q.qpn})
-	}
+	q.deferErrsLocked(wcs)
 }

@@ -361,6 +361,24 @@ func TestStoppedPeerSeeds(t *testing.T) {
 	}
 }
 
+// TestRefusedOrderSeeds replays 66891 (recovery; from seeds 50,001–70,000 with the shapes,
+// which this seed does not draw: it failed on older trees too). The peer refused a fallback
+// (an ineligible WR outstanding on its side) of a QP that had sends on its backup QP and,
+// after them, sends on its default QP again; the refusal completed the default's at once,
+// and the backup's flushes came after them: "completion for wr_id 228, not outstanding"
+// (failover/stopwithheld.go: they now wait for the backup log).
+func TestRefusedOrderSeeds(t *testing.T) {
+	c := seedConfig(66891, true)
+	c.Shapes = true
+	res, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Refused == 0 {
+		t.Errorf("seed %d: no fallback refused: the seed no longer exercises what it did", c.Seed)
+	}
+}
+
 // TestReceiveOnlySeeds replays 107651 (recovery; from seeds 105,000–120,000, beyond the
 // tested range), a SHIFT bug: a receive-only QP's receive side came back while a filler of
 // its was still on the backup, so its send side did not return with it (nothing it sent may
