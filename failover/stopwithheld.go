@@ -41,7 +41,7 @@ func (q *QP) deferErrsLocked(wcs []verbs.WC) {
 // empty, or the set's device was taken for dead and SHIFT completed the log itself
 // (bkdead.go). cq is q's send CQ, whose mutex the caller holds; it takes q.fifoMu.
 func (q *QP) laterDueLocked(cq *CQ) {
-	if len(q.later) == 0 || cq != q.scq {
+	if cq != q.scq || len(q.later) == 0 { // q.later is q.scq's: not read under another CQ's mutex
 		return
 	}
 	q.fifoMu.Lock()
