@@ -114,6 +114,11 @@ func (r *BFReg) Register() []byte { return r.uar.mem[r.base : r.base+2*max(r.buf
 // BufSize is the size of one BlueFlame half (0 for bfreg 0, which has no BlueFlame).
 func (r *BFReg) BufSize() int { return r.bufSize }
 
+// OffsetWord is the address of the register's half selector (the byte offset of the half
+// the next doorbell goes to, relative to Register), for a second poster outside Go that
+// rings the register as RingFast does; the two must never ring it at the same time.
+func (r *BFReg) OffsetWord() *int { return &r.offset }
+
 // CurrentOffset is the offset in the UAR page the next doorbell will be written to.
 func (r *BFReg) CurrentOffset() int { return r.base + r.offset }
 

@@ -38,6 +38,11 @@ func (q *SQ) CurPost() uint32 { return q.curPost }
 // SetCurPost moves the producer counter, for a QP reset or when rewinding unposted WQEs.
 func (q *SQ) SetCurPost(v uint32) { q.curPost = v }
 
+// CurPostWord is the address of the producer counter, for a second poster of the same ring
+// outside Go (the plugin's C post_send): the two take turns, and each one's stores must be
+// visible to the next (the caller's synchronisation, not this package's).
+func (q *SQ) CurPostWord() *uint32 { return &q.curPost }
+
 // Offset is the byte offset of basic block index idx (masked to the ring).
 func (q *SQ) Offset(idx uint32) int { return int(idx&(q.wqeCnt-1)) * SendWQEBB }
 

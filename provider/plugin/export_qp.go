@@ -54,6 +54,9 @@ func shiftGoCreateQP(spd *C.struct_shift_pd, sqp *C.struct_shift_qp, a *C.struct
 	*qpn = C.uint32_t(v.QPN())
 	q := &qp{ctx: c, v: v, cap: cp,
 		swrs: make([]verbs.SendWR, max(cp.MaxSendWR, 1)), rwrs: make([]verbs.RecvWR, max(cp.MaxRecvWR, 1))}
+	if cfg, _ := loadConfig(); cfg.cPost {
+		sharePost(sqp, q)
+	}
 	sqp._go = handleOf(q)
 	c.qps.Store(v.QPN(), q)
 	return 0
@@ -98,6 +101,7 @@ func shiftGoDestroyQP(sqp *C.struct_shift_qp) (ret C.int) {
 	if err := q.v.Destroy(); err != nil {
 		return fail(fmt.Sprintf("destroy_qp %#x", q.v.QPN()), err)
 	}
+	unsharePost(sqp, q)
 	q.ctx.qps.Delete(q.v.QPN())
 	release(sqp._go)
 	return 0

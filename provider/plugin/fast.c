@@ -11,19 +11,7 @@
 
 #include "fast.h"
 
-/* x86-64 keeps stores in program order: udma_to_device_barrier is a compiler barrier;
- * mmio_wc_start and mmio_flush_writes are sfence; udma_from_device_barrier is lfence. */
-#if defined(__x86_64__)
-#define to_device_barrier() asm volatile("" ::: "memory")
-#define from_device_barrier() asm volatile("lfence" ::: "memory")
-#define flush_writes() asm volatile("sfence" ::: "memory")
-#elif defined(__aarch64__)
-#define to_device_barrier() asm volatile("dmb oshst" ::: "memory")
-#define from_device_barrier() asm volatile("dmb oshld" ::: "memory")
-#define flush_writes() asm volatile("dsb st" ::: "memory")
-#else
-#error "libmlx5-shift's C data path needs its barriers for this architecture"
-#endif
+#include "barrier.h"
 
 static const uint8_t wr_to_mlx5[] = {
 	[IBV_WR_RDMA_WRITE] = MLX5_OPCODE_RDMA_WRITE,
@@ -127,6 +115,80 @@ static inline void close_inline(struct wqe_b *b)
 	b->inl_len = 0;
 }
 
+uint32_t shift_wqe_encode(uint8_t *ring, uint32_t wqe_cnt, uint32_t cur, uint32_t qpn, uint8_t ce,
+			  const struct ibv_send_wr *w, int *ds, int *inl)
+{
+	struct wqe_b b = { .buf = ring, .size = wqe_cnt * MLX5_SEND_WQE_BB, .inl_off = -1 };
+	uint8_t fm = ce;
+	__be32 imm = 0;
+
+	if (w->send_flags & IBV_SEND_FENCE)
+		fm = ce | MLX5_WQE_CTRL_FENCE;
+	if (w->send_flags & IBV_SEND_SIGNALED)
+		fm |= MLX5_WQE_CTRL_CQ_UPDATE;
+	if (w->send_flags & IBV_SEND_SOLICITED)
+		fm |= MLX5_WQE_CTRL_SOLICITED;
+	b.start = (cur & (wqe_cnt - 1)) * MLX5_SEND_WQE_BB;
+	b.off = b.start + sizeof(struct mlx5_wqe_ctrl_seg);
+	b.ds = 1;
+	/* struct mlx5_wqe_raddr_seg (raddr, rkey, reserved 0) and struct mlx5_wqe_atomic_seg
+	 * (swap_add, compare). */
+	switch (w->opcode) {
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		imm = w->imm_data;
+		/* fall through */
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_READ:
+		put16(&b, w->wr.rdma.remote_addr, (uint64_t)w->wr.rdma.rkey << 32);
+		break;
+	case IBV_WR_SEND_WITH_IMM:
+		imm = w->imm_data;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		put16(&b, w->wr.atomic.remote_addr, (uint64_t)w->wr.atomic.rkey << 32);
+		put16(&b, w->wr.atomic.swap, w->wr.atomic.compare_add);
+		break;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		put16(&b, w->wr.atomic.remote_addr, (uint64_t)w->wr.atomic.rkey << 32);
+		put16(&b, w->wr.atomic.compare_add, 0);
+		break;
+	default:
+		break;
+	}
+	*inl = 0;
+	if ((w->send_flags & IBV_SEND_INLINE) && inlineable(w->opcode)) {
+		for (int i = 0; i < w->num_sge; i++) {
+			if (w->sg_list[i].length) {
+				put_inline(&b, (const void *)(uintptr_t)w->sg_list[i].addr, w->sg_list[i].length);
+				*inl = 1;
+			}
+		}
+		close_inline(&b);
+	} else {
+		/* struct mlx5_wqe_data_seg: byte_count, lkey, addr. */
+		for (int i = 0; i < w->num_sge; i++) {
+			const struct ibv_sge *g = &w->sg_list[i];
+
+			if (g->length) /* a zero byte_count means 2 GiB to the device */
+				put16(&b, (uint64_t)g->length << 32 | g->lkey, g->addr);
+		}
+	}
+	{
+		/* The control segment as two 8-byte stores, as package mlx5's FastWQE writes it
+		 * (struct mlx5_wqe_ctrl_seg is packed; its fields are written through words). */
+		uint64_t words[2] = {
+			htobe64((uint64_t)(((cur & 0xffff) << 8) | wr_to_mlx5[w->opcode]) << 32 |
+				((qpn & 0xffffff) << 8 | (b.ds & 0xff))),
+			/* signature 0, dci_stream_channel_id 0, fm_ce_se; imm is big-endian already */
+			htobe64((uint64_t)fm << 32) | (uint64_t)imm << 32,
+		};
+
+		memcpy(ring + b.start, words, sizeof(words));
+	}
+	*ds = (int)b.ds;
+	return (b.ds * 16 + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
+}
+
 uint8_t *shift_sq_write(struct shift_sq *sq, const struct ibv_send_wr *wr, int *nreq, int *ds, int *inl)
 {
 	uint8_t *last = NULL;
@@ -134,82 +196,14 @@ uint8_t *shift_sq_write(struct shift_sq *sq, const struct ibv_send_wr *wr, int *
 	int n = 0;
 
 	for (const struct ibv_send_wr *w = wr; w; w = w->next, n++) {
-		struct wqe_b b = { .buf = sq->buf, .size = sq->wqe_cnt * MLX5_SEND_WQE_BB, .inl_off = -1 };
-		uint32_t cur = sq->cur_post, bbs, idx;
-		uint8_t fm = ce;
-		__be32 imm = 0;
+		uint32_t cur = sq->cur_post, idx = cur & (sq->wqe_cnt - 1);
+		uint32_t bbs = shift_wqe_encode(sq->buf, sq->wqe_cnt, cur, sq->qpn, ce, w, ds, inl);
 
-		if (w->send_flags & IBV_SEND_FENCE)
-			fm = ce | MLX5_WQE_CTRL_FENCE;
-		if (w->send_flags & IBV_SEND_SIGNALED)
-			fm |= MLX5_WQE_CTRL_CQ_UPDATE;
-		if (w->send_flags & IBV_SEND_SOLICITED)
-			fm |= MLX5_WQE_CTRL_SOLICITED;
-		b.start = (cur & (sq->wqe_cnt - 1)) * MLX5_SEND_WQE_BB;
-		b.off = b.start + sizeof(struct mlx5_wqe_ctrl_seg);
-		b.ds = 1;
-		/* struct mlx5_wqe_raddr_seg (raddr, rkey, reserved 0) and struct
-		 * mlx5_wqe_atomic_seg (swap_add, compare). */
-		switch (w->opcode) {
-		case IBV_WR_RDMA_WRITE_WITH_IMM:
-			imm = w->imm_data;
-			/* fall through */
-		case IBV_WR_RDMA_WRITE:
-		case IBV_WR_RDMA_READ:
-			put16(&b, w->wr.rdma.remote_addr, (uint64_t)w->wr.rdma.rkey << 32);
-			break;
-		case IBV_WR_SEND_WITH_IMM:
-			imm = w->imm_data;
-			break;
-		case IBV_WR_ATOMIC_CMP_AND_SWP:
-			put16(&b, w->wr.atomic.remote_addr, (uint64_t)w->wr.atomic.rkey << 32);
-			put16(&b, w->wr.atomic.swap, w->wr.atomic.compare_add);
-			break;
-		case IBV_WR_ATOMIC_FETCH_AND_ADD:
-			put16(&b, w->wr.atomic.remote_addr, (uint64_t)w->wr.atomic.rkey << 32);
-			put16(&b, w->wr.atomic.compare_add, 0);
-			break;
-		default:
-			break;
-		}
-		*inl = 0;
-		if ((w->send_flags & IBV_SEND_INLINE) && inlineable(w->opcode)) {
-			for (int i = 0; i < w->num_sge; i++) {
-				if (w->sg_list[i].length) {
-					put_inline(&b, (const void *)(uintptr_t)w->sg_list[i].addr, w->sg_list[i].length);
-					*inl = 1;
-				}
-			}
-			close_inline(&b);
-		} else {
-			/* struct mlx5_wqe_data_seg: byte_count, lkey, addr. */
-			for (int i = 0; i < w->num_sge; i++) {
-				const struct ibv_sge *g = &w->sg_list[i];
-
-				if (g->length) /* a zero byte_count means 2 GiB to the device */
-					put16(&b, (uint64_t)g->length << 32 | g->lkey, g->addr);
-			}
-		}
-		{
-			/* The control segment as two 8-byte stores, as package mlx5's FastWQE writes it
-			 * (struct mlx5_wqe_ctrl_seg is packed; its fields are written through words). */
-			uint64_t words[2] = {
-				htobe64((uint64_t)(((cur & 0xffff) << 8) | wr_to_mlx5[w->opcode]) << 32 |
-					((sq->qpn & 0xffffff) << 8 | (b.ds & 0xff))),
-				/* signature 0, dci_stream_channel_id 0, fm_ce_se; imm is big-endian already */
-				htobe64((uint64_t)fm << 32) | (uint64_t)imm << 32,
-			};
-
-			last = sq->buf + b.start;
-			memcpy(last, words, sizeof(words));
-		}
-		bbs = (b.ds * 16 + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
-		idx = cur & (sq->wqe_cnt - 1);
+		last = sq->buf + (size_t)idx * MLX5_SEND_WQE_BB;
 		sq->head++;
 		sq->wrid[idx] = w->wr_id;
 		sq->wqe_head[idx] = sq->head;
 		sq->cur_post = cur + bbs;
-		*ds = (int)b.ds;
 	}
 	*nreq = n;
 	return last;

@@ -18,10 +18,9 @@ import (
 
 // The C data path (fast.c): in plain mode the plugin hands each QP's and CQ's rings to C at
 // creation, so post_send, post_recv, poll_cq and the CQ arm never enter Go (a C→Go call
-// alone costs several times a whole post). SHIFT mode keeps every post and every non-empty
-// poll in Go: the post takes the failover layer's send gate, and the per-WQE records a
-// fallback reads back (the provider's tables) are Go's. An empty poll in SHIFT's Default
-// state is answered in C (peekCQ).
+// alone costs several times a whole post). SHIFT mode keeps post_recv and every non-empty
+// poll in Go; its post_send in the Default state is C over memory Go shares (spost.go), and
+// an empty poll in that state is answered in C (peekCQ).
 
 // byteAt is the address of b's first byte, or nil for an empty slice. The memory is an mmap
 // of the provider's (rings, doorbell records, UAR pages), never Go's heap.

@@ -157,6 +157,12 @@ struct shift_fwc {
 };
 
 int shift_sq_validate(const struct shift_sq *sq, const struct ibv_send_wr *wr);
+/* shift_wqe_encode writes one validated WR as a WQE at block position cur of a ring of wqe_cnt
+ * blocks (encodeWR's bytes, with ce the QP's signal-all bit and no fence carried over) and
+ * returns the blocks it occupies, its size in 16-byte units (*ds) and whether its data went
+ * inline (*inl). */
+uint32_t shift_wqe_encode(uint8_t *ring, uint32_t wqe_cnt, uint32_t cur, uint32_t qpn, uint8_t ce,
+			  const struct ibv_send_wr *w, int *ds, int *inl);
 /* shift_sq_write builds the validated list's WQEs and returns the last one's control segment,
  * its size in 16-byte units (*ds) and whether it is inline (*inl). */
 uint8_t *shift_sq_write(struct shift_sq *sq, const struct ibv_send_wr *wr, int *nreq, int *ds, int *inl);

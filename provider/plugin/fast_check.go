@@ -4,11 +4,7 @@ package main
 #include <endian.h>
 #include <stdlib.h>
 #include "fast.h"
-
-static void check_set_imm(struct ibv_send_wr *w, uint32_t imm)
-{
-	w->imm_data = htobe32(imm);
-}
+#include "check.h"
 
 static uint32_t check_imm(const struct shift_fwc *w)
 {
@@ -59,19 +55,6 @@ static int check_poll_loop(struct shift_fast_ctx *c, uint8_t *buf, uint8_t *dbre
 	return got;
 }
 
-static void check_set_rdma(struct ibv_send_wr *w, uint64_t ra, uint32_t rkey)
-{
-	w->wr.rdma.remote_addr = ra;
-	w->wr.rdma.rkey = rkey;
-}
-
-static void check_set_atomic(struct ibv_send_wr *w, uint64_t ra, uint32_t rkey, uint64_t compare_add, uint64_t swap)
-{
-	w->wr.atomic.remote_addr = ra;
-	w->wr.atomic.rkey = rkey;
-	w->wr.atomic.compare_add = compare_add;
-	w->wr.atomic.swap = swap;
-}
 */
 import "C"
 

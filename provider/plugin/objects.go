@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"runtime"
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,8 @@ type qp struct {
 	// errWCs counts the error completions the application polled on the QP, for
 	// SHIFT_DEBUG=1: the first is printed, later flushes only counted (debugWC).
 	errWCs atomic.Uint64
+	// pin holds the memory the C poster of SHIFT mode writes (spost.go) until destroy.
+	pin runtime.Pinner
 }
 
 type channel struct {

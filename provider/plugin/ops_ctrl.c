@@ -236,6 +236,7 @@ static void qp_free(struct shift_qp *qp)
 	pthread_mutex_destroy(&qp->rq_lock);
 	free(qp->swr);
 	free(qp->rwr);
+	free(qp->spost);
 	free(qp);
 }
 

@@ -2,9 +2,10 @@
  * The data path: post_send, post_recv and poll_cq. A QP or CQ whose rings Go handed to C
  * (plain mode) is served by fast.c without entering Go. The others (SHIFT mode, where every
  * post goes through the failover layer) serialise on their queue's lock (as libmlx5 does for
- * callers that share a QP or CQ between threads), flatten the work requests into the QP's
- * preallocated records and post them through Go in one call, or poll through Go into the
- * CQ's buffer and convert to struct ibv_wc.
+ * callers that share a QP or CQ between threads); a post_send the failover layer's Default
+ * state allows is written by spost.c there, and anything else is flattened into the QP's
+ * preallocated records and posted through Go in one call, or polled through Go into the
+ * CQ's buffer and converted to struct ibv_wc.
  */
 #include <endian.h>
 #include <errno.h>
@@ -34,6 +35,10 @@ int shift_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
 		return shift_fast_post_send(qp->fast, wr, bad);
 	}
 	pthread_mutex_lock(&qp->sq_lock);
+	if (qp->spost && shift_spost_send(qp->spost, wr) == 0) {
+		pthread_mutex_unlock(&qp->sq_lock);
+		return 0;
+	}
 	for (w = wr; w; w = w->next) {
 		struct shift_swr *r;
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "abi34.h"
 #include "fast.h"
+#include "spost.h"
 
 /* How a device is served: its kernel uverbs device (a ConnectX with mlx5_ib), or a ConnectX
  * the plugin emulates in-process (package mlx5/emu), talking RoCEv2 over UDP. */
@@ -80,6 +81,7 @@ struct shift_qp {
 	int sq_sig_all;
 	struct shift_wr_builder wb;
 	struct shift_fast_qp *fast; /* non-NULL: posts go to the rings in C (fast.c) */
+	struct shift_spost *spost;  /* non-NULL: SHIFT mode's Default posts are C's (spost.c) */
 };
 
 /* Channels the plugin created itself (emulated devices, SHIFT mode): a pipe carrying the

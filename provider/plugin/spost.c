@@ -1,0 +1,164 @@
+/*
+ * SHIFT mode's post_send in C: see spost.h. Each step mirrors a Go function, named beside
+ * it; TestSharedPostMatchesGo posts random lists through both over two QPs of one device and
+ * compares rings, tables, counters and doorbell records.
+ */
+#include <endian.h>
+#include <string.h>
+
+#include "barrier.h"
+#include "fast.h"
+#include "spost.h"
+
+/* postGate.enterIn(gateOpen). The mark and the load must not be reordered: with the
+ * asymmetric barrier the closer's membarrier orders them on this thread's CPU, so the
+ * compiler only must keep them in order; otherwise both are sequentially consistent (the
+ * Dekker pattern with the closer's swap and load). */
+static inline int gate_enter(struct shift_spost *s)
+{
+	if (s->asym) {
+		__atomic_store_n(s->gate_busy, 1, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		if (__atomic_load_n(s->gate_state, __ATOMIC_ACQUIRE) == SHIFT_GATE_OPEN)
+			return 1;
+	} else {
+		__atomic_store_n(s->gate_busy, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(s->gate_state, __ATOMIC_SEQ_CST) == SHIFT_GATE_OPEN)
+			return 1;
+	}
+	__atomic_store_n(s->gate_busy, 0, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* postGate.leave: every store of the post visible to a closer that reads busy == 0. */
+static inline void gate_leave(struct shift_spost *s)
+{
+	__atomic_store_n(s->gate_busy, 0, __ATOMIC_RELEASE);
+}
+
+static inline int inlineable(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND ||
+	       op == IBV_WR_SEND_WITH_IMM;
+}
+
+/* sendQueue.validate for an application post: nonzero when the provider would refuse the
+ * list (Go then posts it and reports the error the provider names). */
+static int spost_refuses(const struct shift_spost *s, const struct ibv_send_wr *wr)
+{
+	/* retired first, then intRetired: the poller stores them in the other order. */
+	uint32_t tail = (uint32_t)__atomic_load_n(s->retired, __ATOMIC_ACQUIRE);
+	uint32_t int_retired = __atomic_load_n(s->int_retired, __ATOMIC_ACQUIRE);
+	uint32_t outstanding = *s->head - tail;
+	uint32_t limit = s->max_post - s->reserve;
+	uint32_t used = outstanding - (*s->internal - int_retired);
+	uint32_t n = 0;
+
+	for (const struct ibv_send_wr *w = wr; w; w = w->next) {
+		n++;
+		if ((unsigned)w->opcode > IBV_WR_ATOMIC_FETCH_AND_ADD || w->num_sge < 0 ||
+		    (uint32_t)w->num_sge > s->max_gs)
+			return 1;
+		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+			if (w->num_sge != 1 || w->sg_list[0].length != 8)
+				return 1;
+		} else if ((w->send_flags & IBV_SEND_INLINE) && inlineable(w->opcode)) {
+			uint64_t len = 0;
+
+			for (int i = 0; i < w->num_sge; i++)
+				len += w->sg_list[i].length;
+			if (len > s->max_inline)
+				return 1;
+		}
+	}
+	return (uint64_t)used + n > limit || (uint64_t)outstanding + n > s->max_post;
+}
+
+/* The two-sided opcodes consume a receive at the responder (twoSidedOp). */
+static inline int two_sided(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* QP.ringSQ through BFReg.RingFast: barrier, doorbell record, write-combining start,
+ * BlueFlame copy of a single small inline WQE or the 8-byte doorbell, flush, alternate
+ * halves. The register is this QP's alone (a register shared with other QPs is rung under
+ * Go's lock, and such a QP is not given to this poster), so its half selector is the
+ * poster's, as the rest of the send queue. */
+static void spost_ring(struct shift_spost *s, int nreq, uint32_t last_off, int ds, int inl)
+{
+	uint32_t cur = *s->cur_post;
+	const uint8_t *ctrl = s->ring + last_off;
+	int64_t off = *s->bf_offset;
+	volatile uint64_t *dst = (volatile uint64_t *)(s->bf_reg + off);
+
+	/* WQE and table stores before the record that advertises them. */
+	to_device_barrier();
+	__atomic_store_n(&s->db[1], htobe32(cur & 0xffff), __ATOMIC_RELEASE);
+	/* mmio_wc_start: the record globally visible before the register write. */
+	flush_writes();
+	if (!s->shut_up_bf && nreq == 1 && s->bf_index && (inl || s->prefer_bf) && ds > 1 &&
+	    (uint32_t)ds <= s->bf_buf_size / 16) {
+		/* BlueFlame: whole 64-byte blocks, 8 bytes at a time, wrapping at the ring's end. */
+		uint32_t n = ((uint32_t)ds * 16 + 63) & ~63u;
+		const uint8_t *end = s->ring + (size_t)s->wqe_cnt * MLX5_SEND_WQE_BB;
+		const uint8_t *src = ctrl;
+
+		for (uint32_t i = 0; i < n / 8; i++, src += 8) {
+			uint64_t v;
+
+			if (src == end)
+				src = s->ring;
+			memcpy(&v, src, sizeof(v));
+			dst[i] = v;
+		}
+	} else {
+		uint64_t first;
+
+		memcpy(&first, ctrl, sizeof(first));
+		*dst = first;
+	}
+	flush_writes();
+	*s->bf_offset = off ^ s->bf_buf_size;
+	*s->rung = cur;
+}
+
+int shift_spost_send(struct shift_spost *s, const struct ibv_send_wr *wr)
+{
+	uint8_t ce = s->sig_all ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
+	uint32_t last_off = 0, mask = s->wqe_cnt - 1;
+	int nreq = 0, ds = 0, inl = 0;
+
+	if (!wr)
+		return -1;
+	if (!gate_enter(s))
+		return -1;
+	/* QP.PostSend's fast path: the injection countdown, then the provider's checkSend. */
+	if (__atomic_load_n(__atomic_load_n(s->inj, __ATOMIC_ACQUIRE), __ATOMIC_RELAXED) != 0 ||
+	    __atomic_load_n(s->qp_state, __ATOMIC_ACQUIRE) != SHIFT_QPS_RTS || spost_refuses(s, wr)) {
+		gate_leave(s);
+		return -1;
+	}
+	/* sendQueue.write and record. */
+	for (const struct ibv_send_wr *w = wr; w; w = w->next, nreq++) {
+		uint32_t cur = *s->cur_post, idx = cur & mask;
+		uint32_t bbs = shift_wqe_encode(s->ring, s->wqe_cnt, cur, s->qpn, ce, w, &ds, &inl);
+
+		*s->head += 1;
+		s->int_at[idx] = *s->internal;
+		s->wrid[idx] = w->wr_id;
+		s->wqe_head[idx] = *s->head;
+		s->pos[idx] = cur;
+		s->nbb[idx] = (uint8_t)bbs;
+		s->start_of[(cur + bbs - 1) & mask] = cur;
+		s->two_at[idx] = *s->two;
+		s->mark[idx] = !!(w->send_flags & SHIFT_SEND_MARK);
+		if (two_sided(w->opcode))
+			*s->two += 1;
+		*s->cur_post = cur + bbs;
+		last_off = idx * MLX5_SEND_WQE_BB;
+	}
+	spost_ring(s, nreq, last_off, ds, inl);
+	gate_leave(s);
+	return 0;
+}

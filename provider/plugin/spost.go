@@ -1,0 +1,96 @@
+package main
+
+/*
+#include <stdlib.h>
+#include "plugin.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/shift-rdma/shift/failover"
+	"github.com/shift-rdma/shift/provider"
+)
+
+// SHIFT mode's post in C (spost.c): a SHIFT QP's post in the Default state is the provider's
+// post on the default QP behind the failover QP's send gate, and C does it over the same
+// memory as Go (the gate's words, the send queue's counters and tables, pinned), so the
+// application's thread enters Go only when SHIFT has something to do. SHIFT_C_POST=0 leaves
+// every post to Go.
+
+// sharePost gives the C poster a SHIFT QP whose default QP rings a register of its own (a
+// shared register is rung under Go's lock). The pins are released by unsharePost once the QP
+// is destroyed.
+func sharePost(sqp *C.struct_shift_qp, q *qp) {
+	fq, ok := q.v.(*failover.QP)
+	if !ok {
+		return
+	}
+	ss, ok := fq.Default().ShareSend(&q.pin)
+	if !ok || ss.BF.NeedLock {
+		q.pin.Unpin()
+		return
+	}
+	gs := fq.ShareSendGate(&q.pin)
+	s := (*C.struct_shift_spost)(C.calloc(1, C.sizeof_struct_shift_spost))
+	if s == nil {
+		q.pin.Unpin()
+		return // Go posts them all
+	}
+	fillSpost(s, &ss, gs)
+	sqp.spost = s
+}
+
+// fillSpost writes the shares into C's description.
+func fillSpost(s *C.struct_shift_spost, ss *provider.SendShare, gs failover.SendGateShare) {
+	s.gate_state = (*C.uint32_t)(unsafe.Pointer(gs.State))
+	s.gate_busy = (*C.uint32_t)(unsafe.Pointer(gs.Busy))
+	if gs.Asymmetric {
+		s.asym = 1
+	}
+	s.inj = (**C.int64_t)(unsafe.Pointer(gs.Injection))
+	s.qp_state = (*C.uint32_t)(unsafe.Pointer(ss.State))
+	s.ring = byteAt(ss.Ring)
+	s.wqe_cnt, s.qpn = C.uint32_t(ss.WQECount), C.uint32_t(ss.QPN)
+	if ss.SigAll {
+		s.sig_all = 1
+	}
+	s.max_post, s.reserve = C.uint32_t(ss.MaxPost), C.uint32_t(ss.Reserve)
+	s.max_gs, s.max_inline = C.uint32_t(ss.MaxGS), C.uint32_t(ss.MaxInline)
+	s.cur_post = (*C.uint32_t)(unsafe.Pointer(ss.CurPost))
+	s.head = (*C.uint32_t)(unsafe.Pointer(ss.Head))
+	s.internal = (*C.uint32_t)(unsafe.Pointer(ss.Internal))
+	s.two = (*C.uint32_t)(unsafe.Pointer(ss.Two))
+	s.rung = (*C.uint32_t)(unsafe.Pointer(ss.Rung))
+	s.retired = (*C.uint64_t)(unsafe.Pointer(ss.Retired))
+	s.int_retired = (*C.uint32_t)(unsafe.Pointer(ss.IntRetired))
+	s.wrid = (*C.uint64_t)(unsafe.Pointer(&ss.WRID[0]))
+	s.wqe_head = (*C.uint32_t)(unsafe.Pointer(&ss.WQEHead[0]))
+	s.pos = (*C.uint32_t)(unsafe.Pointer(&ss.Pos[0]))
+	s.int_at = (*C.uint32_t)(unsafe.Pointer(&ss.IntAt[0]))
+	s.two_at = (*C.uint32_t)(unsafe.Pointer(&ss.TwoAt[0]))
+	s.start_of = (*C.uint32_t)(unsafe.Pointer(&ss.StartOf[0]))
+	s.nbb = (*C.uint8_t)(unsafe.Pointer(&ss.NBB[0]))
+	s.mark = (*C.uint8_t)(unsafe.Pointer(&ss.Mark[0]))
+	s.db = (*C.__be32)(unsafe.Pointer(byteAt(ss.DBRec)))
+	s.bf_reg = byteAt(ss.BF.Reg)
+	s.bf_index, s.bf_buf_size = C.uint32_t(ss.BF.Index), C.uint32_t(ss.BF.BufSize)
+	if ss.PreferBF {
+		s.prefer_bf = 1
+	}
+	if ss.ShutUpBF {
+		s.shut_up_bf = 1
+	}
+	s.bf_offset = (*C.int64_t)(unsafe.Pointer(ss.BFOffset))
+}
+
+// unsharePost ends the C poster's use of a destroyed QP: no post runs (the application
+// destroys a QP it no longer posts on), so the description is freed and the pins released.
+func unsharePost(sqp *C.struct_shift_qp, q *qp) {
+	if sqp.spost != nil {
+		C.free(unsafe.Pointer(sqp.spost))
+		sqp.spost = nil
+	}
+	q.pin.Unpin()
+}

@@ -1,0 +1,59 @@
+/*
+ * SHIFT mode's post_send in C. A SHIFT QP's posts go through the failover layer (Go), whose
+ * Default state is the provider's post on the default QP behind the QP's send gate. This
+ * poster does that post without entering Go: it enters the gate as PostSend does
+ * (failover.SendGateShare), finds it open and no failure injection armed, and posts on the
+ * default QP's send queue exactly as the provider's PostSend does (provider.SendShare: the same
+ * limits, WQE bytes, per-WQE tables and doorbell), so the failover layer's fallback, which
+ * reads those tables and copies the WQEs, sees one history whoever posted. Anything it does
+ * not take (the gate not open, an injection armed, a list the provider would refuse) it leaves
+ * to Go before writing anything.
+ */
+#ifndef SHIFT_SPOST_H
+#define SHIFT_SPOST_H
+
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+/* The words of provider.SendShare and failover.SendGateShare. Go's int is 64 bits and its
+ * bool one byte on the platforms the plugin builds for. */
+struct shift_spost {
+	/* The failover QP's send gate and failure injection. */
+	uint32_t *gate_state; /* failover.GateOpen: the post is the default QP's */
+	uint32_t *gate_busy;
+	int asym;             /* the closer makes every thread execute a barrier (membarrier) */
+	int64_t **inj;        /* the address of the pointer to the injection countdown */
+
+	/* The default QP's send queue. */
+	uint32_t *qp_state;   /* verbs.QPState: posts in RTS only */
+	uint8_t *ring;
+	uint32_t wqe_cnt, qpn;
+	int sig_all;
+	uint32_t max_post, reserve, max_gs, max_inline;
+	uint32_t *cur_post, *head, *internal, *two, *rung;
+	uint64_t *retired;    /* WRs retired (low half) | position after the last retired WQE */
+	uint32_t *int_retired;
+	uint64_t *wrid;       /* the tables, by the block index of a WQE's first block */
+	uint32_t *wqe_head, *pos, *int_at, *two_at;
+	uint32_t *start_of;   /* by the block index of a WQE's last block */
+	uint8_t *nbb, *mark;
+	volatile __be32 *db;  /* [1]: the send counter */
+	uint8_t *bf_reg;
+	uint32_t bf_index, bf_buf_size;
+	int prefer_bf, shut_up_bf;
+	int64_t *bf_offset;   /* the register's half selector (the register is the QP's alone) */
+};
+
+enum {
+	SHIFT_QPS_RTS = 3, /* verbs.QPStateRTS */
+	SHIFT_GATE_OPEN = 0,
+	/* provider.SendMark: recorded as the Go post records it (an application that sets this
+	 * bit of send_flags gets what it gets through Go). */
+	SHIFT_SEND_MARK = 1 << 30,
+};
+
+/* shift_spost_send posts wr on the default QP and returns 0, or returns -1 having written
+ * nothing: the list is Go's to post (the caller holds the QP's post lock either way). */
+int shift_spost_send(struct shift_spost *s, const struct ibv_send_wr *wr);
+
+#endif
