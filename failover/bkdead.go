@@ -126,7 +126,7 @@ func (q *QP) flushDeadSetLocked(bs *bkSet) {
 		// The receive log's tail is on the set (not on the default QP, whose own flushes
 		// report it, nor partly: then nothing is flushed here).
 		for i := q.recvDone; i < p; i++ {
-			recvs = append(recvs, verbs.WC{WRID: q.rlog[i&q.rmask].wrid, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPNum: q.qpn})
+			recvs = append(recvs, verbs.WC{WRID: q.rlog[i&q.rmask].WRID, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPNum: q.qpn})
 		}
 		q.recvDone = p
 	}

@@ -344,8 +344,9 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 		// Outstanding receives go to the backup QP behind its control RECV.
 		var recvs []verbs.RecvWR
 		for i := q.recvDone; i < q.rPosted.Load(); i++ {
-			r := &q.rlog[i&q.rmask]
-			recvs = append(recvs, verbs.RecvWR{WRID: r.wrid, SGL: append([]verbs.SGE(nil), r.sgl...)})
+			r := q.loggedRecv(i)
+			r.SGL = append([]verbs.SGE(nil), r.SGL...)
+			recvs = append(recvs, r)
 		}
 		if len(recvs) > 0 {
 			if err := q.postRecvBackupLocked(recvs); err != nil {

@@ -3,6 +3,8 @@ package failover
 import (
 	"runtime"
 	"sync/atomic"
+
+	"github.com/shift-rdma/shift/provider/verbs"
 )
 
 // SendGateShare is what a poster outside Go (the plugin's C post_send) needs to post in the
@@ -36,4 +38,33 @@ func (q *QP) ShareSendGate(p *runtime.Pinner) SendGateShare {
 	p.Pin(q.c) // the context's own injection word (injOwn), used when no file is mapped
 	return SendGateShare{State: &q.sendGate.state, Busy: &q.sendGate.busy, Asymmetric: asymGates,
 		Injection: &q.inj}
+}
+
+// RecvGateShare is SendGateShare for post_recv: in the Default state a receive list is
+// logged (the receive log, from which a fallback reposts the outstanding receives) and posted
+// on the default QP as the provider does (provider.RecvShare), behind the receive gate, by
+// the same protocol. The poster refuses, leaving the list to PostRecv, a list longer than
+// MaxRecvWR or a WR with more than Stride scatter entries.
+type RecvGateShare struct {
+	State      *atomic.Uint32
+	Busy       *uint32
+	Asymmetric bool
+	MaxRecvWR  uint32
+	// Log is the receive log (its length a power of two), SGE its scatter entries, Stride per
+	// record; the receive at log position i goes to Log[i%len(Log)], its entries to
+	// SGE[(i%len(Log))*Stride:]. Posted is the log's head: stored after the provider's post.
+	Log    []RecvLogRecord
+	SGE    []verbs.SGE
+	Stride int
+	Posted *atomic.Uint64
+}
+
+// ShareRecvGate describes the QP's receive gate and log to a poster outside Go and pins, with
+// p, the memory they point into; the caller unpins once the QP is destroyed.
+func (q *QP) ShareRecvGate(p *runtime.Pinner) RecvGateShare {
+	p.Pin(q)
+	p.Pin(&q.rlog[0])
+	p.Pin(&q.rsge[0])
+	return RecvGateShare{State: &q.recvGate.state, Busy: &q.recvGate.busy, Asymmetric: asymGates,
+		MaxRecvWR: q.cap.MaxRecvWR, Log: q.rlog, SGE: q.rsge, Stride: q.rstride, Posted: &q.rPosted}
 }

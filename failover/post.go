@@ -339,13 +339,9 @@ func (q *QP) postRecvDefault(wrs []verbs.RecvWR) error {
 	}
 	p := q.rPosted.Load()
 	for i := range wrs {
-		r := &q.rlog[(p+uint64(i))&q.rmask]
-		r.wrid = wrs[i].WRID
-		sgl := r.sgl[:0]
-		if len(wrs[i].SGL) <= cap(sgl) {
-			sgl = append(sgl, wrs[i].SGL...)
+		if !q.logRecv(p+uint64(i), &wrs[i]) {
+			return &verbs.WRError{Op: "post_recv", Index: i, Limit: q.rstride, Got: len(wrs[i].SGL), Err: verbs.ErrTooManySGE}
 		}
-		r.sgl = sgl
 	}
 	if err := q.def.PostRecv(wrs); err != nil {
 		return err
@@ -423,9 +419,9 @@ func (q *QP) postRecvLocked(wrs []verbs.RecvWR) error {
 func (q *QP) postRecvFallbackLocked(wrs []verbs.RecvWR) error {
 	p := q.rPosted.Load()
 	for i := range wrs {
-		r := &q.rlog[(p+uint64(i))&q.rmask]
-		r.wrid = wrs[i].WRID
-		r.sgl = append(r.sgl[:0], wrs[i].SGL...)
+		if !q.logRecv(p+uint64(i), &wrs[i]) {
+			return &verbs.WRError{Op: "post_recv", Index: i, Limit: q.rstride, Got: len(wrs[i].SGL), Err: verbs.ErrTooManySGE}
+		}
 	}
 	if err := q.postRecvBackupLocked(wrs); err != nil {
 		return err

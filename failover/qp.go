@@ -56,11 +56,6 @@ type sendRec struct {
 	heldOp verbs.WCOpcode
 }
 
-type recvRec struct {
-	wrid uint64
-	sgl  []verbs.SGE
-}
-
 // QP is an RC queue pair: the default QP, its backup QP on the backup device and the state
 // machines that decide where WRs go.
 type QP struct {
@@ -105,6 +100,8 @@ type QP struct {
 
 	// Receive log.
 	rlog     []recvRec
+	rsge     []verbs.SGE // rstride scatter entries per record (rlog.go)
+	rstride  int
 	rmask    uint64
 	rPosted  atomic.Uint64
 	recvDone uint64 // application receives completed, all time (poller-owned)
@@ -261,14 +258,7 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	}
 	q.maxSGE = max(int(q.cap.MaxSendSGE), 1)
 	d.SetRetainSends(true)
-	nr := pow2(2 * int(max(q.cap.MaxRecvWR, 1)))
-	q.rlog = make([]recvRec, nr)
-	q.rmask = uint64(nr - 1)
-	rs := max(int(q.cap.MaxRecvSGE), 1)
-	rsges := make([]verbs.SGE, nr*rs)
-	for i := range q.rlog {
-		q.rlog[i].sgl = rsges[i*rs : i*rs : (i+1)*rs]
-	}
+	q.initRecvLog()
 	q.injWRs = make([]verbs.SendWR, 0, q.cap.MaxSendWR)
 	q.injSGE = make([]verbs.SGE, q.maxSGE)
 	q.sets = make([]*bkSet, len(c.bks))

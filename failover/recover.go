@@ -573,8 +573,7 @@ func (q *QP) recoverRecvLocked(gen uint64, sent uint32) {
 	q.fifoMu.Unlock()
 	var recvs []verbs.RecvWR
 	for i := q.recvDone; i < q.rPosted.Load(); i++ {
-		r := &q.rlog[i&q.rmask]
-		recvs = append(recvs, verbs.RecvWR{WRID: r.wrid, SGL: r.sgl})
+		recvs = append(recvs, q.loggedRecv(i))
 	}
 	if len(recvs) > 0 {
 		if err := q.postDefaultRecvsLocked(recvs, true); err != nil {

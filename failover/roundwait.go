@@ -93,8 +93,7 @@ func (q *QP) flushHeld() {
 		p := q.rPosted.Load()
 		recvs := make([]verbs.RecvWR, 0, q.rHeld)
 		for i := p - q.rHeld; i < p; i++ {
-			r := &q.rlog[i&q.rmask]
-			recvs = append(recvs, verbs.RecvWR{WRID: r.wrid, SGL: r.sgl})
+			recvs = append(recvs, q.loggedRecv(i))
 		}
 		q.rHeld = 0
 		if err := q.postLoggedRecvsLocked(recvs); err != nil {
@@ -171,9 +170,12 @@ func (q *QP) holdRecvsLocked(wrs []verbs.RecvWR) error {
 		return fmt.Errorf("failover: post_recv on QP %#x: %w", q.qpn, verbs.ErrRQFull)
 	}
 	for i := range wrs {
-		r := &q.rlog[(p+uint64(i))&q.rmask]
-		r.wrid = wrs[i].WRID
-		r.sgl = append(r.sgl[:0], wrs[i].SGL...)
+		if len(wrs[i].SGL) > q.rstride {
+			return &verbs.WRError{Op: "post_recv", Index: i, Limit: q.rstride, Got: len(wrs[i].SGL), Err: verbs.ErrTooManySGE}
+		}
+	}
+	for i := range wrs {
+		q.logRecv(p+uint64(i), &wrs[i])
 	}
 	q.rPosted.Store(p + uint64(len(wrs)))
 	q.rHeld += uint64(len(wrs))

@@ -34,6 +34,10 @@ func (q *RQ) Head() uint32 { return q.head }
 // SetHead moves the producer counter (QP reset).
 func (q *RQ) SetHead(v uint32) { q.head = v }
 
+// HeadWord is the address of the producer counter, for a second poster of the same ring
+// outside Go (see SQ.CurPostWord).
+func (q *RQ) HeadWord() *uint32 { return &q.head }
+
 func (q *RQ) wqe(idx uint32) []byte {
 	o := int(idx&(q.wqeCnt-1)) << q.wqeShift
 	return q.buf[o : o+1<<q.wqeShift]

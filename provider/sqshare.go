@@ -83,3 +83,41 @@ func (q *QP) ShareSend(p *runtime.Pinner) (SendShare, bool) {
 		BFOffset: sq.bf.OffsetWord(), PreferBF: sq.bf.PreferBF, ShutUpBF: sq.bf.ShutUpBF,
 	}, true
 }
+
+// RecvShare is the receive queue of a QP as a second poster writes it (see SendShare): the
+// poster must post exactly what PostRecv would (validate's limits, write's scatter lists and
+// terminators, the tables, the doorbell record) or leave the post to it.
+type RecvShare struct {
+	// State is the QP's verbs.QPState; receives are accepted from INIT to SQD (canRecv).
+	State *atomic.Uint32
+	// Ring is WQECount WQEs of 1<<Shift bytes; MaxGS scatter entries fill one.
+	Ring             []byte
+	WQECount, Shift  uint32
+	MaxPost, Reserve uint32
+	MaxGS            int
+	// Head counts WRs posted, RingHead is the ring's producer counter (the two advance
+	// together); Internal counts internal WRs posted.
+	Head, RingHead, Internal *uint32
+	Tail, IntRetired         *atomic.Uint32
+	WRID                     []uint64 // by WQE index
+	IntAt                    []uint32
+	DBRec                    []byte
+}
+
+// ShareRecv describes the QP's receive queue to a second poster and pins, with p, the Go
+// memory the description points into (see ShareSend).
+func (q *QP) ShareRecv(p *runtime.Pinner) (RecvShare, bool) {
+	rq := q.rq
+	if rq == nil || rq.wqeCnt == 0 || q.detached.Load() {
+		return RecvShare{}, false
+	}
+	p.Pin(q)
+	p.Pin(rq)
+	p.Pin(rq.ring)
+	p.Pin(&rq.wrid[0])
+	p.Pin(&rq.intAt[0])
+	return RecvShare{State: &q.state, Ring: rq.buf, WQECount: rq.wqeCnt, Shift: uint32(rq.shift),
+		MaxPost: rq.maxPost, Reserve: rq.reserve, MaxGS: rq.maxGS,
+		Head: &rq.head, RingHead: rq.ring.HeadWord(), Internal: &rq.internal,
+		Tail: &rq.tail, IntRetired: &rq.intRetired, WRID: rq.wrid, IntAt: rq.intAt, DBRec: q.dbrec}, true
+}

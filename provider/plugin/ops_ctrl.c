@@ -237,6 +237,7 @@ static void qp_free(struct shift_qp *qp)
 	free(qp->swr);
 	free(qp->rwr);
 	free(qp->spost);
+	free(qp->srecv);
 	free(qp);
 }
 

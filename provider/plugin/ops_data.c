@@ -106,6 +106,10 @@ int shift_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv
 		return shift_fast_post_recv(qp->fast, wr, bad);
 	}
 	pthread_mutex_lock(&qp->rq_lock);
+	if (qp->srecv && shift_srecv_post(qp->srecv, wr) == 0) {
+		pthread_mutex_unlock(&qp->rq_lock);
+		return 0;
+	}
 	for (w = wr; w; w = w->next) {
 		if (n == qp->max_recv_wr) {
 			pthread_mutex_unlock(&qp->rq_lock);

@@ -81,7 +81,8 @@ struct shift_qp {
 	int sq_sig_all;
 	struct shift_wr_builder wb;
 	struct shift_fast_qp *fast; /* non-NULL: posts go to the rings in C (fast.c) */
-	struct shift_spost *spost;  /* non-NULL: SHIFT mode's Default posts are C's (spost.c) */
+	struct shift_spost *spost;  /* non-NULL: SHIFT mode's Default sends are C's (spost.c) */
+	struct shift_srecv *srecv;  /* non-NULL: and its Default receives */
 };
 
 /* Channels the plugin created itself (emulated devices, SHIFT mode): a pipe carrying the

@@ -14,26 +14,26 @@
  * asymmetric barrier the closer's membarrier orders them on this thread's CPU, so the
  * compiler only must keep them in order; otherwise both are sequentially consistent (the
  * Dekker pattern with the closer's swap and load). */
-static inline int gate_enter(struct shift_spost *s)
+static inline int gate_enter(uint32_t *state, uint32_t *busy, int asym)
 {
-	if (s->asym) {
-		__atomic_store_n(s->gate_busy, 1, __ATOMIC_RELAXED);
+	if (asym) {
+		__atomic_store_n(busy, 1, __ATOMIC_RELAXED);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		if (__atomic_load_n(s->gate_state, __ATOMIC_ACQUIRE) == SHIFT_GATE_OPEN)
+		if (__atomic_load_n(state, __ATOMIC_ACQUIRE) == SHIFT_GATE_OPEN)
 			return 1;
 	} else {
-		__atomic_store_n(s->gate_busy, 1, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(s->gate_state, __ATOMIC_SEQ_CST) == SHIFT_GATE_OPEN)
+		__atomic_store_n(busy, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(state, __ATOMIC_SEQ_CST) == SHIFT_GATE_OPEN)
 			return 1;
 	}
-	__atomic_store_n(s->gate_busy, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(busy, 0, __ATOMIC_RELEASE);
 	return 0;
 }
 
 /* postGate.leave: every store of the post visible to a closer that reads busy == 0. */
-static inline void gate_leave(struct shift_spost *s)
+static inline void gate_leave(uint32_t *busy)
 {
-	__atomic_store_n(s->gate_busy, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(busy, 0, __ATOMIC_RELEASE);
 }
 
 static inline int inlineable(enum ibv_wr_opcode op)
@@ -131,12 +131,12 @@ int shift_spost_send(struct shift_spost *s, const struct ibv_send_wr *wr)
 
 	if (!wr)
 		return -1;
-	if (!gate_enter(s))
+	if (!gate_enter(s->gate_state, s->gate_busy, s->asym))
 		return -1;
 	/* QP.PostSend's fast path: the injection countdown, then the provider's checkSend. */
 	if (__atomic_load_n(__atomic_load_n(s->inj, __ATOMIC_ACQUIRE), __ATOMIC_RELAXED) != 0 ||
 	    __atomic_load_n(s->qp_state, __ATOMIC_ACQUIRE) != SHIFT_QPS_RTS || spost_refuses(s, wr)) {
-		gate_leave(s);
+		gate_leave(s->gate_busy);
 		return -1;
 	}
 	/* sendQueue.write and record. */
@@ -159,6 +159,83 @@ int shift_spost_send(struct shift_spost *s, const struct ibv_send_wr *wr)
 		last_off = idx * MLX5_SEND_WQE_BB;
 	}
 	spost_ring(s, nreq, last_off, ds, inl);
-	gate_leave(s);
+	gate_leave(s->gate_busy);
+	return 0;
+}
+
+/* recvQueue.validate for an application post, and the failover layer's own limits
+ * (postRecvDefault: the list within the application's queue, each scatter list within the
+ * log's stride). */
+static int srecv_refuses(const struct shift_srecv *s, const struct ibv_recv_wr *wr)
+{
+	/* tail first, then intRetired: the poller stores them in the other order. */
+	uint32_t tail = __atomic_load_n(s->tail, __ATOMIC_ACQUIRE);
+	uint32_t int_retired = __atomic_load_n(s->int_retired, __ATOMIC_ACQUIRE);
+	uint32_t outstanding = *s->head - tail;
+	uint32_t limit = s->max_post - s->reserve;
+	uint32_t used = outstanding - (*s->internal - int_retired);
+	uint32_t n = 0;
+
+	for (const struct ibv_recv_wr *w = wr; w; w = w->next) {
+		n++;
+		if (w->num_sge < 0 || (uint32_t)w->num_sge > s->max_gs || (uint32_t)w->num_sge > s->log_stride)
+			return 1;
+	}
+	return n > s->max_recv_wr || (uint64_t)used + n > limit || (uint64_t)outstanding + n > s->max_post;
+}
+
+/* QP.PostRecv in the Default state: log each receive (logRecv), write it (recvQueue.write over
+ * mlx5.RQ.Post), publish the receive counter (RQ.Ring), then the log's head. */
+int shift_srecv_post(struct shift_srecv *s, const struct ibv_recv_wr *wr)
+{
+	uint32_t mask = s->wqe_cnt - 1;
+	uint64_t p;
+
+	if (!wr)
+		return -1;
+	if (!gate_enter(s->gate_state, s->gate_busy, s->asym))
+		return -1;
+	{
+		uint32_t st = __atomic_load_n(s->qp_state, __ATOMIC_ACQUIRE);
+
+		if (st < SHIFT_QPS_INIT || st > SHIFT_QPS_SQD || srecv_refuses(s, wr)) {
+			gate_leave(s->gate_busy);
+			return -1;
+		}
+	}
+	p = __atomic_load_n(s->posted, __ATOMIC_RELAXED);
+	for (const struct ibv_recv_wr *w = wr; w; w = w->next, p++) {
+		uint64_t slot = p & s->log_mask;
+		uint32_t idx = *s->ring_head & mask;
+		struct mlx5_wqe_data_seg *d = (void *)(s->ring + ((size_t)idx << s->wqe_shift));
+		uint32_t j = 0;
+
+		s->log[slot].wr_id = w->wr_id;
+		if (w->num_sge)
+			memcpy(&s->log_sge[slot * s->log_stride], w->sg_list, (size_t)w->num_sge * sizeof(*w->sg_list));
+		s->log[slot].nsge = (uint32_t)w->num_sge;
+		for (int i = 0; i < w->num_sge; i++) {
+			if (!w->sg_list[i].length) /* skipped, as rdma-core does */
+				continue;
+			d[j].byte_count = htobe32(w->sg_list[i].length);
+			d[j].lkey = htobe32(w->sg_list[i].lkey);
+			d[j].addr = htobe64(w->sg_list[i].addr);
+			j++;
+		}
+		if (j < s->max_gs) {
+			d[j].byte_count = 0;
+			d[j].lkey = htobe32(MLX5_INVALID_LKEY);
+			d[j].addr = 0;
+		}
+		s->wrid[idx] = w->wr_id;
+		*s->head += 1;
+		*s->ring_head += 1;
+		s->int_at[idx] = *s->internal;
+	}
+	/* The scatter lists before the counter that advertises them. */
+	to_device_barrier();
+	__atomic_store_n(&s->db[0], htobe32(*s->ring_head & 0xffff), __ATOMIC_RELEASE);
+	__atomic_store_n(s->posted, p, __ATOMIC_RELEASE);
+	gate_leave(s->gate_busy);
 	return 0;
 }

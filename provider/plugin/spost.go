@@ -13,33 +13,60 @@ import (
 	"github.com/shift-rdma/shift/provider"
 )
 
-// SHIFT mode's post in C (spost.c): a SHIFT QP's post in the Default state is the provider's
-// post on the default QP behind the failover QP's send gate, and C does it over the same
-// memory as Go (the gate's words, the send queue's counters and tables, pinned), so the
-// application's thread enters Go only when SHIFT has something to do. SHIFT_C_POST=0 leaves
-// every post to Go.
+// SHIFT mode's posts in C (spost.c): a SHIFT QP's post in the Default state is the provider's
+// post on the default QP behind the failover QP's send (receive) gate, receives logged too,
+// and C does it over the same memory as Go (the gates' words, the queues' counters and
+// tables, the receive log, pinned), so the application's thread enters Go only when SHIFT
+// has something to do. SHIFT_C_POST=0 leaves every post to Go.
 
-// sharePost gives the C poster a SHIFT QP whose default QP rings a register of its own (a
-// shared register is rung under Go's lock). The pins are released by unsharePost once the QP
-// is destroyed.
+// sharePost gives the C posters a SHIFT QP's receives and, when its default QP rings a
+// register of its own (a shared register is rung under Go's lock), its sends. The pins are
+// released by unsharePost once the QP is destroyed; a QP C cannot be given (no memory) is
+// posted through Go.
 func sharePost(sqp *C.struct_shift_qp, q *qp) {
 	fq, ok := q.v.(*failover.QP)
 	if !ok {
 		return
 	}
-	ss, ok := fq.Default().ShareSend(&q.pin)
-	if !ok || ss.BF.NeedLock {
-		q.pin.Unpin()
-		return
+	if ss, ok := fq.Default().ShareSend(&q.pin); ok && !ss.BF.NeedLock {
+		if s := (*C.struct_shift_spost)(C.calloc(1, C.sizeof_struct_shift_spost)); s != nil {
+			fillSpost(s, &ss, fq.ShareSendGate(&q.pin))
+			sqp.spost = s
+		}
 	}
-	gs := fq.ShareSendGate(&q.pin)
-	s := (*C.struct_shift_spost)(C.calloc(1, C.sizeof_struct_shift_spost))
-	if s == nil {
-		q.pin.Unpin()
-		return // Go posts them all
+	if rs, ok := fq.Default().ShareRecv(&q.pin); ok {
+		if s := (*C.struct_shift_srecv)(C.calloc(1, C.sizeof_struct_shift_srecv)); s != nil {
+			fillSrecv(s, &rs, fq.ShareRecvGate(&q.pin))
+			sqp.srecv = s
+		}
 	}
-	fillSpost(s, &ss, gs)
-	sqp.spost = s
+}
+
+// fillSrecv writes the receive shares into C's description.
+func fillSrecv(s *C.struct_shift_srecv, rs *provider.RecvShare, gs failover.RecvGateShare) {
+	s.gate_state = (*C.uint32_t)(unsafe.Pointer(gs.State))
+	s.gate_busy = (*C.uint32_t)(unsafe.Pointer(gs.Busy))
+	if gs.Asymmetric {
+		s.asym = 1
+	}
+	s.max_recv_wr = C.uint32_t(gs.MaxRecvWR)
+	s.log = (*C.struct_shift_rlog_rec)(unsafe.Pointer(&gs.Log[0]))
+	s.log_mask = C.uint64_t(len(gs.Log) - 1)
+	s.log_sge = (*C.struct_ibv_sge)(unsafe.Pointer(&gs.SGE[0]))
+	s.log_stride = C.uint32_t(gs.Stride)
+	s.posted = (*C.uint64_t)(unsafe.Pointer(gs.Posted))
+	s.qp_state = (*C.uint32_t)(unsafe.Pointer(rs.State))
+	s.ring = byteAt(rs.Ring)
+	s.wqe_cnt, s.wqe_shift = C.uint32_t(rs.WQECount), C.uint32_t(rs.Shift)
+	s.max_post, s.reserve, s.max_gs = C.uint32_t(rs.MaxPost), C.uint32_t(rs.Reserve), C.uint32_t(rs.MaxGS)
+	s.head = (*C.uint32_t)(unsafe.Pointer(rs.Head))
+	s.ring_head = (*C.uint32_t)(unsafe.Pointer(rs.RingHead))
+	s.internal = (*C.uint32_t)(unsafe.Pointer(rs.Internal))
+	s.tail = (*C.uint32_t)(unsafe.Pointer(rs.Tail))
+	s.int_retired = (*C.uint32_t)(unsafe.Pointer(rs.IntRetired))
+	s.wrid = (*C.uint64_t)(unsafe.Pointer(&rs.WRID[0]))
+	s.int_at = (*C.uint32_t)(unsafe.Pointer(&rs.IntAt[0]))
+	s.db = (*C.__be32)(unsafe.Pointer(byteAt(rs.DBRec)))
 }
 
 // fillSpost writes the shares into C's description.
@@ -88,9 +115,8 @@ func fillSpost(s *C.struct_shift_spost, ss *provider.SendShare, gs failover.Send
 // unsharePost ends the C poster's use of a destroyed QP: no post runs (the application
 // destroys a QP it no longer posts on), so the description is freed and the pins released.
 func unsharePost(sqp *C.struct_shift_qp, q *qp) {
-	if sqp.spost != nil {
-		C.free(unsafe.Pointer(sqp.spost))
-		sqp.spost = nil
-	}
+	C.free(unsafe.Pointer(sqp.spost))
+	C.free(unsafe.Pointer(sqp.srecv))
+	sqp.spost, sqp.srecv = nil, nil
 	q.pin.Unpin()
 }

@@ -44,7 +44,35 @@ struct shift_spost {
 	int64_t *bf_offset;   /* the register's half selector (the register is the QP's alone) */
 };
 
+/* The words of provider.RecvShare and failover.RecvGateShare. */
+struct shift_srecv {
+	/* The failover QP's receive gate and receive log. */
+	uint32_t *gate_state;
+	uint32_t *gate_busy;
+	int asym;
+	uint32_t max_recv_wr;
+	struct shift_rlog_rec { /* failover.RecvLogRecord */
+		uint64_t wr_id;
+		uint32_t nsge, pad;
+	} *log;
+	uint64_t log_mask;
+	struct ibv_sge *log_sge; /* verbs.SGE is struct ibv_sge */
+	uint32_t log_stride;
+	uint64_t *posted;
+
+	/* The default QP's receive queue. */
+	uint32_t *qp_state;
+	uint8_t *ring;
+	uint32_t wqe_cnt, wqe_shift, max_post, reserve, max_gs;
+	uint32_t *head, *ring_head, *internal, *tail, *int_retired;
+	uint64_t *wrid;
+	uint32_t *int_at;
+	volatile __be32 *db; /* [0]: the receive counter */
+};
+
 enum {
+	SHIFT_QPS_INIT = 1, /* verbs.QPStateInit ... */
+	SHIFT_QPS_SQD = 4,
 	SHIFT_QPS_RTS = 3, /* verbs.QPStateRTS */
 	SHIFT_GATE_OPEN = 0,
 	/* provider.SendMark: recorded as the Go post records it (an application that sets this
@@ -55,5 +83,9 @@ enum {
 /* shift_spost_send posts wr on the default QP and returns 0, or returns -1 having written
  * nothing: the list is Go's to post (the caller holds the QP's post lock either way). */
 int shift_spost_send(struct shift_spost *s, const struct ibv_send_wr *wr);
+
+/* shift_srecv_post logs and posts wr on the default QP and returns 0, or returns -1 having
+ * written nothing: the list is Go's to post. */
+int shift_srecv_post(struct shift_srecv *s, const struct ibv_recv_wr *wr);
 
 #endif

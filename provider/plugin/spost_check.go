@@ -90,3 +90,59 @@ func (c *checkSpost) post(wrs []verbs.SendWR) bool {
 	}
 	return C.shift_spost_send(c.s, c.wrs) == 0
 }
+
+// checkSrecv is a C receive poster of one provider QP.
+type checkSrecv struct {
+	s    *C.struct_shift_srecv
+	wrs  *C.struct_ibv_recv_wr
+	sges *C.struct_ibv_sge
+	pin  runtime.Pinner
+}
+
+// newCheckSrecv shares q's receive queue with a C poster behind gate and its log.
+func newCheckSrecv(q *provider.QP, gate failover.RecvGateShare) *checkSrecv {
+	c := &checkSrecv{}
+	rs, ok := q.ShareRecv(&c.pin)
+	if !ok {
+		panic("newCheckSrecv: a QP without a receive queue")
+	}
+	c.pin.Pin(gate.State)
+	c.pin.Pin(gate.Busy)
+	c.pin.Pin(&gate.Log[0])
+	c.pin.Pin(&gate.SGE[0])
+	c.pin.Pin(gate.Posted)
+	c.s = (*C.struct_shift_srecv)(C.calloc(1, C.sizeof_struct_shift_srecv))
+	c.wrs = (*C.struct_ibv_recv_wr)(C.calloc(checkMaxWRs, C.sizeof_struct_ibv_recv_wr))
+	c.sges = (*C.struct_ibv_sge)(C.calloc(checkMaxWRs*checkMaxSGE, C.sizeof_struct_ibv_sge))
+	fillSrecv(c.s, &rs, gate)
+	return c
+}
+
+func (c *checkSrecv) free() {
+	C.free(unsafe.Pointer(c.s))
+	C.free(unsafe.Pointer(c.wrs))
+	C.free(unsafe.Pointer(c.sges))
+	c.pin.Unpin()
+}
+
+// post builds wrs as an ibv_recv_wr list and runs shift_srecv_post: true when C posted it.
+func (c *checkSrecv) post(wrs []verbs.RecvWR) bool {
+	if len(wrs) > checkMaxWRs {
+		panic("checkSrecv.post: more than checkMaxWRs WRs")
+	}
+	ws := unsafe.Slice(c.wrs, checkMaxWRs)
+	sg := unsafe.Slice(c.sges, checkMaxWRs*checkMaxSGE)
+	for i := range wrs {
+		if len(wrs[i].SGL) > checkMaxSGE {
+			panic("checkSrecv.post: more than checkMaxSGE SGEs")
+		}
+		ws[i] = C.struct_ibv_recv_wr{wr_id: C.uint64_t(wrs[i].WRID), num_sge: C.int(len(wrs[i].SGL)), sg_list: &sg[i*checkMaxSGE]}
+		if i+1 < len(wrs) {
+			ws[i].next = &ws[i+1]
+		}
+		for k, g := range wrs[i].SGL {
+			sg[i*checkMaxSGE+k] = C.struct_ibv_sge{addr: C.uint64_t(g.Addr), length: C.uint32_t(g.Length), lkey: C.uint32_t(g.LKey)}
+		}
+	}
+	return C.shift_srecv_post(c.s, c.wrs) == 0
+}
