@@ -57,6 +57,9 @@ type RecvGateShare struct {
 	SGE    []verbs.SGE
 	Stride int
 	Posted *atomic.Uint64
+	// RecvDone counts the application's receives completed: the CQ's fast-path poller adds
+	// one per receive completion it returns (its own while it holds the CQ's gate).
+	RecvDone *uint64
 }
 
 // ShareRecvGate describes the QP's receive gate and log to a poster outside Go and pins, with
@@ -66,5 +69,6 @@ func (q *QP) ShareRecvGate(p *runtime.Pinner) RecvGateShare {
 	p.Pin(&q.rlog[0])
 	p.Pin(&q.rsge[0])
 	return RecvGateShare{State: &q.recvGate.state, Busy: &q.recvGate.busy, Asymmetric: asymGates,
-		MaxRecvWR: q.cap.MaxRecvWR, Log: q.rlog, SGE: q.rsge, Stride: q.rstride, Posted: &q.rPosted}
+		MaxRecvWR: q.cap.MaxRecvWR, Log: q.rlog, SGE: q.rsge, Stride: q.rstride, Posted: &q.rPosted,
+		RecvDone: &q.recvDone}
 }

@@ -112,6 +112,10 @@ func (q *CQ) Peek(c *CQE64) bool {
 // NIC which entries it may overwrite.
 func (q *CQ) UpdateCI(db DBRec) { db.SetConsumerIndex(q.ci) }
 
+// CIWord is the address of the consumer index, for a second poller of the same ring outside
+// Go (see SQ.CurPostWord).
+func (q *CQ) CIWord() *uint32 { return &q.ci }
+
 // Arm requests an event for the next completion (or the next solicited one), with arm
 // sequence number sn; see ArmCQ.
 func (q *CQ) Arm(db DBRec, uar UARPage, cqn, sn uint32, solicited bool) {

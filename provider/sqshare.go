@@ -3,6 +3,8 @@ package provider
 import (
 	"runtime"
 	"sync/atomic"
+
+	"github.com/shift-rdma/shift/mlx5"
 )
 
 // A second poster for a QP the provider keeps (SHIFT's default QPs in the plugin): unlike
@@ -120,4 +122,22 @@ func (q *QP) ShareRecv(p *runtime.Pinner) (RecvShare, bool) {
 		MaxPost: rq.maxPost, Reserve: rq.reserve, MaxGS: rq.maxGS,
 		Head: &rq.head, RingHead: rq.ring.HeadWord(), Internal: &rq.internal,
 		Tail: &rq.tail, IntRetired: &rq.intRetired, WRID: rq.wrid, IntAt: rq.intAt, DBRec: q.dbrec}, true
+}
+
+// CQPollShare is a CQ's ring as a second poller reads it (the plugin's C poll_cq in SHIFT
+// mode): it must consume only what Poll would return as it returns it, retiring each WQE in
+// its QP's shared tables (SendShare, RecvShare) as Poll does, and publish the consumer index
+// in the doorbell record. Taking turns with Poll is the caller's, as for posts.
+type CQPollShare struct {
+	Buf   []byte // NCQE 64-byte CQEs
+	NCQE  uint32
+	CI    *uint32 // the consumer index
+	DBRec []byte  // set_ci, arm
+}
+
+// SharePoll describes the CQ's ring to a second poller and pins, with p, the Go memory the
+// description points into; the caller unpins once the CQ is destroyed.
+func (c *CQ) SharePoll(p *runtime.Pinner) CQPollShare {
+	p.Pin(c.ring.ring)
+	return CQPollShare{Buf: c.ring.buf, NCQE: c.ring.ncqe, CI: c.ring.ring.CIWord(), DBRec: c.dbMem.Bytes()[:mlx5.DBRecSize]}
 }

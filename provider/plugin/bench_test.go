@@ -18,10 +18,9 @@ import (
 // bench/verbsbench.c: one ibv_post_send of a 64-byte inline RDMA WRITE (one SGE), one empty
 // ibv_poll_cq, one ibv_post_recv (one SGE) and one ibv_poll_cq that returns a completion, on
 // two emulated devices of one process: libmlx5-shift in plain mode (the C data path), in
-// SHIFT mode (Default state: the post in C behind the failover layer's gate, spost.c; the
-// other verbs through Go unless the CQ is empty) and in SHIFT mode with SHIFT_C_POST=0 (every
-// post through Go), and Debian's own libmlx5 over the
-// emulated kernel library (mlx5/emu/kernelso) on the same emulated rings. Each sub-benchmark
+// SHIFT mode (Default state: posts and polls in C behind the failover layer's gates,
+// spost.c and spoll.c) and in SHIFT mode with SHIFT_C_DATAPATH=0 (every post and non-empty
+// poll through Go), and Debian's own libmlx5 over the emulated kernel library (mlx5/emu/kernelso) on the same emulated rings. Each sub-benchmark
 // reports the harness's figures as ns/post, ns/poll, ns/recv and ns/poll1; compare runs
 // with benchstat:
 //
@@ -44,7 +43,7 @@ func BenchmarkVerbs(b *testing.B) {
 	}{
 		{"plain", h, tooltest.Mode{}},
 		{"shift", h, tooltest.Mode{Shift: "s0:s1,s1:s0", Job: fmt.Sprintf("bench-%d", port())}},
-		{"shift-gopost", h, tooltest.Mode{Shift: "s0:s1,s1:s0", Job: fmt.Sprintf("bench-%d", port()), Extra: []string{"SHIFT_C_POST=0"}}},
+		{"shift-go", h, tooltest.Mode{Shift: "s0:s1,s1:s0", Job: fmt.Sprintf("bench-%d", port()), Extra: []string{"SHIFT_C_DATAPATH=0"}}},
 		{"libmlx5", hx, tooltest.Mode{Kernel: true}},
 	} {
 		b.Run(m.name, func(b *testing.B) {

@@ -26,4 +26,9 @@ static inline void check_set_atomic(struct ibv_send_wr *w, uint64_t ra, uint32_t
 	w->wr.atomic.swap = swap;
 }
 
+static inline uint32_t check_wc_imm(const struct ibv_wc *w)
+{
+	return be32toh(w->imm_data);
+}
+
 #endif

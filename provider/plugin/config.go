@@ -38,12 +38,13 @@ type config struct {
 	probeInterval time.Duration
 	fenceAfterWRs int
 	fenceAfter    time.Duration
-	// cPost: SHIFT mode's Default posts in C (spost.c); SHIFT_C_POST=0 leaves them to Go.
-	cPost bool
+	// cData: SHIFT mode's Default-state posts and polls in C (spost.c, spoll.c);
+	// SHIFT_C_DATAPATH=0 leaves them to Go.
+	cData bool
 }
 
 var loadConfig = sync.OnceValues(func() (config, error) {
-	c := config{gidIdx: -1, debug: os.Getenv("SHIFT_DEBUG") == "1", cPost: true}
+	c := config{gidIdx: -1, debug: os.Getenv("SHIFT_DEBUG") == "1", cData: true}
 	var err error
 	if c.env, err = shiftenv.Read(os.Getenv); err != nil {
 		return c, err
@@ -55,12 +56,12 @@ var loadConfig = sync.OnceValues(func() (config, error) {
 	if c.watch, c.noWatch, err = parseLinkWatch(os.Getenv("SHIFT_LINK_WATCH")); err != nil {
 		return c, err
 	}
-	switch s := os.Getenv("SHIFT_C_POST"); s {
+	switch s := os.Getenv("SHIFT_C_DATAPATH"); s {
 	case "", "1":
 	case "0":
-		c.cPost = false
+		c.cData = false
 	default:
-		return c, fmt.Errorf("SHIFT_C_POST=%q: want 1 (SHIFT mode's posts in C, the default) or 0 (through Go)", s)
+		return c, fmt.Errorf("SHIFT_C_DATAPATH=%q: want 1 (SHIFT mode's posts and polls in C, the default) or 0 (through Go)", s)
 	}
 	switch s := os.Getenv("SHIFT"); s {
 	case "", "0":

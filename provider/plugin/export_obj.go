@@ -149,7 +149,11 @@ func shiftGoCreateCQ(sctx *C.struct_shift_context, scq *C.struct_shift_cq, cqe C
 	}
 	peekCQ(scq, v)
 	*size = C.int(v.Size())
-	scq._go = handleOf(&cq{ctx: c, v: v, wcs: make([]verbs.WC, scq.nwc)})
+	q := &cq{ctx: c, v: v, wcs: make([]verbs.WC, scq.nwc)}
+	if cfg, _ := loadConfig(); cfg.cData {
+		sharePoll(scq, q)
+	}
+	scq._go = handleOf(q)
 	return 0
 }
 
@@ -160,6 +164,7 @@ func shiftGoDestroyCQ(scq *C.struct_shift_cq) (ret C.int) {
 	if err := q.v.Destroy(); err != nil {
 		return fail("destroy_cq", err)
 	}
+	unsharePoll(scq, q)
 	release(scq._go)
 	return 0
 }

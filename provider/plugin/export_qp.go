@@ -54,7 +54,7 @@ func shiftGoCreateQP(spd *C.struct_shift_pd, sqp *C.struct_shift_qp, a *C.struct
 	*qpn = C.uint32_t(v.QPN())
 	q := &qp{ctx: c, v: v, cap: cp,
 		swrs: make([]verbs.SendWR, max(cp.MaxSendWR, 1)), rwrs: make([]verbs.RecvWR, max(cp.MaxRecvWR, 1))}
-	if cfg, _ := loadConfig(); cfg.cPost {
+	if cfg, _ := loadConfig(); cfg.cData {
 		sharePost(sqp, q)
 	}
 	sqp._go = handleOf(q)

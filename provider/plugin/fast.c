@@ -495,8 +495,10 @@ void shift_fast_ctx_free(struct shift_fast_ctx *c)
 {
 	if (!c)
 		return;
-	for (int i = 0; i < SHIFT_QPT_SIZE; i++)
+	for (int i = 0; i < SHIFT_QPT_SIZE; i++) {
 		free(c->qpt[i]);
+		free(c->svt[i]);
+	}
 	for (uint32_t i = 0; i < c->nbf; i++) {
 		if (c->bf[i]) {
 			pthread_spin_destroy(&c->bf[i]->lock);

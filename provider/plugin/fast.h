@@ -103,9 +103,11 @@ struct shift_fast_qp {
  * written under lock, read without one) and the BlueFlame registers by bfreg index. */
 #define SHIFT_QPT_SHIFT 12
 #define SHIFT_QPT_SIZE (1 << SHIFT_QPT_SHIFT)
+struct shift_sview;
 struct shift_fast_ctx {
 	pthread_mutex_t lock;
 	struct shift_fast_qp **qpt[SHIFT_QPT_SIZE];
+	struct shift_sview **svt[SHIFT_QPT_SIZE]; /* SHIFT mode's QPs, for spoll.c (same rules) */
 	struct shift_bf **bf;
 	uint32_t nbf;
 	int single_threaded;

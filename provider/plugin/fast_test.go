@@ -29,7 +29,7 @@ func seeded(t *testing.T) *rand.Rand {
 }
 
 // mapped is n bytes of anonymous memory (C may read it: it is not Go's heap).
-func mapped(t *testing.T, n int) []byte {
+func mapped(t testing.TB, n int) []byte {
 	t.Helper()
 	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {

@@ -48,6 +48,8 @@ type cq struct {
 	ctx *devctx
 	v   verbs.CQ
 	wcs []verbs.WC
+	// pin holds the memory the C poller of SHIFT mode reads (spost.go) until destroy.
+	pin runtime.Pinner
 }
 
 type qp struct {

@@ -142,6 +142,14 @@ int shift_poll_cq(struct ibv_cq *ibcq, int want, struct ibv_wc *wc)
 	if (shift_peek_empty(&cq->peek))
 		return 0; /* SHIFT's Default state with nothing waiting: no call into Go */
 	pthread_mutex_lock(&cq->lock);
+	if (cq->spoll) {
+		/* SHIFT's Default state: what the failover layer's fast path returns, in C. */
+		got = shift_spoll_cq(to_sctx(ibcq->context)->fast, cq->spoll, want, wc);
+		if (got) {
+			pthread_mutex_unlock(&cq->lock);
+			return got;
+		}
+	}
 	while (got < want) {
 		int ask = want - got < cq->nwc ? want - got : cq->nwc;
 		int n = shiftGoPollCQ(cq, ask);

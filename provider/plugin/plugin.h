@@ -52,6 +52,7 @@ struct shift_cq {
 	int nwc;
 	struct shift_cqr *fast; /* non-NULL: the ring is polled in C (fast.c) */
 	struct shift_cq_peek peek; /* SHIFT mode: an empty poll answered in C (fast.h) */
+	struct shift_spoll *spoll; /* SHIFT mode: the Default state's polls in C (spoll.c) */
 };
 
 /* The ibv_qp_ex work-request builder of one QP (wr_start ... wr_complete): the WRs are
@@ -83,6 +84,7 @@ struct shift_qp {
 	struct shift_fast_qp *fast; /* non-NULL: posts go to the rings in C (fast.c) */
 	struct shift_spost *spost;  /* non-NULL: SHIFT mode's Default sends are C's (spost.c) */
 	struct shift_srecv *srecv;  /* non-NULL: and its Default receives */
+	struct shift_sview *sview;  /* non-NULL: its completions are retired by spoll.c */
 };
 
 /* Channels the plugin created itself (emulated devices, SHIFT mode): a pipe carrying the

@@ -129,7 +129,7 @@ int shift_spost_send(struct shift_spost *s, const struct ibv_send_wr *wr)
 	uint32_t last_off = 0, mask = s->wqe_cnt - 1;
 	int nreq = 0, ds = 0, inl = 0;
 
-	if (!wr)
+	if (!wr || !s->post_ok)
 		return -1;
 	if (!gate_enter(s->gate_state, s->gate_busy, s->asym))
 		return -1;

@@ -17,7 +17,8 @@ import (
 // post on the default QP behind the failover QP's send (receive) gate, receives logged too,
 // and C does it over the same memory as Go (the gates' words, the queues' counters and
 // tables, the receive log, pinned), so the application's thread enters Go only when SHIFT
-// has something to do. SHIFT_C_POST=0 leaves every post to Go.
+// has something to do. Polls likewise (spoll.c, sharePoll). SHIFT_C_DATAPATH=0 leaves every
+// post and poll to Go.
 
 // sharePost gives the C posters a SHIFT QP's receives and, when its default QP rings a
 // register of its own (a shared register is rung under Go's lock), its sends. The pins are
@@ -28,18 +29,64 @@ func sharePost(sqp *C.struct_shift_qp, q *qp) {
 	if !ok {
 		return
 	}
-	if ss, ok := fq.Default().ShareSend(&q.pin); ok && !ss.BF.NeedLock {
+	// A QP on a shared register keeps its send tables here for the poller (post_ok 0).
+	if ss, ok := fq.Default().ShareSend(&q.pin); ok {
 		if s := (*C.struct_shift_spost)(C.calloc(1, C.sizeof_struct_shift_spost)); s != nil {
 			fillSpost(s, &ss, fq.ShareSendGate(&q.pin))
 			sqp.spost = s
 		}
 	}
+	var recvDone *uint64
 	if rs, ok := fq.Default().ShareRecv(&q.pin); ok {
 		if s := (*C.struct_shift_srecv)(C.calloc(1, C.sizeof_struct_shift_srecv)); s != nil {
-			fillSrecv(s, &rs, fq.ShareRecvGate(&q.pin))
+			gs := fq.ShareRecvGate(&q.pin)
+			fillSrecv(s, &rs, gs)
+			recvDone = gs.RecvDone
 			sqp.srecv = s
 		}
 	}
+	// The poller's view: only with both queues' tables (a completion of a queue the view
+	// lacks is left to Go anyway, but a receive must be counted).
+	if sqp.spost != nil && sqp.srecv != nil {
+		v := (*C.struct_shift_sview)(C.calloc(1, C.sizeof_struct_shift_sview))
+		if v == nil {
+			return
+		}
+		v.qpn, v.sq, v.rq = C.uint32_t(fq.QPN()), sqp.spost, sqp.srecv
+		v.recv_done = (*C.uint64_t)(unsafe.Pointer(recvDone))
+		if C.shift_sview_publish(q.ctx.sctx.fast, v) != 0 {
+			C.free(unsafe.Pointer(v))
+			return
+		}
+		sqp.sview = v
+	}
+}
+
+// sharePoll gives the C poller a SHIFT CQ's default ring (its gate is already C's: peekCQ).
+// The pins are released by unsharePoll once the CQ is destroyed.
+func sharePoll(scq *C.struct_shift_cq, q *cq) {
+	fc, ok := q.v.(*failover.CQ)
+	if !ok || scq.peek.ncqe == 0 {
+		return
+	}
+	ps := fc.Default().SharePoll(&q.pin)
+	p := (*C.struct_shift_spoll)(C.calloc(1, C.sizeof_struct_shift_spoll))
+	if p == nil {
+		q.pin.Unpin()
+		return
+	}
+	p.buf, p.ncqe = byteAt(ps.Buf), C.uint32_t(ps.NCQE)
+	p.ci = (*C.uint32_t)(unsafe.Pointer(ps.CI))
+	p.db = (*C.__be32)(unsafe.Pointer(byteAt(ps.DBRec)))
+	p.gate = (*C.uint32_t)(unsafe.Pointer(&scq.peek.gate))
+	scq.spoll = p
+}
+
+// unsharePoll ends the C poller's use of a destroyed CQ.
+func unsharePoll(scq *C.struct_shift_cq, q *cq) {
+	C.free(unsafe.Pointer(scq.spoll))
+	scq.spoll = nil
+	q.pin.Unpin()
 }
 
 // fillSrecv writes the receive shares into C's description.
@@ -110,13 +157,20 @@ func fillSpost(s *C.struct_shift_spost, ss *provider.SendShare, gs failover.Send
 		s.shut_up_bf = 1
 	}
 	s.bf_offset = (*C.int64_t)(unsafe.Pointer(ss.BFOffset))
+	if !ss.BF.NeedLock {
+		s.post_ok = 1
+	}
 }
 
 // unsharePost ends the C poster's use of a destroyed QP: no post runs (the application
 // destroys a QP it no longer posts on), so the description is freed and the pins released.
 func unsharePost(sqp *C.struct_shift_qp, q *qp) {
+	if sqp.sview != nil {
+		C.shift_sview_unpublish(q.ctx.sctx.fast, sqp.sview)
+		C.free(unsafe.Pointer(sqp.sview))
+	}
 	C.free(unsafe.Pointer(sqp.spost))
 	C.free(unsafe.Pointer(sqp.srecv))
-	sqp.spost, sqp.srecv = nil, nil
+	sqp.spost, sqp.srecv, sqp.sview = nil, nil, nil
 	q.pin.Unpin()
 }

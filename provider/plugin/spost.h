@@ -42,6 +42,7 @@ struct shift_spost {
 	uint32_t bf_index, bf_buf_size;
 	int prefer_bf, shut_up_bf;
 	int64_t *bf_offset;   /* the register's half selector (the register is the QP's alone) */
+	int post_ok;          /* 0: the register is shared, posts are Go's (the tables serve polls) */
 };
 
 /* The words of provider.RecvShare and failover.RecvGateShare. */
@@ -83,6 +84,34 @@ enum {
 /* shift_spost_send posts wr on the default QP and returns 0, or returns -1 having written
  * nothing: the list is Go's to post (the caller holds the QP's post lock either way). */
 int shift_spost_send(struct shift_spost *s, const struct ibv_send_wr *wr);
+
+/* A SHIFT QP as the C poller retires its completions (spoll.c): its queues' shared tables
+ * and the failover QP's count of receives completed. Published in the context's svt. */
+struct shift_sview {
+	uint32_t qpn;
+	struct shift_spost *sq; /* NULL: no send queue */
+	struct shift_srecv *rq; /* NULL: no receive queue */
+	uint64_t *recv_done;
+};
+
+/* A SHIFT CQ's default ring (provider.CQPollShare) and the failover CQ's fast-path gate. */
+struct shift_spoll {
+	uint8_t *buf;
+	uint32_t ncqe;
+	uint32_t *ci;         /* mlx5.CQ's consumer index */
+	volatile __be32 *db;  /* [0]: set_ci */
+	uint32_t *gate;       /* struct shift_cq_peek's gate: open 0, busy 1, closed 2 */
+};
+
+struct shift_fast_ctx;
+int shift_sview_publish(struct shift_fast_ctx *c, struct shift_sview *v);
+void shift_sview_unpublish(struct shift_fast_ctx *c, struct shift_sview *v);
+
+/* shift_spoll_cq polls up to want successful completions of known QPs from a SHIFT CQ whose
+ * gate is open, as failover.CQ.Poll's fast path does, and returns how many; 0 leaves the poll
+ * to Go (the gate not open, nothing there, or the next completion is one SHIFT must see: an
+ * error, or a QP the poller does not know), with nothing consumed. */
+int shift_spoll_cq(struct shift_fast_ctx *c, struct shift_spoll *p, int want, struct ibv_wc *wc);
 
 /* shift_srecv_post logs and posts wr on the default QP and returns 0, or returns -1 having
  * written nothing: the list is Go's to post. */

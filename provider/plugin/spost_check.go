@@ -6,6 +6,38 @@ package main
 #include "check.h"
 
 static struct ibv_send_wr *check_wr_at(struct ibv_send_wr *a, int i) { return &a[i]; }
+
+// check_spost_loop posts n signaled 64-byte inline WRITEs with the SHIFT-mode C poster,
+// writes each one's requester CQE as a NIC would and polls it with the C poller, as
+// BenchmarkSharedPostPoll's Go loop does through the provider; it returns the completions
+// polled.
+static long check_spost_loop(struct shift_fast_ctx *c, struct shift_spost *s, struct shift_spoll *p, uint8_t *src, long n)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)src, .length = 64, .lkey = 1 };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+				  .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE };
+	struct ibv_wc wc;
+	long got = 0;
+
+	wr.wr.rdma.remote_addr = 0x1000;
+	wr.wr.rdma.rkey = 1;
+	for (long i = 0; i < n; i++) {
+		uint32_t pos = *s->cur_post, ci = *p->ci;
+		uint8_t *e = p->buf + (size_t)(ci & (p->ncqe - 1)) * 64;
+
+		if (shift_spost_send(s, &wr))
+			return -1;
+		e[56] = MLX5_OPCODE_RDMA_WRITE;
+		e[57] = s->qpn >> 16;
+		e[58] = s->qpn >> 8;
+		e[59] = s->qpn;
+		e[60] = pos >> 8;
+		e[61] = pos;
+		__atomic_store_n(&e[63], MLX5_CQE_REQ << 4 | ((ci & p->ncqe) ? MLX5_CQE_OWNER_MASK : 0), __ATOMIC_RELEASE);
+		got += shift_spoll_cq(c, p, 1, &wc);
+	}
+	return got;
+}
 */
 import "C"
 
@@ -145,4 +177,75 @@ func (c *checkSrecv) post(wrs []verbs.RecvWR) bool {
 		}
 	}
 	return C.shift_srecv_post(c.s, c.wrs) == 0
+}
+
+// checkSpoll is the C poller of one provider CQ, with the views of the QPs whose C posters
+// are given, behind a gate word in C memory.
+type checkSpoll struct {
+	ctx      *C.struct_shift_fast_ctx
+	p        *C.struct_shift_spoll
+	views    []*C.struct_shift_sview
+	recvDone *C.uint64_t
+	wcs      *C.struct_ibv_wc
+	pin      runtime.Pinner
+}
+
+const checkMaxWCs = 16
+
+func newCheckSpoll(cq *provider.CQ, qpn uint32, s *checkSpost, r *checkSrecv) *checkSpoll {
+	c := &checkSpoll{ctx: C.shift_fast_ctx_new()}
+	ps := cq.SharePoll(&c.pin)
+	c.p = (*C.struct_shift_spoll)(C.calloc(1, C.sizeof_struct_shift_spoll))
+	c.p.buf, c.p.ncqe = byteAt(ps.Buf), C.uint32_t(ps.NCQE)
+	c.p.ci = (*C.uint32_t)(unsafe.Pointer(ps.CI))
+	c.p.db = (*C.__be32)(unsafe.Pointer(byteAt(ps.DBRec)))
+	c.p.gate = (*C.uint32_t)(C.calloc(1, 4))
+	c.recvDone = (*C.uint64_t)(C.calloc(1, 8))
+	c.wcs = (*C.struct_ibv_wc)(C.calloc(checkMaxWCs, C.sizeof_struct_ibv_wc))
+	v := (*C.struct_shift_sview)(C.calloc(1, C.sizeof_struct_shift_sview))
+	v.qpn, v.sq, v.rq, v.recv_done = C.uint32_t(qpn), s.s, r.s, c.recvDone
+	if C.shift_sview_publish(c.ctx, v) != 0 {
+		panic("newCheckSpoll: publish")
+	}
+	c.views = append(c.views, v)
+	return c
+}
+
+func (c *checkSpoll) free() {
+	for _, v := range c.views {
+		C.shift_sview_unpublish(c.ctx, v)
+		C.free(unsafe.Pointer(v))
+	}
+	C.free(unsafe.Pointer(c.p.gate))
+	C.free(unsafe.Pointer(c.p))
+	C.free(unsafe.Pointer(c.recvDone))
+	C.free(unsafe.Pointer(c.wcs))
+	C.shift_fast_ctx_free(c.ctx)
+	c.pin.Unpin()
+}
+
+// gate is the CQ's gate word (0 open, 1 busy, 2 closed).
+func (c *checkSpoll) gate() *uint32 { return (*uint32)(unsafe.Pointer(c.p.gate)) }
+
+// received is the receive count the poller kept.
+func (c *checkSpoll) received() uint64 { return uint64(*c.recvDone) }
+
+// poll runs shift_spoll_cq for up to want completions, as the provider's verbs.WC.
+func (c *checkSpoll) poll(want int) []verbs.WC {
+	if want > checkMaxWCs {
+		panic("checkSpoll.poll: more than checkMaxWCs")
+	}
+	n := int(C.shift_spoll_cq(c.ctx, c.p, C.int(want), c.wcs))
+	out := make([]verbs.WC, n)
+	for i, w := range unsafe.Slice(c.wcs, n) {
+		out[i] = verbs.WC{WRID: uint64(w.wr_id), Status: verbs.WCStatus(w.status), Opcode: verbs.WCOpcode(w.opcode),
+			VendorErr: uint32(w.vendor_err), ByteLen: uint32(w.byte_len), Imm: uint32(C.check_wc_imm(&unsafe.Slice(c.wcs, n)[i])),
+			QPNum: uint32(w.qp_num), SrcQP: uint32(w.src_qp), Flags: verbs.WCFlags(w.wc_flags), SL: uint8(w.sl)}
+	}
+	return out
+}
+
+// loop runs check_spost_loop: n posts and polls in C.
+func (c *checkSpoll) loop(s *checkSpost, src []byte, n int) int {
+	return int(C.check_spost_loop(c.ctx, s.s, c.p, byteAt(src), C.long(n)))
 }
