@@ -104,7 +104,7 @@ int shift_spoll_cq(struct shift_fast_ctx *c, struct shift_spoll *p, int want, st
 		if (!shift_cq_next(&view, &w, &ctr, &recv) || w.status != IBV_WC_SUCCESS)
 			break;
 		v = sview_find(c, w.qp_num);
-		if (!v || !(recv ? (void *)v->rq : (void *)v->sq))
+		if (!v)
 			break;
 		/* Consumed: the CQE is this poller's. */
 		*p->ci = view.cons_index;

@@ -45,8 +45,8 @@ func sharePost(sqp *C.struct_shift_qp, q *qp) {
 			sqp.srecv = s
 		}
 	}
-	// The poller's view: only with both queues' tables (a completion of a queue the view
-	// lacks is left to Go anyway, but a receive must be counted).
+	// The poller's view needs both queues' tables: a QP without one (no receive queue, or
+	// no memory) has its completions polled through Go.
 	if sqp.spost != nil && sqp.srecv != nil {
 		v := (*C.struct_shift_sview)(C.calloc(1, C.sizeof_struct_shift_sview))
 		if v == nil {

@@ -89,8 +89,8 @@ int shift_spost_send(struct shift_spost *s, const struct ibv_send_wr *wr);
  * and the failover QP's count of receives completed. Published in the context's svt. */
 struct shift_sview {
 	uint32_t qpn;
-	struct shift_spost *sq; /* NULL: no send queue */
-	struct shift_srecv *rq; /* NULL: no receive queue */
+	struct shift_spost *sq; /* both set: a QP without one is not published */
+	struct shift_srecv *rq;
 	uint64_t *recv_done;
 };
 
