@@ -2,7 +2,6 @@ package mlx5
 
 import (
 	"encoding/binary"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -93,7 +92,7 @@ type BFReg struct {
 	PreferBF bool
 	// ShutUpBF never uses BlueFlame (MLX5_SHUT_UP_BF).
 	ShutUpBF bool
-	mu       sync.Mutex
+	lock     uint32 // NeedLock's spin lock (bflock.go)
 }
 
 // NewBFReg returns the register b of uar.
@@ -144,7 +143,7 @@ func (r *BFReg) RingAt(q *SQ, db DBRec, counter uint32, nreq int, last Posted, i
 	// 2. The doorbell record: the NIC uses the send counter to know how far it may read.
 	db.SetSendCounter(counter)
 	if r.NeedLock {
-		r.mu.Lock()
+		r.lockReg()
 	}
 	// 3. mmio_wc_start: the record store must be globally visible before the UAR write, or
 	//    the NIC could act on the doorbell and read a stale counter.
@@ -170,7 +169,7 @@ func (r *BFReg) RingAt(q *SQ, db DBRec, counter uint32, nreq int, last Posted, i
 	//    still be reading.
 	r.offset ^= r.bufSize
 	if r.NeedLock {
-		r.mu.Unlock()
+		r.unlockReg()
 	}
 	// 7. Wake an in-process device model that parked (uarwake.go; nothing on hardware).
 	r.uar.poke()

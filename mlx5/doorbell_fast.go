@@ -26,7 +26,7 @@ func (r *BFReg) RingFast(q *SQ, db DBRec, counter uint32, nreq int, last Posted,
 	// 2. The doorbell record (the send counter).
 	db.SetSendCounter(counter)
 	if r.NeedLock {
-		r.mu.Lock()
+		r.lockReg()
 	}
 	// 3. mmio_wc_start: the record store globally visible before the UAR write.
 	WCStart()
@@ -53,7 +53,7 @@ func (r *BFReg) RingFast(q *SQ, db DBRec, counter uint32, nreq int, last Posted,
 	// 6. Alternate halves.
 	r.offset ^= r.bufSize
 	if r.NeedLock {
-		r.mu.Unlock()
+		r.unlockReg()
 	}
 	// 7. Wake an in-process device model that parked (uarwake.go).
 	r.uar.poke()

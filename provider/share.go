@@ -45,7 +45,8 @@ type SendShare struct {
 	Mark               []bool
 	DBRec              []byte // the QP's doorbell record: receive counter, send counter
 	BF                 BFRegRings
-	BFOffset           *int // the half the next BlueFlame write goes to; Go's to change when BF.NeedLock
+	BFOffset           *int    // the half the next BlueFlame write goes to
+	BFLock             *uint32 // the register's lock when BF.NeedLock (mlx5.BFReg.LockWord)
 	PreferBF, ShutUpBF bool
 }
 
@@ -82,7 +83,7 @@ func (q *QP) ShareSend(p *runtime.Pinner) (SendShare, bool) {
 		StartOf: sq.startOf, NBB: sq.nbb, Mark: sq.mark,
 		DBRec:    q.dbrec,
 		BF:       BFRegRings{Index: sq.bf.Index(), Reg: sq.bf.Register(), BufSize: sq.bf.BufSize(), NeedLock: sq.bf.NeedLock},
-		BFOffset: sq.bf.OffsetWord(), PreferBF: sq.bf.PreferBF, ShutUpBF: sq.bf.ShutUpBF,
+		BFOffset: sq.bf.OffsetWord(), BFLock: sq.bf.LockWord(), PreferBF: sq.bf.PreferBF, ShutUpBF: sq.bf.ShutUpBF,
 	}, true
 }
 

@@ -4,6 +4,7 @@
  * compares rings, tables, counters and doorbell records.
  */
 #include <endian.h>
+#include <sched.h>
 #include <string.h>
 
 #include "barrier.h"
@@ -80,21 +81,40 @@ static inline int two_sided(enum ibv_wr_opcode op)
 	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
 }
 
-/* QP.ringSQ through BFReg.RingFast: barrier, doorbell record, write-combining start,
- * BlueFlame copy of a single small inline WQE or the 8-byte doorbell, flush, alternate
- * halves. The register is this QP's alone (a register shared with other QPs is rung under
- * Go's lock, and such a QP is not given to this poster), so its half selector is the
- * poster's, as the rest of the send queue. */
+/* The register's lock, shared with Go (mlx5/bflock.go): a spin lock, yielding now and then
+ * to a holder that was preempted. */
+static void bf_lock(uint32_t *l)
+{
+	for (int i = 0;; i++) {
+		uint32_t free = 0;
+
+		if (__atomic_compare_exchange_n(l, &free, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return;
+		if (i == 64) {
+			sched_yield();
+			i = 0;
+		}
+	}
+}
+
+/* QP.ringSQ through BFReg.RingFast: barrier, doorbell record, the register's lock when it is
+ * shared, write-combining start, BlueFlame copy of a single small inline WQE or the 8-byte
+ * doorbell, flush inside the lock (another CPU's doorbell must not overtake ours), alternate
+ * halves. */
 static void spost_ring(struct shift_spost *s, int nreq, uint32_t last_off, int ds, int inl)
 {
 	uint32_t cur = *s->cur_post;
 	const uint8_t *ctrl = s->ring + last_off;
-	int64_t off = *s->bf_offset;
-	volatile uint64_t *dst = (volatile uint64_t *)(s->bf_reg + off);
+	volatile uint64_t *dst;
+	int64_t off;
 
 	/* WQE and table stores before the record that advertises them. */
 	to_device_barrier();
 	__atomic_store_n(&s->db[1], htobe32(cur & 0xffff), __ATOMIC_RELEASE);
+	if (s->bf_need_lock)
+		bf_lock(s->bf_lock);
+	off = *s->bf_offset;
+	dst = (volatile uint64_t *)(s->bf_reg + off);
 	/* mmio_wc_start: the record globally visible before the register write. */
 	flush_writes();
 	if (!s->shut_up_bf && nreq == 1 && s->bf_index && (inl || s->prefer_bf) && ds > 1 &&
@@ -120,6 +140,8 @@ static void spost_ring(struct shift_spost *s, int nreq, uint32_t last_off, int d
 	}
 	flush_writes();
 	*s->bf_offset = off ^ s->bf_buf_size;
+	if (s->bf_need_lock)
+		__atomic_store_n(s->bf_lock, 0, __ATOMIC_RELEASE);
 	*s->rung = cur;
 }
 
@@ -129,7 +151,7 @@ int shift_spost_send(struct shift_spost *s, const struct ibv_send_wr *wr)
 	uint32_t last_off = 0, mask = s->wqe_cnt - 1;
 	int nreq = 0, ds = 0, inl = 0;
 
-	if (!wr || !s->post_ok)
+	if (!wr)
 		return -1;
 	if (!gate_enter(s->gate_state, s->gate_busy, s->asym))
 		return -1;

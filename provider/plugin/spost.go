@@ -20,8 +20,8 @@ import (
 // has something to do. Polls likewise (spoll.c, sharePoll). SHIFT_C_DATAPATH=0 leaves every
 // post and poll to Go.
 
-// sharePost gives the C posters a SHIFT QP's receives and, when its default QP rings a
-// register of its own (a shared register is rung under Go's lock), its sends. The pins are
+// sharePost gives the C posters a SHIFT QP's sends and receives and the C poller its
+// completions (a view of both queues' tables in the context's table). The pins are
 // released by unsharePost once the QP is destroyed; a QP C cannot be given (no memory) is
 // posted through Go.
 func sharePost(sqp *C.struct_shift_qp, q *qp) {
@@ -29,7 +29,6 @@ func sharePost(sqp *C.struct_shift_qp, q *qp) {
 	if !ok {
 		return
 	}
-	// A QP on a shared register keeps its send tables here for the poller (post_ok 0).
 	if ss, ok := fq.Default().ShareSend(&q.pin); ok {
 		if s := (*C.struct_shift_spost)(C.calloc(1, C.sizeof_struct_shift_spost)); s != nil {
 			fillSpost(s, &ss, fq.ShareSendGate(&q.pin))
@@ -157,9 +156,10 @@ func fillSpost(s *C.struct_shift_spost, ss *provider.SendShare, gs failover.Send
 		s.shut_up_bf = 1
 	}
 	s.bf_offset = (*C.int64_t)(unsafe.Pointer(ss.BFOffset))
-	if !ss.BF.NeedLock {
-		s.post_ok = 1
+	if ss.BF.NeedLock {
+		s.bf_need_lock = 1
 	}
+	s.bf_lock = (*C.uint32_t)(unsafe.Pointer(ss.BFLock))
 }
 
 // unsharePost ends the C poster's use of a destroyed QP: no post runs (the application

@@ -41,8 +41,9 @@ struct shift_spost {
 	uint8_t *bf_reg;
 	uint32_t bf_index, bf_buf_size;
 	int prefer_bf, shut_up_bf;
-	int64_t *bf_offset;   /* the register's half selector (the register is the QP's alone) */
-	int post_ok;          /* 0: the register is shared, posts are Go's (the tables serve polls) */
+	int64_t *bf_offset;   /* the register's half selector */
+	int bf_need_lock;     /* the register is shared between QPs: rung under bf_lock */
+	uint32_t *bf_lock;    /* mlx5.BFReg's spin lock word, Go's and this poster's alike */
 };
 
 /* The words of provider.RecvShare and failover.RecvGateShare. */

@@ -64,12 +64,12 @@ type checkSpost struct {
 	pin  runtime.Pinner
 }
 
-// newCheckSpost shares q's send queue with a C poster behind gate; it reports false when the
-// QP's register is shared with other QPs (such QPs are not given to the C poster).
+// newCheckSpost shares q's send queue with a C poster behind gate; it reports false for a QP
+// without a send queue.
 func newCheckSpost(q *provider.QP, gate failover.SendGateShare) (*checkSpost, bool) {
 	c := &checkSpost{}
 	ss, ok := q.ShareSend(&c.pin)
-	if !ok || ss.BF.NeedLock {
+	if !ok {
 		c.pin.Unpin()
 		return nil, false
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"runtime"
@@ -39,12 +40,15 @@ type spostQPs struct {
 
 var spostSeq atomic.Uint64
 
-func newSpostQPs(t *testing.T, sigAll bool) *spostQPs { return newSpostQPsSig(t, sigAll) }
+func newSpostQPs(t *testing.T, sigAll bool) *spostQPs { return newSpostQPsOn(t, sigAll, false) }
 
 // newSpostQPsTB is newSpostQPs for benchmarks.
-func newSpostQPsTB(b *testing.B) *spostQPs { return newSpostQPsSig(b, false) }
+func newSpostQPsTB(b *testing.B) *spostQPs { return newSpostQPsOn(b, false, false) }
 
-func newSpostQPsSig(t testing.TB, sigAll bool) *spostQPs {
+// newSpostQPsOn is newSpostQPs; shared opens the context with four BlueFlame registers and
+// none of them low-latency (MLX5_TOTAL_UUARS=4, MLX5_NUM_LOW_LAT_UUARS=0), so the QPs ring
+// registers shared between QPs, under their lock.
+func newSpostQPsOn(t testing.TB, sigAll, shared bool) *spostQPs {
 	t.Helper()
 	t.Helper()
 	prefix := fmt.Sprintf("spost%d_%d_", os.Getpid(), spostSeq.Add(1))
@@ -58,7 +62,12 @@ func newSpostQPsSig(t testing.TB, sigAll bool) *spostQPs {
 			t.Errorf("close cluster: %v", err)
 		}
 	})
-	ctx, err := provider.Open(prefix + "0")
+	var opts provider.Options
+	if shared {
+		zero := 0
+		opts.TotalBfregs, opts.LowLatencyBfregs = 4, &zero
+	}
+	ctx, err := provider.OpenWith(prefix+"0", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +134,16 @@ func (g *testGate) share() failover.SendGateShare {
 }
 
 func TestSharedPostMatchesGo(t *testing.T) {
-	for _, sigAll := range []bool{false, true} {
-		t.Run(fmt.Sprintf("sq_sig_all=%v", sigAll), func(t *testing.T) { testSharedPost(t, sigAll) })
+	for _, shared := range []bool{false, true} {
+		for _, sigAll := range []bool{false, true} {
+			t.Run(fmt.Sprintf("shared_register=%v/sq_sig_all=%v", shared, sigAll), func(t *testing.T) { testSharedPost(t, sigAll, shared) })
+		}
 	}
 }
 
-func testSharedPost(t *testing.T, sigAll bool) {
+func testSharedPost(t *testing.T, sigAll, shared bool) {
 	r := seeded(t)
-	s := newSpostQPs(t, sigAll)
+	s := newSpostQPsOn(t, sigAll, shared)
 	var pin [2]runtime.Pinner
 	sa, _ := s.a.ShareSend(&pin[0])
 	sb, _ := s.b.ShareSend(&pin[1])
@@ -140,10 +151,13 @@ func testSharedPost(t *testing.T, sigAll bool) {
 	if sa.WQECount != sb.WQECount || sa.MaxPost != sb.MaxPost {
 		t.Fatalf("the two QPs differ: %d/%d blocks, %d/%d WRs", sa.WQECount, sb.WQECount, sa.MaxPost, sb.MaxPost)
 	}
+	if sb.BF.NeedLock != shared {
+		t.Fatalf("the C poster's QP rings register %d, shared between QPs: %v; want %v", sb.BF.Index, sb.BF.NeedLock, shared)
+	}
 	g := newTestGate()
 	c, ok := newCheckSpost(s.b, g.share())
 	if !ok {
-		t.Skip("the device gave the QP a shared BlueFlame register (such QPs are left to Go)")
+		t.Fatal("the QP has no send queue")
 	}
 	defer c.free()
 	sameBF := sa.BF.BufSize == sb.BF.BufSize && (sa.BF.Index == 0) == (sb.BF.Index == 0)
@@ -353,5 +367,63 @@ func TestSharedPostWords(t *testing.T) {
 	}
 	if unsafe.Sizeof(int(0)) != 8 || unsafe.Sizeof(true) != 1 {
 		t.Errorf("int is %d bytes, bool %d: spost.h assumes 8 and 1", unsafe.Sizeof(int(0)), unsafe.Sizeof(true))
+	}
+}
+
+// TestSharedPostTakesRegisterLock: on a register shared between QPs the C poster rings under
+// the register's lock, the same word Go's posts take (mlx5.BFReg.LockWord). With the lock
+// held, a C post writes its WQE and doorbell record and then waits, the register untouched;
+// released, it rings and releases the lock.
+func TestSharedPostTakesRegisterLock(t *testing.T) {
+	s := newSpostQPsOn(t, false, true)
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	sb, _ := s.b.ShareSend(&pin)
+	if !sb.BF.NeedLock {
+		t.Fatal("the QP's register is its own; want one shared between QPs")
+	}
+	g := newTestGate()
+	c, ok := newCheckSpost(s.b, g.share())
+	if !ok {
+		t.Fatal("the QP has no send queue")
+	}
+	defer c.free()
+	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: 0x1000, RKey: 1,
+		SGL: []verbs.SGE{{Addr: s.base, Length: 64, LKey: 1}}}}
+	counter := func() uint32 { return binary.BigEndian.Uint32(sb.DBRec[4:8]) }
+	if !atomic.CompareAndSwapUint32(sb.BFLock, 0, 1) {
+		t.Fatal("the register's lock is held before the test")
+	}
+	reg, off, before := bytes.Clone(sb.BF.Reg), *sb.BFOffset, counter()
+	done := make(chan bool, 1)
+	go func() { done <- c.post(wr) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for counter() == before {
+		if time.Now().After(deadline) {
+			atomic.StoreUint32(sb.BFLock, 0)
+			t.Fatal("the C post did not advance the doorbell record within 10 s")
+		}
+		runtime.Gosched()
+	}
+	select {
+	case <-done:
+		t.Fatal("the C post returned while the register's lock was held")
+	default:
+	}
+	if !bytes.Equal(reg, sb.BF.Reg) || *sb.BFOffset != off {
+		t.Error("the C post wrote the register without its lock")
+	}
+	atomic.StoreUint32(sb.BFLock, 0)
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("the C post left the list to Go")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the C post did not return within 10 s of the lock's release")
+	}
+	if bytes.Equal(reg, sb.BF.Reg) || *sb.BFOffset == off && sb.BF.BufSize != 0 || atomic.LoadUint32(sb.BFLock) != 0 {
+		t.Errorf("after the release: register written %v, halves alternated %v, lock word %d",
+			!bytes.Equal(reg, sb.BF.Reg), *sb.BFOffset != off, atomic.LoadUint32(sb.BFLock))
 	}
 }
