@@ -1023,13 +1023,17 @@ func (s *runner) quiet() bool {
 			if q.SendState() == failover.SendFailed || q.RecvState() == failover.RecvFailed {
 				continue // refused for an unsafe WR (risky.go): it stays failed
 			}
-			if e.recvOnly && e.peer.failed {
-				// Its peer was stopped by the application (stop.go): the peer's default QP
-				// stays in ERR and sends no recovery notification, and a receive-only QP
-				// never probes, so it stays on the backup, without an error, as a plain RC
-				// responder whose requester went away learns nothing either (seed 12459,
-				// recovery, beyond the 10,000 seeds the tests run, on the tree of
-				// 2026-11-28's earlier stops too).
+			if e.peer.failed {
+				// Its peer failed: stopped by the application (stop.go), or failed by SHIFT
+				// (a handshake that got no reply, an unsafe WR). The peer's default QP stays
+				// in ERR and sends no recovery notification, so this QP stays on the backup,
+				// without an error (a receive-only one never probes; another one's probes
+				// fail), as a plain RC QP whose peer went away learns nothing until it sends
+				// (seed 12459, recovery, beyond the 10,000 seeds the tests run, on the tree of
+				// 2026-11-28's earlier stops too, for a receive-only QP whose peer stopped;
+				// seed 110095, recovery with two backups and dropped control messages, for
+				// one whose peer's handshake timed out, failing on 2026-11-29's sixth stop
+				// too).
 				continue
 			}
 			if q.SendState() != failover.SendDefault || q.RecvState() != failover.RecvDefault {

@@ -379,6 +379,24 @@ func TestRefusedOrderSeeds(t *testing.T) {
 	}
 }
 
+// TestPeerFailedSeeds replays 110095 (recovery, two backups, dropped control messages; from
+// seeds 90,001–130,000 with the shapes; it fails on the sixth stop of 2026-11-29 too): a QP's
+// handshake got no reply within HandshakeTimeout (the notification and its second sending
+// dropped), so SHIFT failed it, and its peer, with nothing of its own outstanding, stayed on
+// the backup for good, its probes failing against a default QP in ERR. That is RC's rule (a
+// QP learns of its peer's failure only when it sends), not a SHIFT bug: the run's end no
+// longer waits for a QP whose peer failed to come back (runner.quiet).
+func TestPeerFailedSeeds(t *testing.T) {
+	c := seedConfig(110095, true)
+	c.Shapes = true
+	if !c.Recovery || c.Backups != 2 || c.CtlDrop == 0 {
+		t.Fatalf("seed %d draws %+v, no longer recovery with two backups and dropped control messages", c.Seed, c)
+	}
+	if _, err := Run(c); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestReceiveOnlySeeds replays 107651 (recovery; from seeds 105,000–120,000, beyond the
 // tested range), a SHIFT bug: a receive-only QP's receive side came back while a filler of
 // its was still on the backup, so its send side did not return with it (nothing it sent may
