@@ -209,6 +209,29 @@ uint8_t *shift_sq_write(struct shift_sq *sq, const struct ibv_send_wr *wr, int *
 	return last;
 }
 
+void shift_bf_write(volatile uint64_t *dst, const uint8_t *ring, uint32_t wqe_cnt, const uint8_t *ctrl, int ds, int bf)
+{
+	uint64_t v;
+
+	if (bf) {
+		/* BlueFlame: whole 64-byte blocks, 8 bytes at a time in order, wrapping at the end
+		 * of the ring (mlx5_bf_copy). */
+		uint32_t n = ((uint32_t)ds * 16 + 63) & ~63u;
+		const uint8_t *end = ring + (size_t)wqe_cnt * MLX5_SEND_WQE_BB;
+		const uint8_t *src = ctrl;
+
+		for (uint32_t i = 0; i < n / 8; i++, src += 8) {
+			if (src == end)
+				src = ring;
+			memcpy(&v, src, sizeof(v));
+			dst[i] = v;
+		}
+		return;
+	}
+	memcpy(&v, ctrl, sizeof(v));
+	*dst = v;
+}
+
 /* post_send_db: barrier, doorbell record, write-combining start, BlueFlame copy of a single
  * small inline WQE or the 8-byte doorbell, flush, alternate halves. */
 void shift_sq_ring(struct shift_sq *sq, int nreq, const uint8_t *ctrl, int ds, int inl)
@@ -226,27 +249,8 @@ void shift_sq_ring(struct shift_sq *sq, int nreq, const uint8_t *ctrl, int ds, i
 	/* mmio_wc_start: the record globally visible before the device write. */
 	flush_writes();
 	dst = (volatile uint64_t *)(bf->reg + bf->offset);
-	if (nreq == 1 && bf->index && inl && ds > 1 && (uint32_t)ds <= bf->buf_size / 16) {
-		/* BlueFlame: whole 64-byte blocks, 8 bytes at a time in order, wrapping at the end
-		 * of the ring (mlx5_bf_copy). */
-		uint32_t n = ((uint32_t)ds * 16 + 63) & ~63u;
-		const uint8_t *end = sq->buf + sq->wqe_cnt * MLX5_SEND_WQE_BB;
-		const uint8_t *src = ctrl;
-
-		for (uint32_t i = 0; i < n / 8; i++, src += 8) {
-			uint64_t v;
-
-			if (src == end)
-				src = sq->buf;
-			memcpy(&v, src, sizeof(v));
-			dst[i] = v;
-		}
-	} else {
-		uint64_t first;
-
-		memcpy(&first, ctrl, sizeof(first));
-		*dst = first;
-	}
+	shift_bf_write(dst, sq->buf, sq->wqe_cnt, ctrl, ds,
+		       nreq == 1 && bf->index && inl && ds > 1 && (uint32_t)ds <= bf->buf_size / 16);
 	/* Flush inside the lock: another CPU's doorbell must not overtake ours. */
 	flush_writes();
 	bf->offset ^= bf->buf_size;

@@ -169,6 +169,10 @@ uint32_t shift_wqe_encode(uint8_t *ring, uint32_t wqe_cnt, uint32_t cur, uint32_
  * its size in 16-byte units (*ds) and whether it is inline (*inl). */
 uint8_t *shift_sq_write(struct shift_sq *sq, const struct ibv_send_wr *wr, int *nreq, int *ds, int *inl);
 void shift_sq_ring(struct shift_sq *sq, int nreq, const uint8_t *ctrl, int ds, int inl);
+/* shift_bf_write writes a doorbell to the register half at dst: with bf, the BlueFlame copy of
+ * the WQE at ctrl (ds 16-byte units, in whole 64-byte blocks, wrapping at the end of a ring of
+ * wqe_cnt blocks), else the 8-byte doorbell (its control segment's first 8 bytes). */
+void shift_bf_write(volatile uint64_t *dst, const uint8_t *ring, uint32_t wqe_cnt, const uint8_t *ctrl, int ds, int bf);
 int shift_rq_post(struct shift_rq *rq, const struct ibv_recv_wr *wr);
 /* shift_cq_next reads the next software-owned CQE of cq into *w without retiring anything:
  * returns 0 when none, else 1 (and *qpn, *wqe_counter, *receive for the caller to retire). */

@@ -32,19 +32,7 @@ func TestSharedPollMatchesGo(t *testing.T) {
 	rb, _ := s.b.ShareRecv(&pin[1])
 	pa, pb := s.cqA.SharePoll(&pin[0]), s.cqB.SharePoll(&pin[1])
 	t.Cleanup(func() { pin[0].Unpin(); pin[1].Unpin() })
-	sg := newTestGate()
-	cs, ok := newCheckSpost(s.b, sg.share())
-	if !ok {
-		t.Fatal("the QP has no send queue")
-	}
-	defer cs.free()
-	stride := int(s.b.Cap().MaxRecvSGE)
-	rg := &testRecvGate{log: make([]failover.RecvLogRecord, 64), sge: make([]verbs.SGE, 64*stride)}
-	cr := newCheckSrecv(s.b, failover.RecvGateShare{State: &rg.state, Busy: &rg.busy, MaxRecvWR: s.b.Cap().MaxRecvWR,
-		Log: rg.log, SGE: rg.sge, Stride: stride, Posted: &rg.posted})
-	defer cr.free()
-	cp := newCheckSpoll(s.cqB, s.b.QPN(), cs, cr)
-	defer cp.free()
+	cs, cr, cp := newCheckDataPath(t, s)
 
 	ncqe := pa.NCQE
 	prod := *pa.CI        // the next CQE slot both rings get
@@ -193,6 +181,25 @@ func TestSharedPollMatchesGo(t *testing.T) {
 	t.Logf("%d completions polled by C, %d by the provider after it, %d errors or unknown QPs", polledC, polledGo, errs)
 }
 
+// newCheckDataPath gives QP b of s the whole C data path of SHIFT mode (poster, receive
+// poster with its log, poller of its CQ) behind gates the test owns, freed at cleanup.
+func newCheckDataPath(t testing.TB, s *spostQPs) (*checkSpost, *checkSrecv, *checkSpoll) {
+	t.Helper()
+	cs, ok := newCheckSpost(s.b, newTestGate().share())
+	if !ok {
+		t.Fatal("the QP has no send queue")
+	}
+	t.Cleanup(cs.free)
+	stride := int(s.b.Cap().MaxRecvSGE)
+	rg := &testRecvGate{log: make([]failover.RecvLogRecord, 64), sge: make([]verbs.SGE, 64*stride)}
+	cr := newCheckSrecv(s.b, failover.RecvGateShare{State: &rg.state, Busy: &rg.busy, MaxRecvWR: s.b.Cap().MaxRecvWR,
+		Log: rg.log, SGE: rg.sge, Stride: stride, Posted: &rg.posted})
+	t.Cleanup(cr.free)
+	cp := newCheckSpoll(s.cqB, s.b.QPN(), cs, cr)
+	t.Cleanup(cp.free)
+	return cs, cr, cp
+}
+
 func remap(q, from, to uint32) uint32 {
 	if q == from {
 		return to
@@ -216,19 +223,7 @@ func benchSharedPostPoll(b *testing.B, viaC bool) {
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	if viaC {
-		sg := newTestGate()
-		cs, ok := newCheckSpost(s.b, sg.share())
-		if !ok {
-			b.Fatal("the QP has no send queue")
-		}
-		defer cs.free()
-		stride := int(s.b.Cap().MaxRecvSGE)
-		rg := &testRecvGate{log: make([]failover.RecvLogRecord, 64), sge: make([]verbs.SGE, 64*stride)}
-		cr := newCheckSrecv(s.b, failover.RecvGateShare{State: &rg.state, Busy: &rg.busy, MaxRecvWR: s.b.Cap().MaxRecvWR,
-			Log: rg.log, SGE: rg.sge, Stride: stride, Posted: &rg.posted})
-		defer cr.free()
-		cp := newCheckSpoll(s.cqB, s.b.QPN(), cs, cr)
-		defer cp.free()
+		cs, _, cp := newCheckDataPath(b, s)
 		b.ResetTimer()
 		if got := cp.loop(cs, s.data, b.N); got != b.N {
 			b.Fatalf("%d of %d completions polled", got, b.N)

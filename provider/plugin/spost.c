@@ -117,27 +117,9 @@ static void spost_ring(struct shift_spost *s, int nreq, uint32_t last_off, int d
 	dst = (volatile uint64_t *)(s->bf_reg + off);
 	/* mmio_wc_start: the record globally visible before the register write. */
 	flush_writes();
-	if (!s->shut_up_bf && nreq == 1 && s->bf_index && (inl || s->prefer_bf) && ds > 1 &&
-	    (uint32_t)ds <= s->bf_buf_size / 16) {
-		/* BlueFlame: whole 64-byte blocks, 8 bytes at a time, wrapping at the ring's end. */
-		uint32_t n = ((uint32_t)ds * 16 + 63) & ~63u;
-		const uint8_t *end = s->ring + (size_t)s->wqe_cnt * MLX5_SEND_WQE_BB;
-		const uint8_t *src = ctrl;
-
-		for (uint32_t i = 0; i < n / 8; i++, src += 8) {
-			uint64_t v;
-
-			if (src == end)
-				src = s->ring;
-			memcpy(&v, src, sizeof(v));
-			dst[i] = v;
-		}
-	} else {
-		uint64_t first;
-
-		memcpy(&first, ctrl, sizeof(first));
-		*dst = first;
-	}
+	shift_bf_write(dst, s->ring, s->wqe_cnt, ctrl, ds,
+		       !s->shut_up_bf && nreq == 1 && s->bf_index && (inl || s->prefer_bf) && ds > 1 &&
+			       (uint32_t)ds <= s->bf_buf_size / 16);
 	flush_writes();
 	*s->bf_offset = off ^ s->bf_buf_size;
 	if (s->bf_need_lock)
