@@ -31,26 +31,35 @@ static inline int inlineable(enum ibv_wr_opcode op)
 
 /* Validates a whole list before anything is written, as the provider does (libmlx5 posts the
  * prefix before a bad WR; this data path, like the Go one, posts nothing). */
+int shift_wr_check(const struct ibv_send_wr *w, uint32_t max_gs, uint32_t max_inline)
+{
+	if ((unsigned)w->opcode >= sizeof(wr_to_mlx5) || w->num_sge < 0 || (uint32_t)w->num_sge > max_gs)
+		return EINVAL;
+	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		if (w->num_sge != 1 || w->sg_list[0].length != 8)
+			return EINVAL;
+	} else if ((w->send_flags & IBV_SEND_INLINE) && inlineable(w->opcode)) {
+		uint64_t len = 0;
+
+		for (int i = 0; i < w->num_sge; i++)
+			len += w->sg_list[i].length;
+		if (len > max_inline)
+			return ENOMEM;
+	}
+	return 0;
+}
+
 int shift_sq_validate(const struct shift_sq *sq, const struct ibv_send_wr *wr)
 {
 	uint32_t outstanding = sq->head - __atomic_load_n(&sq->tail, __ATOMIC_ACQUIRE);
 	uint32_t n = 0;
 
 	for (const struct ibv_send_wr *w = wr; w; w = w->next) {
-		n++;
-		if ((unsigned)w->opcode >= sizeof(wr_to_mlx5) || w->num_sge < 0 || (uint32_t)w->num_sge > sq->max_gs)
-			return EINVAL;
-		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-			if (w->num_sge != 1 || w->sg_list[0].length != 8)
-				return EINVAL;
-		} else if ((w->send_flags & IBV_SEND_INLINE) && inlineable(w->opcode)) {
-			uint64_t len = 0;
+		int err = shift_wr_check(w, sq->max_gs, sq->max_inline);
 
-			for (int i = 0; i < w->num_sge; i++)
-				len += w->sg_list[i].length;
-			if (len > sq->max_inline)
-				return ENOMEM;
-		}
+		if (err)
+			return err;
+		n++;
 	}
 	if (outstanding + n > sq->max_post)
 		return ENOMEM;
@@ -258,6 +267,26 @@ void shift_sq_ring(struct shift_sq *sq, int nreq, const uint8_t *ctrl, int ds, i
 		pthread_spin_unlock(&bf->lock);
 }
 
+void shift_rwqe_write(uint8_t *wqe, uint32_t stride_gs, const struct ibv_recv_wr *w)
+{
+	struct mlx5_wqe_data_seg *d = (void *)wqe;
+	uint32_t j = 0;
+
+	for (int i = 0; i < w->num_sge; i++) {
+		if (!w->sg_list[i].length) /* skipped, as rdma-core does */
+			continue;
+		d[j].byte_count = htobe32(w->sg_list[i].length);
+		d[j].lkey = htobe32(w->sg_list[i].lkey);
+		d[j].addr = htobe64(w->sg_list[i].addr);
+		j++;
+	}
+	if (j < stride_gs) {
+		d[j].byte_count = 0;
+		d[j].lkey = htobe32(MLX5_INVALID_LKEY);
+		d[j].addr = 0;
+	}
+}
+
 int shift_rq_post(struct shift_rq *rq, const struct ibv_recv_wr *wr)
 {
 	uint32_t outstanding = rq->head - __atomic_load_n(&rq->tail, __ATOMIC_ACQUIRE), n = 0;
@@ -272,22 +301,8 @@ int shift_rq_post(struct shift_rq *rq, const struct ibv_recv_wr *wr)
 		return ENOMEM;
 	for (const struct ibv_recv_wr *w = wr; w; w = w->next) {
 		uint32_t idx = rq->head & (rq->wqe_cnt - 1);
-		struct mlx5_wqe_data_seg *d = (void *)(rq->buf + ((size_t)idx << rq->wqe_shift));
-		uint32_t j = 0;
 
-		for (int i = 0; i < w->num_sge; i++) {
-			if (!w->sg_list[i].length)
-				continue;
-			d[j].byte_count = htobe32(w->sg_list[i].length);
-			d[j].lkey = htobe32(w->sg_list[i].lkey);
-			d[j].addr = htobe64(w->sg_list[i].addr);
-			j++;
-		}
-		if (j < stride_gs) {
-			d[j].byte_count = 0;
-			d[j].lkey = htobe32(MLX5_INVALID_LKEY);
-			d[j].addr = 0;
-		}
+		shift_rwqe_write(rq->buf + ((size_t)idx << rq->wqe_shift), stride_gs, w);
 		rq->wrid[idx] = w->wr_id;
 		rq->head++;
 	}

@@ -18,9 +18,9 @@ import (
 
 // The C data path (fast.c): in plain mode the plugin hands each QP's and CQ's rings to C at
 // creation, so post_send, post_recv, poll_cq and the CQ arm never enter Go (a C→Go call
-// alone costs several times a whole post). SHIFT mode keeps post_recv and every non-empty
-// poll in Go; its post_send in the Default state is C over memory Go shares (spost.go), and
-// an empty poll in that state is answered in C (peekCQ).
+// alone costs several times a whole post). In SHIFT mode the Default state's posts and polls
+// are C too, over memory Go shares (spost.go); an empty poll in that state is two loads
+// (peekCQ); everything else goes through Go.
 
 // byteAt is the address of b's first byte, or nil for an empty slice. The memory is an mmap
 // of the provider's (rings, doorbell records, UAR pages), never Go's heap.

@@ -159,6 +159,12 @@ struct shift_fwc {
 };
 
 int shift_sq_validate(const struct shift_sq *sq, const struct ibv_send_wr *wr);
+/* shift_wr_check is the provider's per-WR checks (sendQueue.validate's loop): the errno of
+ * a WR it refuses (EINVAL, or ENOMEM for inline data over max_inline), else 0. */
+int shift_wr_check(const struct ibv_send_wr *w, uint32_t max_gs, uint32_t max_inline);
+/* shift_rwqe_write writes w's scatter list as a receive WQE of stride_gs data segments:
+ * zero-length entries skipped, a terminator when shorter than the stride (mlx5_post_recv). */
+void shift_rwqe_write(uint8_t *wqe, uint32_t stride_gs, const struct ibv_recv_wr *w);
 /* shift_wqe_encode writes one validated WR as a WQE at block position cur of a ring of wqe_cnt
  * blocks (encodeWR's bytes, with ce the QP's signal-all bit and no fence carried over) and
  * returns the blocks it occupies, its size in 16-byte units (*ds) and whether its data went

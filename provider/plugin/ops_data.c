@@ -2,8 +2,8 @@
  * The data path: post_send, post_recv and poll_cq. A QP or CQ whose rings Go handed to C
  * (plain mode) is served by fast.c without entering Go. The others (SHIFT mode, where every
  * post goes through the failover layer) serialise on their queue's lock (as libmlx5 does for
- * callers that share a QP or CQ between threads); a post_send the failover layer's Default
- * state allows is written by spost.c there, and anything else is flattened into the QP's
+ * callers that share a QP or CQ between threads); a post or poll the failover layer's
+ * Default state allows is done there by spost.c or spoll.c, and anything else is flattened into the QP's
  * preallocated records and posted through Go in one call, or polled through Go into the
  * CQ's buffer and converted to struct ibv_wc.
  */

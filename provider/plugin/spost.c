@@ -37,12 +37,6 @@ static inline void gate_leave(uint32_t *busy)
 	__atomic_store_n(busy, 0, __ATOMIC_RELEASE);
 }
 
-static inline int inlineable(enum ibv_wr_opcode op)
-{
-	return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND ||
-	       op == IBV_WR_SEND_WITH_IMM;
-}
-
 /* sendQueue.validate for an application post: nonzero when the provider would refuse the
  * list (Go then posts it and reports the error the provider names). */
 static int spost_refuses(const struct shift_spost *s, const struct ibv_send_wr *wr)
@@ -57,20 +51,8 @@ static int spost_refuses(const struct shift_spost *s, const struct ibv_send_wr *
 
 	for (const struct ibv_send_wr *w = wr; w; w = w->next) {
 		n++;
-		if ((unsigned)w->opcode > IBV_WR_ATOMIC_FETCH_AND_ADD || w->num_sge < 0 ||
-		    (uint32_t)w->num_sge > s->max_gs)
+		if (shift_wr_check(w, s->max_gs, s->max_inline))
 			return 1;
-		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-			if (w->num_sge != 1 || w->sg_list[0].length != 8)
-				return 1;
-		} else if ((w->send_flags & IBV_SEND_INLINE) && inlineable(w->opcode)) {
-			uint64_t len = 0;
-
-			for (int i = 0; i < w->num_sge; i++)
-				len += w->sg_list[i].length;
-			if (len > s->max_inline)
-				return 1;
-		}
 	}
 	return (uint64_t)used + n > limit || (uint64_t)outstanding + n > s->max_post;
 }
@@ -211,26 +193,12 @@ int shift_srecv_post(struct shift_srecv *s, const struct ibv_recv_wr *wr)
 	for (const struct ibv_recv_wr *w = wr; w; w = w->next, p++) {
 		uint64_t slot = p & s->log_mask;
 		uint32_t idx = *s->ring_head & mask;
-		struct mlx5_wqe_data_seg *d = (void *)(s->ring + ((size_t)idx << s->wqe_shift));
-		uint32_t j = 0;
 
 		s->log[slot].wr_id = w->wr_id;
 		if (w->num_sge)
 			memcpy(&s->log_sge[slot * s->log_stride], w->sg_list, (size_t)w->num_sge * sizeof(*w->sg_list));
 		s->log[slot].nsge = (uint32_t)w->num_sge;
-		for (int i = 0; i < w->num_sge; i++) {
-			if (!w->sg_list[i].length) /* skipped, as rdma-core does */
-				continue;
-			d[j].byte_count = htobe32(w->sg_list[i].length);
-			d[j].lkey = htobe32(w->sg_list[i].lkey);
-			d[j].addr = htobe64(w->sg_list[i].addr);
-			j++;
-		}
-		if (j < s->max_gs) {
-			d[j].byte_count = 0;
-			d[j].lkey = htobe32(MLX5_INVALID_LKEY);
-			d[j].addr = 0;
-		}
+		shift_rwqe_write(s->ring + ((size_t)idx << s->wqe_shift), s->max_gs, w);
 		s->wrid[idx] = w->wr_id;
 		*s->head += 1;
 		*s->ring_head += 1;
