@@ -27,8 +27,13 @@ type SendGateShare struct {
 	Injection *atomic.Pointer[atomic.Int64]
 }
 
-// GateOpen is the value of SendGateShare.State in which a post goes to the default QP.
-const GateOpen = gateOpen
+// GateOpen is the value of a gate's state word in which a post goes to the default QP (and a
+// CQ's fast path may poll); GateBusy is a CQ gate's value while its fast-path poller is
+// inside (CQ.ShareGate's word, taken from GateOpen by a compare-and-swap).
+const (
+	GateOpen = gateOpen
+	GateBusy = gateBusy
+)
 
 // ShareSendGate describes the QP's send gate to a poster outside Go and pins, with p, the
 // memory it points into (the QP and the context's own injection word); the caller unpins once

@@ -16,11 +16,6 @@
 #include "fast.h"
 #include "spost.h"
 
-enum {
-	GATE_OPEN = 0,
-	GATE_BUSY = 1,
-};
-
 int shift_sview_publish(struct shift_fast_ctx *c, struct shift_sview *v)
 {
 	uint32_t hi = (v->qpn >> SHIFT_QPT_SHIFT) & (SHIFT_QPT_SIZE - 1);
@@ -88,10 +83,10 @@ static uint64_t sview_retire_recv(struct shift_srecv *r, uint16_t wqe_counter)
 
 int shift_spoll_cq(struct shift_fast_ctx *c, struct shift_spoll *p, int want, struct ibv_wc *wc)
 {
-	uint32_t open = GATE_OPEN;
+	uint32_t open = SHIFT_GATE_OPEN;
 	int got = 0;
 
-	if (!__atomic_compare_exchange_n(p->gate, &open, GATE_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+	if (!__atomic_compare_exchange_n(p->gate, &open, SHIFT_GATE_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return 0;
 	while (got < want) {
 		struct shift_cqr view = { .buf = p->buf, .ncqe = p->ncqe, .cons_index = *p->ci };
@@ -127,6 +122,6 @@ int shift_spoll_cq(struct shift_fast_ctx *c, struct shift_spoll *p, int want, st
 	}
 	if (got)
 		p->db[SHIFT_CQ_SET_CI] = htobe32(*p->ci & 0xffffff); /* CQ.UpdateCI */
-	__atomic_store_n(p->gate, GATE_OPEN, __ATOMIC_RELEASE);
+	__atomic_store_n(p->gate, SHIFT_GATE_OPEN, __ATOMIC_RELEASE);
 	return got;
 }

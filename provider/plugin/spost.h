@@ -76,7 +76,8 @@ enum {
 	SHIFT_QPS_INIT = 1, /* verbs.QPStateInit ... */
 	SHIFT_QPS_SQD = 4,
 	SHIFT_QPS_RTS = 3, /* verbs.QPStateRTS */
-	SHIFT_GATE_OPEN = 0,
+	SHIFT_GATE_OPEN = 0, /* failover.GateOpen */
+	SHIFT_GATE_BUSY = 1, /* failover.GateBusy: a CQ's fast-path poller inside */
 	/* provider.SendMark: recorded as the Go post records it (an application that sets this
 	 * bit of send_flags gets what it gets through Go). */
 	SHIFT_SEND_MARK = 1 << 30,

@@ -56,6 +56,16 @@ import (
 
 const checkMaxWRs = 8
 
+// The C posters' constants, for TestSharedPostWords.
+const (
+	checkGateOpen = C.SHIFT_GATE_OPEN
+	checkGateBusy = C.SHIFT_GATE_BUSY
+	checkQPSInit  = C.SHIFT_QPS_INIT
+	checkQPSRTS   = C.SHIFT_QPS_RTS
+	checkQPSSQD   = C.SHIFT_QPS_SQD
+	checkSendMark = C.SHIFT_SEND_MARK
+)
+
 // checkSpost is a C poster of one provider QP.
 type checkSpost struct {
 	s    *C.struct_shift_spost

@@ -348,7 +348,8 @@ func equalBlocks(x, y []byte, qpnA, qpnB uint32) bool {
 
 // TestSharedPostWords: the C poster reads Go's words by their layout (spost.h): an
 // atomic.Pointer is the pointer itself, the sync/atomic integers are the integer, int is 64
-// bits and bool one byte.
+// bits and bool one byte; and its constants are the Go ones (gate values, QP states, the
+// provider's send mark).
 func TestSharedPostWords(t *testing.T) {
 	var w atomic.Int64
 	var p atomic.Pointer[atomic.Int64]
@@ -364,6 +365,16 @@ func TestSharedPostWords(t *testing.T) {
 	if *(*int64)(unsafe.Pointer(&w)) != -3 || *(*uint64)(unsafe.Pointer(&u64)) != 1<<40|5 || *(*uint32)(unsafe.Pointer(&u32)) != 7 ||
 		unsafe.Sizeof(w) != 8 || unsafe.Sizeof(u64) != 8 || unsafe.Sizeof(u32) != 4 {
 		t.Error("a sync/atomic integer is not its integer")
+	}
+	if checkGateOpen != failover.GateOpen || checkGateBusy != failover.GateBusy {
+		t.Errorf("spost.h's gate values %d/%d, the failover layer's %d/%d", checkGateOpen, checkGateBusy, failover.GateOpen, failover.GateBusy)
+	}
+	if checkQPSInit != int(verbs.QPStateInit) || checkQPSRTS != int(verbs.QPStateRTS) || checkQPSSQD != int(verbs.QPStateSQD) {
+		t.Errorf("spost.h's QP states INIT %d, RTS %d, SQD %d; verbs' %d, %d, %d", checkQPSInit, checkQPSRTS, checkQPSSQD,
+			verbs.QPStateInit, verbs.QPStateRTS, verbs.QPStateSQD)
+	}
+	if checkSendMark != int(provider.SendMark) {
+		t.Errorf("spost.h's SHIFT_SEND_MARK %#x, provider.SendMark %#x", checkSendMark, provider.SendMark)
 	}
 	if unsafe.Sizeof(int(0)) != 8 || unsafe.Sizeof(true) != 1 {
 		t.Errorf("int is %d bytes, bool %d: spost.h assumes 8 and 1", unsafe.Sizeof(int(0)), unsafe.Sizeof(true))
