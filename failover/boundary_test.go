@@ -132,6 +132,55 @@ func TestAtomicNotRetried(t *testing.T) {
 	}
 }
 
+// TestAtomicNotRetriedAfterRecovery is TestAtomicNotRetried on a default QP whose send side
+// came back while its peer's sends stayed on the backup (B does not probe): A's default QP
+// stays off the fast path, its completions classified by position (classifyTrackedLocked),
+// until B's recovery notification arrives. A network error of the application's WR was
+// dropped there, as if it would be reposted, and the fallback the FETCH_AND_ADD refused then
+// left it without any completion (simulation seed 136472, where B's notification was late).
+func TestAtomicNotRetriedAfterRecovery(t *testing.T) {
+	e := newEnvWith(t, 256, func(h int, o *Options) {
+		recoverOpts(h, o)
+		if h == 1 {
+			o.ProbeInterval, o.ProbeMaxInterval = time.Hour, time.Hour
+		}
+	})
+	a, b := e.pairs(t, 1, smallCap)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	e.linkDown(0)
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)},
+		RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitN(t, ha.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 1 {
+		t.Fatalf("WRITE across the failure: %+v", w)
+	}
+	e.linkUp(0)
+	waitFor(t, "A's sends back on the default QP, B's still on the backup", func() bool {
+		var wcs [4]verbs.WC
+		_, _ = hb.cq.Poll(wcs[:])
+		return qa.SendState() == SendDefault && qa.RecvState() == RecvFallback && qb.SendState() == SendFallback
+	}, func() string { return e.describe(qa, qb) })
+	binary.LittleEndian.PutUint64(hb.buf.Bytes()[64:], 1000)
+	e.cl.Endpoint(1, 0, 1).Faults(fabric.TX).SetDropAcks(true)
+	if err := qa.PostSend([]verbs.SendWR{{WRID: 5, Opcode: verbs.WRAtomicFetchAdd, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 8)},
+		RemoteAddr: hb.mr.Addr() + 64, RKey: hb.mr.RKey(), CompareAdd: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	w := waitN(t, ha.cq, 1)[0]
+	if w.Status == verbs.WCSuccess || w.WRID != 5 {
+		t.Fatalf("atomic completion %+v: want the original error", w)
+	}
+	if qa.SendState() != SendFailed || !errors.Is(qa.Err(), ErrNotSafe) {
+		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
+	}
+	if v := binary.LittleEndian.Uint64(hb.buf.Bytes()[64:]); v != 1007 {
+		t.Fatalf("remote value %d, want 1007 (executed exactly once)", v)
+	}
+	expectNoMore(t, ha.cq)
+}
+
 // A WR posted with the ineligible hint stops the fallback: error to the application.
 func TestIneligibleHint(t *testing.T) {
 	e := newEnv(t, 256)

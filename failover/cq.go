@@ -370,8 +370,13 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w verbs.WC) {
 			q.fifoMu.Lock()
 			c := statusClass(w.Status)
 			switch {
-			case w.WRID != ctrlWRID && w.WRID != drainWRID && c != classNetwork:
-				// Possibly the application's own error (fallbackLocked decides): kept for it.
+			case w.WRID != ctrlWRID && w.WRID != drainWRID:
+				// The application's WR: its error is kept whatever its class, as on a live
+				// default QP. fallbackLocked decides whose it is; a refused fallback (an
+				// atomic outstanding) hands it to the application as it is. A network
+				// error was once dropped here, as if every such WR were reposted, and the
+				// FETCH_AND_ADD that refused the fallback never completed (simulation
+				// seed 136472: recovered, then the default link failed again).
 				q.errWCs = append(q.errWCs, ownedWC{cq: cq, wc: w})
 			case c != classFlush:
 				q.shiftErrSeen = true // a failure of SHIFT's own WR: the flushes behind it are its

@@ -397,6 +397,27 @@ func TestPeerFailedSeeds(t *testing.T) {
 	}
 }
 
+// TestTrackedAtomicSeeds replays 136472 (one backup, dropped control messages; from seeds
+// 130,001–150,000 with the shapes), a SHIFT bug: a QP whose sends were back on its default QP
+// while its peer's were still on the backup (its completions classified by position) lost the
+// network error of a FETCH_AND_ADD whose retries ran out, and the fallback that atomic
+// refused then failed the QP without ever completing it (failover/cq.go,
+// classifyTrackedLocked; failover TestAtomicNotRetriedAfterRecovery).
+func TestTrackedAtomicSeeds(t *testing.T) {
+	c := seedConfig(136472, true)
+	c.Shapes = true
+	if c.Backups > 1 || c.CtlDrop == 0 {
+		t.Fatalf("seed %d draws %+v, no longer one backup with dropped control messages", c.Seed, c)
+	}
+	res, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Refused == 0 || res.FAA == 0 || res.Recoveries == 0 {
+		t.Errorf("seed %d: %d refused, %d FETCH_AND_ADDs, %d recoveries: the seed no longer exercises what it did", c.Seed, res.Refused, res.FAA, res.Recoveries)
+	}
+}
+
 // TestReceiveOnlySeeds replays 107651 (recovery; from seeds 105,000–120,000, beyond the
 // tested range), a SHIFT bug: a receive-only QP's receive side came back while a filler of
 // its was still on the backup, so its send side did not return with it (nothing it sent may

@@ -161,7 +161,10 @@ func runPair(t testing.TB, hs, hc *Host, ms, mc Mode, program string, args []str
 	// The client connects once and gives up if nobody listens: start it when the server's
 	// socket is listening.
 	if err := srv.WaitListening(port, 20*time.Second); err != nil {
-		out, _ := srv.Wait(time.Second)
+		// Standard error too: a server that ended early says why there (a provider's
+		// create_qp, the emulated kernel's SHIFT_EMU_DEBUG lines), not on standard output.
+		_, _ = srv.Wait(time.Second)
+		out := srv.Output()
 		if errors.Is(err, errEnded) && !last {
 			t.Logf("tooltest: %s server: %v\n%s", program, err, out)
 			return r, false
