@@ -89,9 +89,7 @@ func (h *Host) Env(m Mode) []string {
 		env = append(env, "SYSFS_PATH="+h.Tree.Root)
 	}
 	if m.Kernel {
-		// SHIFT_EMU_DEBUG=1: libmlx5 reports only an errno; the emulated kernel's line on
-		// standard error says which call failed and why, for the test's failure message.
-		return append(append(env, "LD_PRELOAD="+h.Build.EmuKernel, "SHIFT_EMU_DEBUG=1"), m.Extra...)
+		return append(append(env, "LD_PRELOAD="+h.Build.EmuKernel), m.Extra...)
 	}
 	if !m.NoDrivers {
 		env = append(env, "RDMAV_DRIVERS="+filepath.Join(h.Build.Dir, "libmlx5-shift"))

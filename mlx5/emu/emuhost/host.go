@@ -7,6 +7,7 @@
 package emuhost
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -20,6 +21,12 @@ import (
 	"github.com/shift-rdma/shift/mlx5/emu/fabric"
 	"github.com/shift-rdma/shift/uverbs"
 )
+
+// ErrAddressTaken is wrapped by the failure of a device's first QP when its link cannot bind
+// the device's address (UDP 4791): another process carries traffic on the device, or the
+// address is not local. The edges print it whatever their debug setting: the program's own
+// message ("Unable to create QP") does not say why.
+var ErrAddressTaken = errors.New("cannot take its RoCE address")
 
 // Host is the emulated devices of one sysfs tree.
 type Host struct {
@@ -141,7 +148,7 @@ func (e *Device) Open() (*emu.File, error) {
 // traffic on fails here, with the reason.
 func (e *Device) activate() error {
 	if err := e.link.Activate(); err != nil {
-		return fmt.Errorf("emulated device %s cannot take its address %v:4791 (another process carrying traffic on it?): %w", e.Info.Name, e.IP, err)
+		return fmt.Errorf("emulated device %s %w %v:4791 (another process carrying traffic on it?): %w", e.Info.Name, ErrAddressTaken, e.IP, err)
 	}
 	return nil
 }

@@ -60,9 +60,10 @@ func host() (*emuhost.Host, error) {
 // (the C library calls have only an errno to say why).
 var debug = os.Getenv("SHIFT_EMU_DEBUG") == "1"
 
-// fail reports err (when debugging) and returns its errno.
+// fail reports err (when debugging, or when the device cannot take its address: the
+// program's own message would not say why) and returns its errno.
 func fail(op string, err error) C.long {
-	if debug {
+	if debug || errors.Is(err, emuhost.ErrAddressTaken) {
 		fmt.Fprintf(os.Stderr, "libmlx5-emu-kernel: %s: %v\n", op, err)
 	}
 	return errno(err)

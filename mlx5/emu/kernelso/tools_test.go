@@ -104,6 +104,29 @@ func TestLibmlx5QPLifecycle(t *testing.T) {
 	}
 }
 
+// TestLibmlx5AddressTaken: a second program creating a QP on a device whose address a first
+// one holds (an emulated device's link binds its address at its first QP) fails there, and
+// says why on standard error whatever SHIFT_EMU_DEBUG says: libmlx5 and the program only
+// print that the QP could not be created.
+func TestLibmlx5AddressTaken(t *testing.T) {
+	tooltest.RequireTools(t, "ibv_rc_pingpong")
+	h := connectx(t, 1)
+	port := tooltest.Port()
+	// ibv_rc_pingpong's server creates its QP before it listens.
+	first := h.Start(t, libmlx5, "ibv_rc_pingpong", "-g", "0", "-d", "k0", "-p", fmt.Sprint(port))
+	if err := first.WaitListening(port, 20*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, first.Output())
+	}
+	out, err := h.Start(t, libmlx5, "ibv_rc_pingpong", "-g", "0", "-d", "k0", "-p", fmt.Sprint(port+1)).Wait(30 * time.Second)
+	if err == nil {
+		t.Fatalf("a second program created a QP on k0 beside the first:\n%s", out)
+	}
+	ip := h.Tree.Devices[0].IP.String()
+	if want := "emulated device k0 cannot take its RoCE address " + ip + ":4791"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("standard error lacks %q: %v", want, err)
+	}
+}
+
 // TestOlderKernels runs Debian's libibverbs and libmlx5, and libmlx5-shift beside them, on
 // emulated kernels that lack the ioctl forms of the context, port, CQ and QP commands
 // (write-create) or the ioctl interface altogether (no-ioctl): libibverbs then sends the
