@@ -84,9 +84,25 @@ func (s *runner) pauseFault() {
 		s.w.clk.AfterFunc(d, func() {
 			s.fx.paused[h] = false
 			s.fault(fxResume, uint64(h), 0, 0)
+			s.pauseEnded()
 		})
 	})
 }
+
+// pauseEnded gives the run, once a paused host resumes, at least half the step budget to
+// finish its work; until then the budget does not run out (pausedNow), within four budgets. A long pause is counted in virtual time, the budget in steps: a run whose
+// other host kept the world busy (probing for a NIC that had died, late CQEs held and
+// released) spent its 500,000 steps in 2.23 s of virtual time, inside a 2.1–3 s pause, and
+// ended "stuck" with the paused host's completions waiting in its CQs, never polled
+// (seed 169959, recovery with two backups; it passes at 608,015 steps). The liveness that
+// matters stays checked: once the process runs again, everything completes within the
+// budget's second half, as after the recovery runs' storm.
+func (s *runner) pauseEnded() {
+	s.limit = max(s.limit, s.step+s.cfg.MaxSteps/2)
+}
+
+// pausedNow reports whether a host's process is paused.
+func (s *runner) pausedNow() bool { return s.fx.paused[0] || s.fx.paused[1] }
 
 // paused reports whether host h's process is paused: neither its application nor its
 // context runs.

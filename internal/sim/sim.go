@@ -187,6 +187,9 @@ type runner struct {
 	rr    *rand.Rand
 	risky bool
 	fx    faultState // NIC, KV and pause faults (faults.go)
+	// limit is the step budget of the workload's loop: cfg.MaxSteps, extended while a host
+	// is paused (pauseEnds).
+	limit int
 	late  lateState  // late receive CQEs (latecqe.go)
 	// cas: the run's atomics are CMP_AND_SWPs rather than FETCH_AND_ADDs (drawCAS).
 	cas bool
@@ -343,7 +346,8 @@ func (s *runner) run() error {
 		}
 	}
 	posts, tailed := 0, false
-	for ; s.step < s.cfg.MaxSteps; s.step++ {
+	s.limit = s.cfg.MaxSteps
+	for ; s.step < s.limit || s.pausedNow() && s.step < 4*s.cfg.MaxSteps; s.step++ {
 		s.chainStep()
 		s.faultStep()
 		draining := posts >= s.cfg.Ops && s.chainLeft == 0 && s.fx.left == 0

@@ -418,6 +418,24 @@ func TestTrackedAtomicSeeds(t *testing.T) {
 	}
 }
 
+// TestLongPauseBudgetSeeds replays 169959 (recovery, two backups; from seeds
+// 150,001–170,000 with the shapes), a simulation finding, not a SHIFT bug: the run's 500,000
+// steps ran out inside host 0's long pause (2.1–3 s of virtual time; the other host's probes
+// and late CQEs used the steps up in 2.23 s), its completions waiting in its CQs for an
+// application that was not running. The budget now waits for a paused host and gives it
+// half a budget once it resumes (pause.go, pauseEnded).
+func TestLongPauseBudgetSeeds(t *testing.T) {
+	c := seedConfig(169959, true)
+	c.Shapes = true
+	res, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Faults.LongPauses == 0 || res.Steps <= 500_000 {
+		t.Errorf("seed %d: %d long pauses, %d steps: the seed no longer exercises what it did", c.Seed, res.Faults.LongPauses, res.Steps)
+	}
+}
+
 // TestReceiveOnlySeeds replays 107651 (recovery; from seeds 105,000–120,000, beyond the
 // tested range), a SHIFT bug: a receive-only QP's receive side came back while a filler of
 // its was still on the backup, so its send side did not return with it (nothing it sent may
