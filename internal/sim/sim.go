@@ -188,9 +188,9 @@ type runner struct {
 	risky bool
 	fx    faultState // NIC, KV and pause faults (faults.go)
 	// limit is the step budget of the workload's loop: cfg.MaxSteps, extended while a host
-	// is paused (pauseEnds).
+	// is paused (pauseEnded, pausedNow).
 	limit int
-	late  lateState  // late receive CQEs (latecqe.go)
+	late  lateState // late receive CQEs (latecqe.go)
 	// cas: the run's atomics are CMP_AND_SWPs rather than FETCH_AND_ADDs (drawCAS).
 	cas bool
 	// qr draws the application's queries of a querying run (query.go); nil: none.
