@@ -219,4 +219,3 @@ func (e *testEnv) pokeYield() time.Duration {
 	}
 	return d
 }
-

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -337,12 +338,7 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 		return false, false
 	}
 	bs := q.cs()
-	var miss []rkeyKey
-	if defs, err := q.defSendsLocked(); err == nil {
-		for i := range defs {
-			miss = bs.dev.missingRKeys(q.remote.GID, []verbs.SendWR{defs[i].wr}, miss)
-		}
-	}
+	miss := q.missingDefRKeysLocked(bs.dev, nil)
 	if q.mach.repostState() == RepostChain {
 		q.fifoMu.Lock()
 		for i := range q.bkLog {
@@ -362,6 +358,40 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 		return true, false
 	}
 	return true, true
+}
+
+// missingDefRKeysLocked appends to miss the remote keys the cache of dev cannot answer for,
+// named by the default ring's WQEs that are still SHIFT's to repost (those defSendsLocked
+// returns). It reads each WQE's remote-address segment only: decoding every WQE whole into
+// a WR (defSendsLocked) took 26–31 µs p50 of a round's own share with a full ring of 64
+// WRITEs (BenchmarkFallbackLatency, a temporary trace), before the round had changed
+// anything; prepareLocked decodes them once the default QP is stopped and drained.
+func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
+	if q.destroyed {
+		return miss // its rings are gone
+	}
+	q.defOutstandingLocked()
+	var buf [mlx5.MaxDS * mlx5.SegSize]byte
+	for _, w := range q.outSends {
+		if w.Internal || int32(w.Pos-q.defFrom) < 0 {
+			continue
+		}
+		if raddr, _, _ := w.Opcode.Segments(); !raddr {
+			continue
+		}
+		n, err := q.def.ReadSendWQE(w.Pos, buf[:])
+		if err != nil || n < mlx5.CtrlSegSize+mlx5.RaddrSegSize {
+			continue // prepareLocked's decode fails the round on it
+		}
+		r, err := mlx5.DecodeRaddrSeg(buf[mlx5.CtrlSegSize:n])
+		if err != nil {
+			continue
+		}
+		if k := (rkeyKey{q.remote.GID, r.RKey}); !dev.cachedRKey(k) && !containsKey(miss, k) {
+			miss = append(miss, k)
+		}
+	}
+	return miss
 }
 
 // rkeysFirstLocked is the check a fallback round (roundLocked) makes before it changes
