@@ -104,28 +104,12 @@ func TestAtomicNotRetried(t *testing.T) {
 	a, _ := e.pairs(t, 1, smallCap)
 	qa := a[0]
 	ha, hb := e.hosts[0], e.hosts[1]
-	binary.LittleEndian.PutUint64(hb.buf.Bytes()[64:], 1000)
-	// The responder executes the FADD, its response is lost.
-	e.cl.Endpoint(1, 0, 1).Faults(fabric.TX).SetDropAcks(true)
-	if err := qa.PostSend([]verbs.SendWR{{WRID: 5, Opcode: verbs.WRAtomicFetchAdd, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 8)},
-		RemoteAddr: hb.mr.Addr() + 64, RKey: hb.mr.RKey(), CompareAdd: 7}}); err != nil {
-		t.Fatal(err)
-	}
-	w := waitN(t, ha.cq, 1)[0]
-	if w.Status == verbs.WCSuccess || w.WRID != 5 {
-		t.Fatalf("atomic completion %+v: want the original error", w)
-	}
-	if qa.SendState() != SendFailed || !errors.Is(qa.Err(), ErrNotSafe) {
-		t.Fatalf("state %v err %v", qa.SendState(), qa.Err())
-	}
+	atomicAckLost(t, e, qa)
 	// The responder executed the FADD before its (dropped) response, long before the
 	// requester's retries ran out; a second execution could only come from a repost on the
 	// backup, and nothing was reposted.
 	if s := e.hosts[0].ctx.Stats(); s.Reposted != 0 {
 		t.Fatalf("stats %+v: something was reposted on the backup", s)
-	}
-	if v := binary.LittleEndian.Uint64(hb.buf.Bytes()[64:]); v != 1007 {
-		t.Fatalf("remote value %d, want 1007 (executed exactly once)", v)
 	}
 	if err := qa.PostSend([]verbs.SendWR{{WRID: 6, Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(0, 8)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}}); !errors.Is(err, ErrFailed) {
 		t.Fatalf("post on a failed QP: %v", err)
@@ -162,6 +146,16 @@ func TestAtomicNotRetriedAfterRecovery(t *testing.T) {
 		_, _ = hb.cq.Poll(wcs[:])
 		return qa.SendState() == SendDefault && qa.RecvState() == RecvFallback && qb.SendState() == SendFallback
 	}, func() string { return e.describe(qa, qb) })
+	atomicAckLost(t, e, qa)
+	expectNoMore(t, ha.cq)
+}
+
+// atomicAckLost posts a FETCH_AND_ADD of 7 from qa (host 0) to a remote value of 1000 whose
+// response host 1's default NIC drops: the application must get the original error, qa
+// fail (the fallback refused: ErrNotSafe), and the value move exactly once.
+func atomicAckLost(t *testing.T, e *testEnv, qa *QP) {
+	t.Helper()
+	ha, hb := e.hosts[0], e.hosts[1]
 	binary.LittleEndian.PutUint64(hb.buf.Bytes()[64:], 1000)
 	e.cl.Endpoint(1, 0, 1).Faults(fabric.TX).SetDropAcks(true)
 	if err := qa.PostSend([]verbs.SendWR{{WRID: 5, Opcode: verbs.WRAtomicFetchAdd, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 8)},
@@ -178,7 +172,6 @@ func TestAtomicNotRetriedAfterRecovery(t *testing.T) {
 	if v := binary.LittleEndian.Uint64(hb.buf.Bytes()[64:]); v != 1007 {
 		t.Fatalf("remote value %d, want 1007 (executed exactly once)", v)
 	}
-	expectNoMore(t, ha.cq)
 }
 
 // A WR posted with the ineligible hint stops the fallback: error to the application.
