@@ -385,7 +385,7 @@ func TestRefusedOrderSeeds(t *testing.T) {
 // dropped), so SHIFT failed it, and its peer, with nothing of its own outstanding, stayed on
 // the backup for good, its probes failing against a default QP in ERR. That is RC's rule (a
 // QP learns of its peer's failure only when it sends), not a SHIFT bug: the run's end no
-// longer waits for a QP whose peer failed to come back (runner.quiet).
+// longer waits for a QP whose peer failed to come back (runner.quiet). And 231931, below.
 func TestPeerFailedSeeds(t *testing.T) {
 	c := seedConfig(110095, true)
 	c.Shapes = true
@@ -394,6 +394,18 @@ func TestPeerFailedSeeds(t *testing.T) {
 	}
 	if _, err := Run(c); err != nil {
 		t.Fatal(err)
+	}
+	// 231931 (recovery; from seeds 230,001–250,000 with the shapes): the application stopped
+	// host 0's QP with nothing posted on it, so no flush marked it failed, and its peer, a
+	// receive-only QP, stayed on the backup as RC's rule has it; the run waited for it.
+	c = seedConfig(231931, true)
+	c.Shapes = true
+	res, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.RecvOnly || res.Stops == 0 {
+		t.Errorf("seed %d: receive-only %v, %d stops: the seed no longer exercises what it did", c.Seed, res.RecvOnly, res.Stops)
 	}
 }
 
