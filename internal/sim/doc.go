@@ -50,7 +50,8 @@
 //     and what the peer's transport retries survive of RNR under loss), or, in a quarter of
 //     those runs, for 2.1 to 3 s, past the peer's HandshakeTimeout: the pairs' errors are
 //     then allowed (the peer fails a QP whose round got no reply, as documented), and
-//     nothing may be duplicated, reordered or left without a completion;
+//     nothing may be duplicated, reordered or left without a completion; the step budget
+//     does not run out while a host is paused, and gives it half a budget once it resumes;
 //   - recvonly.go: in a quarter of the recovery runs, pair 0's QP on host 1 left in RTR (it
 //     never sends), as perftest's bandwidth servers leave theirs: the run ends only once it
 //     and its peer are Default in both directions (or its peer was stopped by the
