@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/shift-rdma/shift/failover"
 	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -25,13 +24,8 @@ import (
 func TestSharedPollMatchesGo(t *testing.T) {
 	r := seeded(t)
 	s := newSpostQPs(t, false)
-	var pin [2]runtime.Pinner
-	sa, _ := s.a.ShareSend(&pin[0])
-	ra, _ := s.a.ShareRecv(&pin[0])
-	sb, _ := s.b.ShareSend(&pin[1])
-	rb, _ := s.b.ShareRecv(&pin[1])
-	pa, pb := s.cqA.SharePoll(&pin[0]), s.cqB.SharePoll(&pin[1])
-	t.Cleanup(func() { pin[0].Unpin(); pin[1].Unpin() })
+	sh := s.shares(t)
+	sa, ra, sb, rb, pa, pb := sh.sa, sh.ra, sh.sb, sh.rb, sh.pa, sh.pb
 	cs, cr, cp := newCheckDataPath(t, s)
 
 	ncqe := pa.NCQE
@@ -190,10 +184,7 @@ func newCheckDataPath(t testing.TB, s *spostQPs) (*checkSpost, *checkSrecv, *che
 		t.Fatal("the QP has no send queue")
 	}
 	t.Cleanup(cs.free)
-	stride := int(s.b.Cap().MaxRecvSGE)
-	rg := &testRecvGate{log: make([]failover.RecvLogRecord, 64), sge: make([]verbs.SGE, 64*stride)}
-	cr := newCheckSrecv(s.b, failover.RecvGateShare{State: &rg.state, Busy: &rg.busy, MaxRecvWR: s.b.Cap().MaxRecvWR,
-		Log: rg.log, SGE: rg.sge, Stride: stride, Posted: &rg.posted})
+	cr := newCheckSrecv(s.b, newTestRecvGate(64, int(s.b.Cap().MaxRecvSGE), s.b.Cap().MaxRecvWR).share())
 	t.Cleanup(cr.free)
 	cp := newCheckSpoll(s.cqB, s.b.QPN(), cs, cr)
 	t.Cleanup(cp.free)

@@ -40,6 +40,27 @@ type spostQPs struct {
 
 var spostSeq atomic.Uint64
 
+// spostShares is what the QPs of an spostQPs (a, b) and their CQs share with a second poster
+// or poller, pinned until the test ends.
+type spostShares struct {
+	sa, sb provider.SendShare
+	ra, rb provider.RecvShare
+	pa, pb provider.CQPollShare
+}
+
+func (s *spostQPs) shares(t testing.TB) spostShares {
+	var pin [2]runtime.Pinner
+	t.Cleanup(func() { pin[0].Unpin(); pin[1].Unpin() })
+	var x spostShares
+	x.sa, _ = s.a.ShareSend(&pin[0])
+	x.ra, _ = s.a.ShareRecv(&pin[0])
+	x.pa = s.cqA.SharePoll(&pin[0])
+	x.sb, _ = s.b.ShareSend(&pin[1])
+	x.rb, _ = s.b.ShareRecv(&pin[1])
+	x.pb = s.cqB.SharePoll(&pin[1])
+	return x
+}
+
 func newSpostQPs(t *testing.T, sigAll bool) *spostQPs { return newSpostQPsOn(t, sigAll, false) }
 
 // newSpostQPsTB is newSpostQPs for benchmarks.
@@ -144,10 +165,8 @@ func TestSharedPostMatchesGo(t *testing.T) {
 func testSharedPost(t *testing.T, sigAll, shared bool) {
 	r := seeded(t)
 	s := newSpostQPsOn(t, sigAll, shared)
-	var pin [2]runtime.Pinner
-	sa, _ := s.a.ShareSend(&pin[0])
-	sb, _ := s.b.ShareSend(&pin[1])
-	t.Cleanup(func() { pin[0].Unpin(); pin[1].Unpin() })
+	sh := s.shares(t)
+	sa, sb := sh.sa, sh.sb
 	if sa.WQECount != sb.WQECount || sa.MaxPost != sb.MaxPost {
 		t.Fatalf("the two QPs differ: %d/%d blocks, %d/%d WRs", sa.WQECount, sb.WQECount, sa.MaxPost, sb.MaxPost)
 	}

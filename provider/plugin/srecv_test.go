@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -16,11 +15,24 @@ import (
 
 // testRecvGate is an open receive gate with a receive log, owned by the test.
 type testRecvGate struct {
-	state  atomic.Uint32
-	busy   uint32
-	log    []failover.RecvLogRecord
-	sge    []verbs.SGE
-	posted atomic.Uint64
+	state     atomic.Uint32
+	busy      uint32
+	log       []failover.RecvLogRecord
+	sge       []verbs.SGE
+	stride    int
+	maxRecvWR uint32
+	posted    atomic.Uint64
+}
+
+// newTestRecvGate is a gate whose log holds n receives of stride scatter entries, for a
+// queue of maxRecvWR.
+func newTestRecvGate(n, stride int, maxRecvWR uint32) *testRecvGate {
+	return &testRecvGate{log: make([]failover.RecvLogRecord, n), sge: make([]verbs.SGE, n*stride), stride: stride, maxRecvWR: maxRecvWR}
+}
+
+func (g *testRecvGate) share() failover.RecvGateShare {
+	return failover.RecvGateShare{State: &g.state, Busy: &g.busy, MaxRecvWR: g.maxRecvWR,
+		Log: g.log, SGE: g.sge, Stride: g.stride, Posted: &g.posted}
 }
 
 // TestSharedRecvMatchesGo is TestSharedPostMatchesGo for post_recv: the same random history
@@ -31,15 +43,11 @@ type testRecvGate struct {
 func TestSharedRecvMatchesGo(t *testing.T) {
 	r := seeded(t)
 	s := newSpostQPs(t, false)
-	var pin [2]runtime.Pinner
-	ra, _ := s.a.ShareRecv(&pin[0])
-	rb, _ := s.b.ShareRecv(&pin[1])
-	t.Cleanup(func() { pin[0].Unpin(); pin[1].Unpin() })
-	maxWR := s.a.Cap().MaxRecvWR
+	sh := s.shares(t)
+	ra, rb := sh.ra, sh.rb
 	stride := int(s.a.Cap().MaxRecvSGE)
-	g := &testRecvGate{log: make([]failover.RecvLogRecord, 64), sge: make([]verbs.SGE, 64*stride)}
-	c := newCheckSrecv(s.b, failover.RecvGateShare{State: &g.state, Busy: &g.busy, MaxRecvWR: maxWR,
-		Log: g.log, SGE: g.sge, Stride: stride, Posted: &g.posted})
+	g := newTestRecvGate(64, stride, s.a.Cap().MaxRecvWR)
+	c := newCheckSrecv(s.b, g.share())
 	defer c.free()
 	type logged struct {
 		wrid uint64
@@ -143,9 +151,8 @@ func TestSharedRecvMatchesGo(t *testing.T) {
 	for i := range sgl {
 		sgl[i] = verbs.SGE{Addr: s.base, Length: 1, LKey: 1}
 	}
-	g2 := &testRecvGate{log: make([]failover.RecvLogRecord, 8), sge: make([]verbs.SGE, 8*(stride-1))}
-	c2 := newCheckSrecv(s.b, failover.RecvGateShare{State: &g2.state, Busy: &g2.busy, MaxRecvWR: 2,
-		Log: g2.log, SGE: g2.sge, Stride: stride - 1, Posted: &g2.posted})
+	g2 := newTestRecvGate(8, stride-1, 2)
+	c2 := newCheckSrecv(s.b, g2.share())
 	defer c2.free()
 	rb.Tail.Store(*rb.Head)
 	rb.IntRetired.Store(*rb.Internal)
