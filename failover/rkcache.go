@@ -361,8 +361,8 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 }
 
 // missingDefRKeysLocked appends to miss the remote keys the cache of dev cannot answer for,
-// named by the default ring's WQEs that are still SHIFT's to repost (those defSendsLocked
-// returns). It reads each WQE's remote-address segment only: decoding every WQE whole into
+// named by the default ring's WQEs that are still SHIFT's to repost (repostableLocked, as
+// defSendsLocked). It reads each WQE's remote-address segment only: decoding every WQE whole into
 // a WR (defSendsLocked) took 26–31 µs p50 of a round's own share with a full ring of 64
 // WRITEs (BenchmarkFallbackLatency, a temporary trace), before the round had changed
 // anything; prepareLocked decodes them once the default QP is stopped and drained.
@@ -373,7 +373,7 @@ func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
 	q.defOutstandingLocked()
 	var buf [mlx5.MaxDS * mlx5.SegSize]byte
 	for _, w := range q.outSends {
-		if w.Internal || int32(w.Pos-q.defFrom) < 0 {
+		if !q.repostableLocked(w) {
 			continue
 		}
 		if raddr, _, _ := w.Opcode.Segments(); !raddr {

@@ -25,7 +25,7 @@ func (q *QP) defSendsLocked() ([]sendRec, error) {
 	var out []sendRec
 	var buf [mlx5.MaxDS * mlx5.SegSize]byte
 	for _, w := range q.outSends {
-		if w.Internal || int32(w.Pos-q.defFrom) < 0 {
+		if !q.repostableLocked(w) {
 			continue
 		}
 		n, err := q.def.ReadSendWQE(w.Pos, buf[:])
@@ -50,6 +50,12 @@ func (q *QP) defSendsLocked() ([]sendRec, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// repostableLocked reports whether w, a WQE of the default ring, is still SHIFT's to repost:
+// the application's, at or after defFrom.
+func (q *QP) repostableLocked(w provider.SendWQE) bool {
+	return !w.Internal && int32(w.Pos-q.defFrom) >= 0
 }
 
 // copyToBackupLocked reposts r, a WQE of the default SQ, on the backup QP in use: the WQE is

@@ -7,7 +7,7 @@ import (
 
 // The lock of a BlueFlame register shared between QPs (NeedLock) is a spin lock on one word,
 // as libmlx5's mlx5_spinlock is a pthread spin lock: what it guards is a handful of stores
-// and a fence, and a poster outside Go (the plugin's C post_send of SHIFT mode) takes the same
+// and a fence, and a poster outside Go (a C data path sharing the register) takes the same
 // word (LockWord) with the same compare-and-swap, so that a doorbell or BlueFlame copy of one
 // never interleaves with another's on the register and their flushes stay in lock order.
 
