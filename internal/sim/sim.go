@@ -1027,7 +1027,7 @@ func (s *runner) quiet() bool {
 			if q.SendState() == failover.SendFailed || q.RecvState() == failover.RecvFailed {
 				continue // refused for an unsafe WR (risky.go): it stays failed
 			}
-			if e.peer.failed || e.peer == s.stop.victim {
+			if pq := e.peer.qp.(*failover.QP); pq.SendState() == failover.SendFailed || pq.RecvState() == failover.RecvFailed {
 				// Its peer failed: stopped by the application (stop.go), or failed by SHIFT
 				// (a handshake that got no reply, an unsafe WR). The peer's default QP stays
 				// in ERR and sends no recovery notification, so this QP stays on the backup,
@@ -1037,9 +1037,9 @@ func (s *runner) quiet() bool {
 				// 2026-11-28's earlier stops too, for a receive-only QP whose peer stopped;
 				// seed 110095, recovery with two backups and dropped control messages, for
 				// one whose peer's handshake timed out, failing on 2026-11-29's sixth stop
-				// too). A stopped peer with nothing outstanding has no flush to set its
-				// failed: it is the stop's victim (seed 231931, recovery, a receive-only QP
-				// whose peer the application stopped with nothing posted).
+				// too). The peer's state says so, not its completions: a peer stopped with
+				// nothing outstanding has no flush to report (seed 231931, recovery, a
+				// receive-only QP whose peer the application stopped with nothing posted).
 				continue
 			}
 			if q.SendState() != failover.SendDefault || q.RecvState() != failover.RecvDefault {
