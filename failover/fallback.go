@@ -207,6 +207,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		q.tBusy.Store(0)
 		q.tDrain.Store(0)
 		q.tPost.Store(0)
+		q.tCmd.Store(0)
 		q.tPosted.Store(0)
 	}
 	// A probe in flight ends now: its QP goes to ERR below.
@@ -259,11 +260,21 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 // RESET (a reset round whose INIT failed on a device that died) executes nothing either, and
 // RESET→ERR is no transition the kernel allows (ib_modify_qp_is_ok: EINVAL): the QP failed
 // on it (simulation seed 265 with deep receive queues).
+//
+// A default QP that completed a WR with a transport error (retry or RNR retry exceeded, no
+// response, a fatal error) is in ERR already: the NIC moved it there as it wrote that
+// completion, flushing every WQE behind it and every receive, and flushes what is rung
+// later. The command would only tell the kernel what the NIC did, at the cost of a firmware
+// command on the fallback's critical path (34–39 µs p50 on the emulator, where it flushes
+// the QP: the peer's answer in BenchmarkFallbackLatency, a temporary trace of 2026-11-30);
+// resetDefaultLocked issues it off that path.
 func (q *QP) stopDefaultLocked() error {
-	if q.def.State() == verbs.QPStateReset {
+	if q.def.State() == verbs.QPStateReset || q.defErrByNICLocked() {
 		return nil
 	}
+	t0 := q.c.now()
 	err := q.def.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+	q.roundDeviceTime(&q.tCmd, t0)
 	if err == nil || q.c.defDead.Load() {
 		return nil
 	}
@@ -272,6 +283,20 @@ func (q *QP) stopDefaultLocked() error {
 	}
 	q.c.defDead.Store(true)
 	return nil
+}
+
+// defErrByNICLocked reports whether the default QP's current incarnation completed a WR with
+// a transport error (statusClass: the network's), which the NIC writes only as it moves the
+// QP to ERR.
+func (q *QP) defErrByNICLocked() bool {
+	q.fifoMu.Lock()
+	defer q.fifoMu.Unlock()
+	for _, e := range q.errWCs {
+		if statusClass(e.wc.Status) == classNetwork {
+			return true
+		}
+	}
+	return false
 }
 
 // prepareLocked is step 1 on either side: stop the default QP, collect its last
@@ -342,11 +367,12 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 	}
 	if recvPart {
 		// Outstanding receives go to the backup QP behind its control RECV.
-		var recvs []verbs.RecvWR
-		for i := q.recvDone; i < q.rPosted.Load(); i++ {
-			r := q.loggedRecv(i)
-			r.SGL = append([]verbs.SGE(nil), r.SGL...)
-			recvs = append(recvs, r)
+		// The log's entries are read in place: postRecvBackupLocked copies what it posts,
+		// and the receive gate is closed, so no post writes the log meanwhile.
+		n := q.rPosted.Load() - q.recvDone
+		recvs := make([]verbs.RecvWR, 0, n)
+		for i := q.recvDone; i < q.recvDone+n; i++ {
+			recvs = append(recvs, q.loggedRecv(i))
 		}
 		if len(recvs) > 0 {
 			if err := q.postRecvBackupLocked(recvs); err != nil {
@@ -515,7 +541,7 @@ func (q *QP) sendCtlOnLocked(i int, m ctlMsg) error {
 	m.dst, m.src = bs.peerQPN.Load(), q.qpn
 	t0 := q.c.now()
 	err := ep.sendMsg(m)
-	q.tPost.Add(int64(q.c.now().Sub(t0)))
+	q.roundDeviceTime(&q.tPost, t0)
 	if errors.Is(err, errCtlClosed) && bs.ep.Load() != ep {
 		// A re-arm replaced the endpoint since it was loaded: lost with it (lostOnReplace).
 		err = errCtlFailed
@@ -615,7 +641,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		r := resend[0]
 		err := q.withRoomLocked(func() error {
 			t0 := q.c.now()
-			defer func() { q.tPost.Add(int64(q.c.now().Sub(t0))) }()
+			defer q.roundDeviceTime(&q.tPost, t0)
 			switch {
 			case r.held:
 				return q.postHeldLocked(r)
@@ -719,6 +745,7 @@ func (q *QP) resetDefaultLocked() {
 		q.rcq.mu.Lock()
 	}
 	_ = q.def.Reset()
+	q.forgetDecodedLocked()
 	q.defMode = defTracked
 	q.fifoMu.Lock()
 	q.dSendKinds = q.dSendKinds[:0]

@@ -171,7 +171,9 @@ func defaultLinkHandle(b *testing.B, e *testEnv) (*netlink.Handle, netlink.Link)
 // reposts (own-less-posts: there a doorbell on a parked emulated NIC yields to it, and the
 // NIC's pass with its UDP send runs on the poster's processor, which a real NIC does not
 // cost the writer of a doorbell; poke-p50: all the yields of doorbells on the backup NICs
-// during the down, the application's posts there included, pokeYield); drain-p50: the two
+// during the down, the application's posts there included, pokeYield), and less the time
+// inside the round's device commands too (own-less-device: the default QPs' moves to ERR,
+// where the emulated NIC flushes the QP on the caller's processor); drain-p50: the two
 // drains' waits for the default NICs' completions (left out of the share);
 // deliver-p50 is the last segment, A's last WR reposted on the backup → the
 // receiver's poll of the WRITE_WITH_IMM (the backup NICs executing, carrying and completing
@@ -185,7 +187,7 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 	runStreamTB(b, e, qa, qb, stream{mode: modeWrite, msgs: 20, size: 512, failAt: -1, seed: 21})
 	nl, link := defaultLinkHandle(b, e)
 	const n, size = 8, 256
-	var lat, detect, req, own, busy, notify, reply, deliver, ownPrep, ownAnswer, ownRepost, poke, ownNet, drain, upBack, upSend []time.Duration
+	var lat, detect, req, own, busy, notify, reply, deliver, ownPrep, ownAnswer, ownRepost, poke, ownNet, ownDev, drain, upBack, upSend []time.Duration
 	sp := &poller{t: b, cq: ha.cq}
 	rp := &poller{t: b, cq: hb.cq}
 	b.ResetTimer()
@@ -227,7 +229,9 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 		if o, u, nt, r, ok := fallbackSplit(qa, qb); ok {
 			own, busy, notify, reply = append(own, o), append(busy, u), append(notify, nt), append(reply, r)
 			poke = append(poke, e.pokeYield()-poke0)
-			ownNet = append(ownNet, o-time.Duration(qa.tPost.Load()+qb.tPost.Load()))
+			posts := time.Duration(qa.tPost.Load() + qb.tPost.Load())
+			ownNet = append(ownNet, o-posts)
+			ownDev = append(ownDev, o-posts-time.Duration(qa.tCmd.Load()+qb.tCmd.Load()))
 			drain = append(drain, time.Duration(qa.tDrain.Load()+qb.tDrain.Load()))
 			pr, an, rp := ownParts(qa, qb)
 			ownPrep, ownAnswer, ownRepost = append(ownPrep, pr), append(ownAnswer, an), append(ownRepost, rp)
@@ -272,6 +276,7 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 	b.ReportMetric(us(pct(req, 0.5)), "netlink-p50-µs")
 	b.ReportMetric(us(pct(own, 0.5)), "own-p50-µs")
 	b.ReportMetric(us(pct(ownNet, 0.5)), "own-less-posts-p50-µs")
+	b.ReportMetric(us(pct(ownDev, 0.5)), "own-less-device-p50-µs")
 	b.ReportMetric(us(pct(poke, 0.5)), "poke-p50-µs")
 	b.ReportMetric(us(pct(busy, 0.5)), "busy-p50-µs")
 	b.ReportMetric(us(pct(drain, 0.5)), "drain-p50-µs")

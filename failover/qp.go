@@ -154,6 +154,7 @@ type QP struct {
 	tBusy   atomic.Int64 // ns inside roundLocked
 	tDrain  atomic.Int64 // ns of that the drain waited for completions
 	tPost   atomic.Int64 // ns of that inside the provider's posts of its messages and reposts
+	tCmd    atomic.Int64 // ns of that inside the default QP's move to ERR (a device command)
 	tPoll   atomic.Int64 // the peer's last notification polled (unix ns)
 	tCtl    atomic.Int64 // tPoll of the notification that started or answered this round
 	tPosted atomic.Int64 // the last reposted WR posted on the backup (unix ns)
@@ -213,6 +214,8 @@ type QP struct {
 	bkRWRs  []verbs.RecvWR // scratch of postRecvBackupLocked (q.mu)
 	bkRSGE  []verbs.SGE
 	bkSGE   []verbs.SGE
+	// wqeDec is what was decoded of the default ring (wqedecode.go). q.mu.
+	wqeDec wqeDecodes
 
 	stats qpCounters // this QP's share of the context's counters (status.go)
 }
@@ -384,6 +387,15 @@ func (q *QP) FallbackLatency() time.Duration {
 		return 0
 	}
 	return time.Duration(o - e)
+}
+
+// roundDeviceTime adds the time since t0, spent inside a device call (a post, a command) of
+// the round under way, to *d (tPost, tCmd), until the round's last WR is reposted: what
+// later rounds spend (the reset rounds after a fallback) is not the measured round's.
+func (q *QP) roundDeviceTime(d *atomic.Int64, t0 time.Time) {
+	if q.tPosted.Load() == 0 {
+		d.Add(int64(q.c.now().Sub(t0)))
+	}
 }
 
 // FallbackPhases splits FallbackLatency: error → notification posted (stop, drain, checks,

@@ -362,10 +362,12 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 
 // missingDefRKeysLocked appends to miss the remote keys the cache of dev cannot answer for,
 // named by the default ring's WQEs that are still SHIFT's to repost (repostableLocked, as
-// defSendsLocked). It reads each WQE's remote-address segment only: decoding every WQE whole into
-// a WR (defSendsLocked) took 26–31 µs p50 of a round's own share with a full ring of 64
-// WRITEs (BenchmarkFallbackLatency, a temporary trace), before the round had changed
-// anything; prepareLocked decodes them once the default QP is stopped and drained.
+// defSendsLocked). A WQE the round decoded already (the reply's round, after prepareLocked's
+// decode) gives its key from there (cachedDecodeLocked); of the others only the remote-address
+// segment is read: decoding every WQE whole into a WR took 26–31 µs p50 of a round's own
+// share with a full ring of 64 WRITEs (BenchmarkFallbackLatency, a temporary trace), before
+// the round had changed anything; prepareLocked decodes them once the default QP is stopped
+// and drained.
 func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
 	if q.destroyed {
 		return miss // its rings are gone
@@ -379,15 +381,21 @@ func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
 		if raddr, _, _ := w.Opcode.Segments(); !raddr {
 			continue
 		}
-		n, err := q.def.ReadSendWQE(w.Pos, buf[:])
-		if err != nil || n < mlx5.CtrlSegSize+mlx5.RaddrSegSize {
-			continue // prepareLocked's decode fails the round on it
+		var rkey uint32
+		if d, ok := q.cachedDecodeLocked(w.Pos); ok {
+			rkey = d.wr.RKey
+		} else {
+			n, err := q.def.ReadSendWQE(w.Pos, buf[:])
+			if err != nil || n < mlx5.CtrlSegSize+mlx5.RaddrSegSize {
+				continue // prepareLocked's decode fails the round on it
+			}
+			r, err := mlx5.DecodeRaddrSeg(buf[mlx5.CtrlSegSize:n])
+			if err != nil {
+				continue
+			}
+			rkey = r.RKey
 		}
-		r, err := mlx5.DecodeRaddrSeg(buf[mlx5.CtrlSegSize:n])
-		if err != nil {
-			continue
-		}
-		if k := (rkeyKey{q.remote.GID, r.RKey}); !dev.cachedRKey(k) && !containsKey(miss, k) {
+		if k := (rkeyKey{q.remote.GID, rkey}); !dev.cachedRKey(k) && !containsKey(miss, k) {
 			miss = append(miss, k)
 		}
 	}

@@ -3,7 +3,6 @@ package failover
 import (
 	"fmt"
 
-	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
@@ -22,30 +21,20 @@ func (q *QP) defSendsLocked() ([]sendRec, error) {
 		return nil, nil // its rings are gone (a handshake timer that fired during Destroy)
 	}
 	q.defOutstandingLocked()
-	var out []sendRec
-	var buf [mlx5.MaxDS * mlx5.SegSize]byte
+	out := make([]sendRec, 0, len(q.outSends))
 	for _, w := range q.outSends {
 		if !q.repostableLocked(w) {
 			continue
 		}
-		n, err := q.def.ReadSendWQE(w.Pos, buf[:])
+		d, err := q.decodedLocked(w.Pos)
 		if err != nil {
-			return nil, fmt.Errorf("failover: QP %#x: read back WQE at %d: %w", q.qpn, w.Pos, err)
+			return nil, err
 		}
-		d, err := provider.DecodeSendWQE(buf[:n])
-		if err != nil {
-			return nil, fmt.Errorf("failover: QP %#x: WQE at %d: %w", q.qpn, w.Pos, err)
-		}
-		r := sendRec{wr: d.WR, inline: d.Inline, fromDef: true, pos: w.Pos, signaled: w.Signaled,
-			twoSeq: w.TwoSeq + q.twoOff, twoSided: twoSided(d.WR.Opcode)}
+		r := sendRec{wr: d.wr, inline: d.inline, fromDef: true, pos: w.Pos, signaled: w.Signaled,
+			twoSeq: w.TwoSeq + q.twoOff, twoSided: twoSided(d.wr.Opcode)}
 		r.wr.WRID = w.WRID
 		if w.Marked {
 			r.wr.Flags |= SendIneligible
-		}
-		for i := range r.wr.SGL {
-			if k, ok := q.injKeys[r.wr.SGL[i].LKey]; ok && r.wr.Flags&verbs.SendInline == 0 {
-				r.wr.SGL[i].LKey = k
-			}
 		}
 		out = append(out, r)
 	}

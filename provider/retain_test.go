@@ -85,9 +85,16 @@ func TestRetainSends(t *testing.T) {
 	if q.sq.head-q.sq.tail() != 4 {
 		t.Fatalf("held WQEs must keep their slots: %d outstanding", q.sq.head-q.sq.tail())
 	}
+	if q.SendResets() != 0 {
+		t.Fatalf("SendResets %d before any reset", q.SendResets())
+	}
 	q.resetIndices()
 	if rest := q.OutstandingSends(nil); len(rest) != 0 || q.sq.holding.Load() || q.TwoSidedPosted() != 3 {
 		t.Fatalf("after reset %+v, holding %v, two-sided %d", rest, q.sq.holding.Load(), q.TwoSidedPosted())
+	}
+	// The positions start again: a position read before the reset names another WQE now.
+	if q.SendResets() != 1 || q.SendProducer() != 0 {
+		t.Fatalf("after reset: SendResets %d, producer %d", q.SendResets(), q.SendProducer())
 	}
 	// Without retention the error completion retires its WQE (the plain provider).
 	q.SetRetainSends(false)

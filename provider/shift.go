@@ -123,6 +123,16 @@ func (q *QP) SendProducer() uint32 { return q.sq.cur() }
 // SendRung is the position the send doorbell was last rung up to.
 func (q *QP) SendRung() uint32 { return q.sq.rung }
 
+// SendResets counts the transitions to RESET that restarted the SQ's positions: a position
+// names the same WQE for as long as it stays the same (a caller that keeps what it read of a
+// WQE by position, failover's decoded ring, checks it).
+func (q *QP) SendResets() uint32 {
+	if q.sq == nil {
+		return 0
+	}
+	return q.sq.resets.Load()
+}
+
 // SendWRID returns the wr_id of the send WQE whose first block is at pos (the per-WQE wr_id
 // table, as rdma-core's sq.wrid).
 func (q *QP) SendWRID(pos uint32) uint64 {
@@ -273,6 +283,7 @@ func rewriteKeys(wqe []byte, rw WQERewrite) {
 // a transition to RESET, so it can be brought up again and reused.
 func (q *QP) resetIndices() {
 	if sq := q.sq; sq.wqeCnt > 0 {
+		sq.resets.Add(1)
 		sq.ring.SetCurPost(0)
 		sq.rung, sq.head, sq.fmCache, sq.internal = 0, 0, 0, 0
 		sq.intRetired.Store(0)

@@ -28,6 +28,9 @@ type sendQueue struct {
 	slotBB  uint32 // WQEBBs of the largest WQE the QP was sized for
 	qpn     uint32
 
+	// resets counts the transitions to RESET that restarted the positions (SendResets).
+	resets atomic.Uint32
+
 	rung uint32 // position the doorbell record was last set to
 	head uint32 // WRs posted (free running)
 	// retired holds, published together by one atomic store from the poller, the WR count
