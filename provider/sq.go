@@ -28,9 +28,6 @@ type sendQueue struct {
 	slotBB  uint32 // WQEBBs of the largest WQE the QP was sized for
 	qpn     uint32
 
-	// resets counts the transitions to RESET that restarted the positions (SendResets).
-	resets atomic.Uint32
-
 	rung uint32 // position the doorbell record was last set to
 	head uint32 // WRs posted (free running)
 	// retired holds, published together by one atomic store from the poller, the WR count
@@ -76,6 +73,9 @@ type sendQueue struct {
 	// startOf maps the index of a WQE's last block to its first position, so a doorbell can
 	// be rung "up to" any WQE boundary with that WQE's control segment.
 	startOf []uint32
+	// resets counts the transitions to RESET that restarted the positions (SendResets); at
+	// the end, away from the fields the post and the poll write.
+	resets atomic.Uint32
 }
 
 func newSendQueue(ring *mlx5.SQ, bf *mlx5.BFReg, db mlx5.DBRec, slotBytes int, maxPost uint32, maxGS, maxInl int, qpn uint32, signalAll bool) *sendQueue {
