@@ -27,60 +27,73 @@ import (
 // own-less-posts less the time inside the device command of the round, the default QP's move
 // to ERR, which the emulated kernel passes to the emulated NIC, which flushes the QP on the
 // caller's processor (34–39 µs p50 for the peer's in a temporary trace of 2026-11-30).
+//
+// Two depths: 64 messages with the failure at the 32nd, and 16 with it at the 8th (fewer WQEs
+// in the default ring at the error), which separates the round's fixed cost from its cost
+// per outstanding WQE. Each fallback is the first of a fresh QP in a fresh emulator, its code
+// and data cold after the emulator ran on the same processors, as at a real failure after
+// hours of traffic; BenchmarkNetnsLinkDown's fifty downs on one pair run warm.
 func BenchmarkFallbackLatency(b *testing.B) {
+	type depth struct{ msgs, failAt int }
 	for _, mode := range []streamMode{modeWrite, modeSend} {
-		b.Run(mode.String(), func(b *testing.B) {
-			var lat, prep, hs, first, own, ownNet, ownDev, busy, wait, notify, reply, oPrep, oAnswer, oRepost []time.Duration
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				func() {
-					e := newEnv(b, 256)
-					a, bq := e.pairs(b, 1, smallCap)
-					runStreamTB(b, e, a[0], bq[0], stream{mode: mode, msgs: 64, size: 4096, failAt: 32, failHost: 0, seed: uint64(i)})
-					if l := a[0].FallbackLatency(); l > 0 {
-						lat = append(lat, l)
-						p, h, c := a[0].FallbackPhases()
-						prep, hs, first = append(prep, p), append(hs, h), append(first, c)
-						if o, u, n, r, ok := fallbackSplit(a[0], bq[0]); ok {
-							own, busy, wait = append(own, o), append(busy, u), append(wait, l-o)
-							notify, reply = append(notify, n), append(reply, r)
-							posts := time.Duration(a[0].tPost.Load() + bq[0].tPost.Load())
-							ownNet = append(ownNet, o-posts)
-							ownDev = append(ownDev, o-posts-time.Duration(a[0].tCmd.Load()+bq[0].tCmd.Load()))
-							op, oa, or := ownParts(a[0], bq[0])
-							oPrep, oAnswer, oRepost = append(oPrep, op), append(oAnswer, oa), append(oRepost, or)
-						}
-					}
-				}()
-			}
-			if len(lat) == 0 {
-				b.Fatal("no fallback measured")
-			}
-			med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
-			b.ReportMetric(float64(med(prep).Microseconds()), "prepare-p50-µs")
-			b.ReportMetric(float64(med(hs).Microseconds()), "handshake-p50-µs")
-			b.ReportMetric(float64(med(first).Microseconds()), "first-wc-p50-µs")
-			if len(own) > 0 {
-				b.ReportMetric(float64(med(own).Microseconds()), "own-p50-µs")
-				b.ReportMetric(float64(med(ownNet).Microseconds()), "own-less-posts-p50-µs")
-				b.ReportMetric(float64(med(ownDev).Microseconds()), "own-less-device-p50-µs")
-				b.ReportMetric(float64(med(oPrep).Microseconds()), "own-prep-p50-µs")
-				b.ReportMetric(float64(med(oAnswer).Microseconds()), "own-answer-p50-µs")
-				b.ReportMetric(float64(med(oRepost).Microseconds()), "own-repost-p50-µs")
-				b.ReportMetric(float64(med(busy).Microseconds()), "busy-p50-µs")
-				b.ReportMetric(float64(med(wait).Microseconds()), "wait-p50-µs")
-				b.ReportMetric(float64(med(notify).Microseconds()), "notify-p50-µs")
-				b.ReportMetric(float64(med(reply).Microseconds()), "reply-p50-µs")
-				b.Logf("%v: %d of %d fallbacks split into SHIFT's own share and the wait", mode, len(own), len(lat))
-			}
-			slices.Sort(lat)
-			p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
-			b.ReportMetric(float64(p(0.5).Microseconds()), "p50-µs")
-			b.ReportMetric(float64(p(0.99).Microseconds()), "p99-µs")
-			b.ReportMetric(0, "ns/op")
-			b.Logf("%v: %d fallbacks, median %v, p99 %v, min %v, max %v", mode, len(lat), p(0.5), p(0.99), lat[0], lat[len(lat)-1])
-		})
+		for _, d := range []depth{{64, 32}, {16, 8}} {
+			b.Run(fmt.Sprintf("%v/msgs=%d", mode, d.msgs), func(b *testing.B) { benchFallback(b, mode, d.msgs, d.failAt) })
+		}
 	}
+}
+
+// benchFallback is one of BenchmarkFallbackLatency's runs: streams of msgs messages of mode,
+// the default link failing after the failAt-th.
+func benchFallback(b *testing.B, mode streamMode, msgs, failAt int) {
+	var lat, prep, hs, first, own, ownNet, ownDev, busy, wait, notify, reply, oPrep, oAnswer, oRepost []time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		func() {
+			e := newEnv(b, 256)
+			a, bq := e.pairs(b, 1, smallCap)
+			runStreamTB(b, e, a[0], bq[0], stream{mode: mode, msgs: msgs, size: 4096, failAt: failAt, failHost: 0, seed: uint64(i)})
+			if l := a[0].FallbackLatency(); l > 0 {
+				lat = append(lat, l)
+				p, h, c := a[0].FallbackPhases()
+				prep, hs, first = append(prep, p), append(hs, h), append(first, c)
+				if o, u, n, r, ok := fallbackSplit(a[0], bq[0]); ok {
+					own, busy, wait = append(own, o), append(busy, u), append(wait, l-o)
+					notify, reply = append(notify, n), append(reply, r)
+					posts := time.Duration(a[0].tPost.Load() + bq[0].tPost.Load())
+					ownNet = append(ownNet, o-posts)
+					ownDev = append(ownDev, o-posts-time.Duration(a[0].tCmd.Load()+bq[0].tCmd.Load()))
+					op, oa, or := ownParts(a[0], bq[0])
+					oPrep, oAnswer, oRepost = append(oPrep, op), append(oAnswer, oa), append(oRepost, or)
+				}
+			}
+		}()
+	}
+	if len(lat) == 0 {
+		b.Fatal("no fallback measured")
+	}
+	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	b.ReportMetric(float64(med(prep).Microseconds()), "prepare-p50-µs")
+	b.ReportMetric(float64(med(hs).Microseconds()), "handshake-p50-µs")
+	b.ReportMetric(float64(med(first).Microseconds()), "first-wc-p50-µs")
+	if len(own) > 0 {
+		b.ReportMetric(float64(med(own).Microseconds()), "own-p50-µs")
+		b.ReportMetric(float64(med(ownNet).Microseconds()), "own-less-posts-p50-µs")
+		b.ReportMetric(float64(med(ownDev).Microseconds()), "own-less-device-p50-µs")
+		b.ReportMetric(float64(med(oPrep).Microseconds()), "own-prep-p50-µs")
+		b.ReportMetric(float64(med(oAnswer).Microseconds()), "own-answer-p50-µs")
+		b.ReportMetric(float64(med(oRepost).Microseconds()), "own-repost-p50-µs")
+		b.ReportMetric(float64(med(busy).Microseconds()), "busy-p50-µs")
+		b.ReportMetric(float64(med(wait).Microseconds()), "wait-p50-µs")
+		b.ReportMetric(float64(med(notify).Microseconds()), "notify-p50-µs")
+		b.ReportMetric(float64(med(reply).Microseconds()), "reply-p50-µs")
+		b.Logf("%v: %d of %d fallbacks split into SHIFT's own share and the wait", mode, len(own), len(lat))
+	}
+	slices.Sort(lat)
+	p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+	b.ReportMetric(float64(p(0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p(0.99).Microseconds()), "p99-µs")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("%v: %d fallbacks, median %v, p99 %v, min %v, max %v", mode, len(lat), p(0.5), p(0.99), lat[0], lat[len(lat)-1])
 }
 
 // fallbackSplit splits a's last fallback (a's error or link event started it, peer replied)
