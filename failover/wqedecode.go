@@ -21,7 +21,7 @@ type decodedWQE struct {
 // it starts (remote-address segments only, missingDefRKeysLocked), the retransmission check
 // (prepareLocked, which decodes each WQE whole and keeps it here), and after the reply the key
 // check and the repost, which read what is kept. A kept pass over the ring took 2.1–3.6 µs
-// where a decoding one took 10.7–15.1 µs (about 20 and 6 WQEs, a WRITE and a SEND stream,
+// where a decoding one took 10.7–15.1 µs (about 16 and 6 WQEs, a WRITE and a SEND stream,
 // means of 100 passes inside a round of BenchmarkFallbackLatency, a temporary probe of
 // 2026-11-30).
 type wqeDecodes struct {

@@ -125,7 +125,7 @@ func (q *QP) SendRung() uint32 { return q.sq.rung }
 
 // SendResets counts the transitions to RESET that restarted the SQ's positions: a position
 // names the same WQE for as long as it stays the same (a caller that keeps what it read of a
-// WQE by position, failover's decoded ring, checks it).
+// WQE by position checks it).
 func (q *QP) SendResets() uint32 {
 	if q.sq == nil {
 		return 0
