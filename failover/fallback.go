@@ -265,9 +265,9 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 // response, a fatal error) is in ERR already: the NIC moved it there as it wrote that
 // completion, flushing every WQE behind it and every receive, and flushes what is rung
 // later. The command would only tell the kernel what the NIC did, at the cost of a firmware
-// command on the fallback's critical path (34–39 µs p50 on the emulator, where it flushes
-// the QP: the peer's answer in BenchmarkFallbackLatency, a temporary trace of 2026-11-30);
-// resetDefaultLocked issues it off that path.
+// command on the fallback's critical path (14–39 µs p50 on the emulator, where it flushes
+// the QP: the peer's answer in BenchmarkFallbackLatency, two temporary traces of
+// 2026-11-30); resetDefaultLocked issues it off that path.
 func (q *QP) stopDefaultLocked() error {
 	if q.def.State() == verbs.QPStateReset || q.defErrByNICLocked() {
 		return nil
@@ -745,7 +745,6 @@ func (q *QP) resetDefaultLocked() {
 		q.rcq.mu.Lock()
 	}
 	_ = q.def.Reset()
-	q.forgetDecodedLocked()
 	q.defMode = defTracked
 	q.fifoMu.Lock()
 	q.dSendKinds = q.dSendKinds[:0]

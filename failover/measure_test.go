@@ -26,7 +26,7 @@ import (
 // temporary trace of 2026-11-29; as BenchmarkNetnsLinkDown). own-less-device is
 // own-less-posts less the time inside the device command of the round, the default QP's move
 // to ERR, which the emulated kernel passes to the emulated NIC, which flushes the QP on the
-// caller's processor (34–39 µs p50 for the peer's in a temporary trace of 2026-11-30).
+// caller's processor (14–39 µs p50 for the peer's in two temporary traces of 2026-11-30).
 //
 // Two depths: 64 messages with the failure at the 32nd, and 16 with it at the 8th (fewer WQEs
 // in the default ring at the error), which separates the round's fixed cost from its cost

@@ -70,7 +70,3 @@ func (q *QP) cachedDecodeLocked(pos uint32) (decodedWQE, bool) {
 	d, ok := c.byPos[pos]
 	return d, ok
 }
-
-// forgetDecodedLocked empties the cache once the default QP was reset (its positions start
-// again), so that it holds no memory of a ring left behind.
-func (q *QP) forgetDecodedLocked() { clear(q.wqeDec.byPos) }

@@ -39,6 +39,19 @@ func TestSeeds(t *testing.T) { runSeeds(t, false) }
 func TestFailoverSeeds(t *testing.T) { runSeeds(t, true) }
 
 // seedConfig is the run of seed in TestSeeds (fo false) or TestFailoverSeeds.
+// runShaped runs seed over the failover layer with the shapes (as the scans that found the
+// pinned seeds did) and fails the test on a violation.
+func runShaped(t *testing.T, seed uint64) Result {
+	t.Helper()
+	c := seedConfig(seed, true)
+	c.Shapes = true
+	res, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 func seedConfig(seed uint64, fo bool) Config {
 	c := Config{Seed: seed, Failover: fo}
 	if fo {
@@ -368,14 +381,9 @@ func TestStoppedPeerSeeds(t *testing.T) {
 // and the backup's flushes came after them: "completion for wr_id 228, not outstanding"
 // (failover/stopwithheld.go: they now wait for the backup log).
 func TestRefusedOrderSeeds(t *testing.T) {
-	c := seedConfig(66891, true)
-	c.Shapes = true
-	res, err := Run(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runShaped(t, 66891)
 	if res.Refused == 0 {
-		t.Errorf("seed %d: no fallback refused: the seed no longer exercises what it did", c.Seed)
+		t.Errorf("seed %d: no fallback refused: the seed no longer exercises what it did", res.Seed)
 	}
 }
 
@@ -398,14 +406,9 @@ func TestPeerFailedSeeds(t *testing.T) {
 	// 231931 (recovery; from seeds 230,001–250,000 with the shapes): the application stopped
 	// host 0's QP with nothing posted on it, so no flush marked it failed, and its peer, a
 	// receive-only QP, stayed on the backup as RC's rule has it; the run waited for it.
-	c = seedConfig(231931, true)
-	c.Shapes = true
-	res, err := Run(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runShaped(t, 231931)
 	if !res.RecvOnly || res.Stops == 0 {
-		t.Errorf("seed %d: receive-only %v, %d stops: the seed no longer exercises what it did", c.Seed, res.RecvOnly, res.Stops)
+		t.Errorf("seed %d: receive-only %v, %d stops: the seed no longer exercises what it did", res.Seed, res.RecvOnly, res.Stops)
 	}
 }
 
@@ -437,14 +440,9 @@ func TestTrackedAtomicSeeds(t *testing.T) {
 // application that was not running. The budget now waits for a paused host and gives it
 // half a budget once it resumes (pause.go, pauseEnded).
 func TestLongPauseBudgetSeeds(t *testing.T) {
-	c := seedConfig(169959, true)
-	c.Shapes = true
-	res, err := Run(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runShaped(t, 169959)
 	if res.Faults.LongPauses == 0 || res.Steps <= 500_000 {
-		t.Errorf("seed %d: %d long pauses, %d steps: the seed no longer exercises what it did", c.Seed, res.Faults.LongPauses, res.Steps)
+		t.Errorf("seed %d: %d long pauses, %d steps: the seed no longer exercises what it did", res.Seed, res.Faults.LongPauses, res.Steps)
 	}
 }
 
