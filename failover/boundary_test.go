@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -276,7 +277,16 @@ func TestInjectionOption(t *testing.T) {
 
 // The shared-memory switch: another process writes the injection file; the next WR with a
 // key on the named QP fails on the default NIC and its correct copy runs on the backup.
+// RequestInject returns once the file's watcher closed the QP's send gate, so the countdown
+// counts from the first WR posted after it; a writer that stores only the words (another
+// language's tool) is served at the watcher's next poll.
 func TestInjectionSharedMemory(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) { testInjectionSharedMemory(t, direct) })
+	}
+}
+
+func testInjectionSharedMemory(t *testing.T, direct bool) {
 	path := filepath.Join(t.TempDir(), "shift-inject")
 	e := newEnvWith(t, 256, func(h int, o *Options) {
 		if h == 0 {
@@ -290,13 +300,26 @@ func TestInjectionSharedMemory(t *testing.T) {
 	}
 	defer f.Close()
 	var w [8]byte
-	binary.NativeEndian.PutUint32(w[:4], a[0].QPN())
-	if _, err := f.WriteAt(w[:4], 8); err != nil {
+	if direct {
+		binary.NativeEndian.PutUint32(w[:4], a[0].QPN())
+		if _, err := f.WriteAt(w[:4], 8); err != nil {
+			t.Fatal(err)
+		}
+		binary.NativeEndian.PutUint64(w[:], 25)
+		if _, err := f.WriteAt(w[:], 0); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for s, _ := sendGateOf(a[0]); s != gateClosed; s, _ = sendGateOf(a[0]) {
+			if time.Now().After(deadline) {
+				t.Fatal("the watcher did not close the QP's send gate for the words written")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	} else if err := RequestInject(path, a[0].QPN(), 25, 10*time.Second); err != nil {
 		t.Fatal(err)
-	}
-	binary.NativeEndian.PutUint64(w[:], 25)
-	if _, err := f.WriteAt(w[:], 0); err != nil {
-		t.Fatal(err)
+	} else if s, ic := sendGateOf(a[0]); s != gateClosed || !ic {
+		t.Fatalf("RequestInject returned with the send gate %d (injClosed %v)", s, ic)
 	}
 	runStream(t, e, a[0], b[0], stream{mode: modeWrite, msgs: 100, size: 2048, failAt: -1, seed: 12})
 	if st := a[0].SendState(); st != SendFallback && e.hosts[0].ctx.Stats().Fallbacks == 0 {

@@ -577,18 +577,21 @@ func (c *Context) releaseInject() error {
 	f := c.injFile
 	c.injFile = nil
 	c.injArmed, c.injQPN = &c.injOwn.armed, &c.injOwn.qpn
-	for _, q := range c.live.all() {
-		q.inj.Store(c.injArmed)
-	}
 	return f.release()
 }
 
 // Inject arms the failure injection of paper §5.1(3): the n-th next WR posted on QP qpn (0:
 // any QP) is posted to the default NIC with an invalid lkey, so it and its QP fail with a
-// local protection error; SHIFT reposts the correct WR on the backup.
+// local protection error; SHIFT reposts the correct WR on the backup. n counts the WRs
+// posted after Inject returns; 0 disarms. The contexts sharing the control file share the
+// injection.
 func (c *Context) Inject(qpn uint32, n int64) {
 	c.injQPN.Store(qpn)
 	c.injArmed.Store(n)
+	c.armInjection()
+	if c.injFile != nil {
+		c.injFile.ctl.armAll()
+	}
 }
 
 // keys of the KV store: those of the first backup, as before there were several.

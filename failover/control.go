@@ -84,6 +84,9 @@ func (r *liveQPs) lookup(qpn uint32) *QP {
 // every context of the process that shares the file.
 type controlWatcher struct {
 	w      switchWords
+	inj    injectWords
+	injN   int64      // the countdown at the last poll (the watcher's goroutine only)
+	injQPN uint32     // the target at the last poll
 	mu     sync.Mutex // held while a request is served: leave waits for it
 	ctxs   []*Context
 	stop   chan struct{}
@@ -94,8 +97,9 @@ type controlWatcher struct {
 // file is dropped: it was meant for a process that mapped the file before (a file left by a
 // crashed process with the same pid), and its writer has given up waiting.
 func startControl(mem []byte) *controlWatcher {
-	w := &controlWatcher{w: switchWordsOf(mem), stop: make(chan struct{}), exited: make(chan struct{})}
+	w := &controlWatcher{w: switchWordsOf(mem), inj: injectWordsOf(mem), stop: make(chan struct{}), exited: make(chan struct{})}
 	w.w.done.Store(w.w.req.Load())
+	w.inj.done.Store(w.inj.req.Load())
 	go w.run()
 	return w
 }
@@ -143,6 +147,7 @@ func (w *controlWatcher) run() {
 // poll serves a pending request: the writer stored the QPN and the operation before the
 // request sequence, and writes nothing more until done catches up, so both are stable here.
 func (w *controlWatcher) poll() {
+	w.pollInject()
 	req := w.w.req.Load()
 	if req == w.w.done.Load() {
 		return
@@ -150,6 +155,33 @@ func (w *controlWatcher) poll() {
 	res := w.serve(w.w.qpn.Load(), w.w.op.Load())
 	w.w.res.Store(int32(res))
 	w.w.done.Store(req)
+}
+
+// pollInject arms the injection the file holds in every context sharing it, when a writer
+// asked for it (a new request sequence) or changed the words since the last poll, and then
+// answers the request. The writer stored the words before the sequence, so a new sequence
+// comes with them.
+func (w *controlWatcher) pollInject() {
+	req := w.inj.req.Load()
+	n, qpn := w.inj.n.Load(), w.inj.qpn.Load()
+	pending := req != w.inj.done.Load()
+	if n != 0 && (pending || n != w.injN || qpn != w.injQPN) {
+		w.armAll()
+	}
+	w.injN, w.injQPN = n, qpn
+	if pending {
+		w.inj.done.Store(req)
+	}
+}
+
+// armAll closes the send gates the armed injection may fall on, in every context sharing
+// the file (injgate.go).
+func (w *controlWatcher) armAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range w.ctxs {
+		c.armInjection()
+	}
 }
 
 // serve carries out one request and returns its answer (0 or an errno; see RequestSwitch).
@@ -248,7 +280,6 @@ func RequestSwitch(path string, qpn uint32, toBackup bool, timeout time.Duration
 
 // RequestSwitchFile is RequestSwitch on an open injection file.
 func RequestSwitchFile(f *os.File, qpn uint32, toBackup bool, timeout time.Duration) error {
-	path := f.Name()
 	what, op := fmt.Sprintf("switch QP %#x to the default NIC", qpn), uint32(switchOpDefault)
 	if toBackup {
 		what, op = fmt.Sprintf("switch QP %#x to the backup", qpn), switchOpBackup
@@ -256,6 +287,72 @@ func RequestSwitchFile(f *os.File, qpn uint32, toBackup bool, timeout time.Durat
 	if qpn == 0 || qpn > 0xffffff || timeout <= 0 {
 		return fmt.Errorf("failover: %s: %w: want a QPN in [1, 0xffffff] and a timeout > 0", what, unix.EINVAL)
 	}
+	return withControlFile(f, what, timeout, func(mem []byte, deadline time.Time) error {
+		w := switchWordsOf(mem)
+		// A request whose writer gave up is still pending: the QPN and operation words are
+		// the watcher's until it is answered.
+		if !waitWord(deadline, func() bool { return w.req.Load() == w.done.Load() }) {
+			return fmt.Errorf("failover: %s: an earlier request in %s is still unanswered after %v: %w", what, f.Name(), timeout, ErrNoAnswer)
+		}
+		seq := w.req.Load() + 1
+		w.qpn.Store(qpn)
+		w.op.Store(op)
+		w.req.Store(seq)
+		if !waitWord(deadline, func() bool { return w.done.Load() == seq }) {
+			return fmt.Errorf("failover: %s: no answer through %s within %v: %w", what, f.Name(), timeout, ErrNoAnswer)
+		}
+		if res := unix.Errno(w.res.Load()); res != 0 {
+			return fmt.Errorf("failover: %s: %s: %w", what, switchRefusal(res), res)
+		}
+		return nil
+	})
+}
+
+// RequestInject arms the failure injection of the process that maps the injection file path,
+// as Context.Inject does in that process: the n-th WR posted on QP qpn (0: any QP) after the
+// call returns gets an invalid lkey; n = 0 disarms. It returns once the process's watcher
+// acknowledged the arm (its posts are counted from then on), or ErrNoAnswer after timeout:
+// the words stay written, and the process applies them when it reads them (counting from
+// then). The file is opened as RequestSwitch opens it.
+func RequestInject(path string, qpn uint32, n int64, timeout time.Duration) error {
+	f, err := rundir.Open(path, os.O_RDWR, os.Geteuid())
+	if err != nil {
+		return fmt.Errorf("failover: inject: %w", err)
+	}
+	defer f.Close()
+	return RequestInjectFile(f, qpn, n, timeout)
+}
+
+// RequestInjectFile is RequestInject on an open injection file.
+func RequestInjectFile(f *os.File, qpn uint32, n int64, timeout time.Duration) error {
+	what := fmt.Sprintf("arm injection (QP %#x, WR %d)", qpn, n)
+	if n == 0 {
+		what = "disarm injection"
+	}
+	if qpn > 0xffffff || n < 0 || timeout <= 0 {
+		return fmt.Errorf("failover: %s: %w: want a QPN in [0, 0xffffff], n ≥ 0 and a timeout > 0", what, unix.EINVAL)
+	}
+	return withControlFile(f, what, timeout, func(mem []byte, deadline time.Time) error {
+		w := injectWordsOf(mem)
+		if !waitWord(deadline, func() bool { return w.req.Load() == w.done.Load() }) {
+			return fmt.Errorf("failover: %s: an earlier request in %s is still unanswered after %v: %w", what, f.Name(), timeout, ErrNoAnswer)
+		}
+		seq := w.req.Load() + 1
+		w.qpn.Store(qpn)
+		w.n.Store(n)
+		w.req.Store(seq)
+		if !waitWord(deadline, func() bool { return w.done.Load() == seq }) {
+			return fmt.Errorf("failover: %s: written to %s, but not acknowledged within %v (applied when the process reads it): %w", what, f.Name(), timeout, ErrNoAnswer)
+		}
+		return nil
+	})
+}
+
+// withControlFile runs fn on the mapping of the open control file f, holding flock(LOCK_EX)
+// on it for the whole exchange (writers take turns), once its size is checked. fn gets the
+// deadline of its waits.
+func withControlFile(f *os.File, what string, timeout time.Duration, fn func(mem []byte, deadline time.Time) error) error {
+	path := f.Name()
 	deadline := time.Now().Add(timeout)
 	fd := int(f.Fd())
 	defer unix.Flock(fd, unix.LOCK_UN)
@@ -285,23 +382,7 @@ func RequestSwitchFile(f *os.File, qpn uint32, toBackup bool, timeout time.Durat
 		return fmt.Errorf("failover: %s: mmap %s: %w", what, path, err)
 	}
 	defer unix.Munmap(mem)
-	w := switchWordsOf(mem)
-	// A request whose writer gave up is still pending: the QPN and operation words are the
-	// watcher's until it is answered.
-	if !waitWord(deadline, func() bool { return w.req.Load() == w.done.Load() }) {
-		return fmt.Errorf("failover: %s: an earlier request in %s is still unanswered after %v: %w", what, path, timeout, ErrNoAnswer)
-	}
-	seq := w.req.Load() + 1
-	w.qpn.Store(qpn)
-	w.op.Store(op)
-	w.req.Store(seq)
-	if !waitWord(deadline, func() bool { return w.done.Load() == seq }) {
-		return fmt.Errorf("failover: %s: no answer through %s within %v: %w", what, path, timeout, ErrNoAnswer)
-	}
-	if res := unix.Errno(w.res.Load()); res != 0 {
-		return fmt.Errorf("failover: %s: %s: %w", what, switchRefusal(res), res)
-	}
-	return nil
+	return fn(mem, deadline)
 }
 
 // waitWord polls cond every millisecond until it holds or deadline passes.

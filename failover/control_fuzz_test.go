@@ -26,11 +26,20 @@ func FuzzControlFile(f *testing.F) {
 		copy(mem, content)
 		// The watcher's state as startControl leaves it, without its goroutine: poll is
 		// driven here.
-		w := &controlWatcher{w: switchWordsOf(mem)}
+		w := &controlWatcher{w: switchWordsOf(mem), inj: injectWordsOf(mem)}
 		w.w.done.Store(w.w.req.Load())
+		w.inj.done.Store(w.inj.req.Load())
 		w.poll()
-		if w.w.req.Load() != w.w.done.Load() {
+		if w.w.req.Load() != w.w.done.Load() || w.inj.req.Load() != w.inj.done.Load() {
 			t.Fatal("a request left in the file at mapping was served or kept")
+		}
+		// An injection request is acknowledged once, whatever the words hold.
+		iseq := w.inj.req.Load() + 1
+		w.inj.req.Store(iseq)
+		w.poll()
+		w.poll()
+		if w.inj.done.Load() != iseq {
+			t.Fatalf("injection request %d not acknowledged (done %d)", iseq, w.inj.done.Load())
 		}
 		seq := w.w.req.Load() + 1
 		w.w.qpn.Store(qpn)

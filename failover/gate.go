@@ -143,7 +143,7 @@ func (q *QP) reopenLocked() bool {
 	// The gates were closed by markSlowLocked and only this function opens them, under q.mu
 	// (or the inbox's drain, when WRs it holds kept one closed: inbox.go).
 	if q.gateMayOpen(&q.sendGate) {
-		q.sendGate.reopen()
+		q.openSendLocked() // closed still while an injection is armed for q (injgate.go)
 	}
 	if q.gateMayOpen(&q.recvGate) {
 		q.recvGate.reopen()

@@ -261,7 +261,7 @@ func (q *QP) inboxOpenLocked() {
 		return // the next recovery opens them (reopenLocked)
 	}
 	if send {
-		q.sendGate.reopen()
+		q.openSendLocked()
 	}
 	if recv {
 		q.recvGate.reopen()

@@ -29,8 +29,16 @@ import (
 //	offset 24: uint64 switch request sequence
 //	offset 32: uint64 switch done sequence
 //	offset 40: int32  switch result: 0 or a unix errno
+//	offset 48: uint64 injection request sequence
+//	offset 56: uint64 injection done sequence
 //
-// Injection: writers store the QPN first, then n. Context.Inject writes the same words.
+// Injection: writers store the QPN first, then n. Context.Inject writes the same words. The
+// fast post does not read them (injgate.go): the watcher closes the send gates of the QPs an
+// armed injection may fall on. A writer that must know its arm counts the next WR (shiftctl
+// inject, RequestInject) holds flock(LOCK_EX) as for a switch, waits until done == request,
+// stores the QPN, n, then request+1, and waits until done catches up; the watcher closes the
+// gates before it stores done. A writer that stores only the words is served at the
+// watcher's next poll (every 10 ms): WRs posted until then are not counted.
 //
 // Switching (control.go): a writer holds flock(LOCK_EX) on the file for the whole exchange,
 // waits until done == request (no earlier request pending), stores the QPN and the operation,

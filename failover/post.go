@@ -16,13 +16,9 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	if !q.sendGate.enter() {
 		return q.postSendSlow(wrs)
 	}
-	var err error
-	if q.inj.Load().Load() == 0 {
-		err = q.def.PostSend(wrs) // the provider's post, inlined: no call of SHIFT's between
-	} else {
-		err = q.postDefault(wrs)
-	}
-	if err != nil {
+	// The provider's post, inlined: no call of SHIFT's between. An armed injection keeps
+	// the gate closed (injgate.go), so nothing else is read here.
+	if err := q.def.PostSend(wrs); err != nil {
 		return q.postSendFailed(wrs, err)
 	}
 	q.sendGate.leave()
@@ -153,8 +149,10 @@ func (q *QP) postSendSlow(wrs []verbs.SendWR) error {
 	}
 	err := q.postSendLocked(wrs)
 	if err == nil {
-		// The next posts on the backup without q.mu (backupgate.go).
+		// The next posts on the backup without q.mu (backupgate.go), or on the default QP
+		// once an injection that kept the gate closed is spent (injgate.go).
 		q.openBackupLocked(&q.sendGate, q.mach.sendState() == SendFallback)
+		q.injReopenLocked()
 	}
 	unseen := err != nil && q.defFailedUnseenLocked()
 	q.mu.Unlock()

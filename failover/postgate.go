@@ -94,7 +94,7 @@ type closedGates struct{ send, recv bool }
 // path (q.mu held).
 func (cg closedGates) reopen(q *QP) {
 	if cg.send && q.gateMayOpen(&q.sendGate) {
-		q.sendGate.reopen()
+		q.openSendLocked()
 	}
 	if cg.recv && q.gateMayOpen(&q.recvGate) {
 		q.recvGate.reopen()

@@ -79,12 +79,8 @@ type QP struct {
 	bkFreeInl [][]byte
 
 	sendGate, recvGate postGate
-	// inj is the context's failure-injection word (Context.injArmed), beside the send gate:
-	// the fast post reads it through one pointer instead of three dependent loads. The
-	// context stores the word it swaps in at close in every live QP (releaseInject).
-	inj  atomic.Pointer[atomic.Int64]
-	mach machine
-	mu   qpMutex // closes the post gates' backup modes when taken (backupgate.go)
+	mach               machine
+	mu                 qpMutex // closes the post gates' backup modes when taken (backupgate.go)
 
 	// Sends on the default QP are not logged: the provider keeps a failed WQE and those
 	// flushed behind it in the ring (SetRetainSends) and a fallback copies them to the
@@ -186,6 +182,8 @@ type QP struct {
 	// injHit: inject corrupted a WR of this QP; its LOC_PROT_ERR is SHIFT's, not the
 	// application's.
 	injHit atomic.Bool
+	// injClosed: the send gate is kept closed for an armed injection (q.mu; injgate.go).
+	injClosed bool
 	// appErr: the default QP failed by the application's own error (appErrorLocked); posts
 	// go to it as without SHIFT. Under mu.
 	appErr bool
@@ -254,7 +252,6 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	q := &QP{c: c, pd: p, scq: scq, rcq: rcq, sigAll: a.SigAll, def: d, qpn: d.QPN(), cap: d.Cap()}
 	q.mu.send, q.mu.recv = &q.sendGate, &q.recvGate
 	q.mach.transitions = &c.transitions
-	q.inj.Store(c.injArmed)
 	q.mach.track.kick = c.statusKick()
 	if !c.opts.Stepped {
 		q.up.nudge = make(chan struct{}, 1)
@@ -275,6 +272,14 @@ func (p *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	}
 	c.record("create_qp", func(bd *backupDev) error { return q.createBackup(q.sets[bd.idx]) })
 	c.live.add(q)
+	if q.injArmedFor() {
+		// Armed before q was listed: its posts are counted from the first (injgate.go).
+		// After the add, so that an arm after this check finds q in the list.
+		q.mu.Mutex.Lock()
+		q.injClosed = true
+		q.sendGate.state.Store(gateClosed)
+		q.mu.Mutex.Unlock()
+	}
 	q.mach.track.wake() // the status file lists it
 	return q, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -297,28 +298,51 @@ func TestInjectFileErrors(t *testing.T) {
 			t.Errorf("%v: exit %d", args, code)
 		}
 	}
-	// A good file: QPN and countdown land at offsets 8 and 0 in native order; -n 0 disarms.
+	// A good file no process maps: QPN and countdown land at offsets 8 and 0 in native
+	// order and the request sequence at 48, but nobody acknowledges (ErrNoAnswer, exit 1
+	// through run); once the watcher's sequence at 56 caught up, -n 0 disarms.
 	good := filepath.Join(dir, "good")
 	if err := os.WriteFile(good, make([]byte, failover.InjectFileSize), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := injectMain([]string{"-pid", me, "-file", good, "-qpn", "0x1a2b", "-n", "7"}, &out); err != nil {
-		t.Fatal(err)
+	err = injectMain([]string{"-pid", me, "-file", good, "-qpn", "0x1a2b", "-n", "7", "-timeout", "20ms"}, &out)
+	if !errors.Is(err, failover.ErrNoAnswer) || !strings.Contains(err.Error(), "did not acknowledge") {
+		t.Errorf("unmapped file: %v, want ErrNoAnswer", err)
 	}
 	mem, _ := os.ReadFile(good)
-	if qpn, n := loadInject(mem); qpn != 0x1a2b || n != 7 {
-		t.Errorf("words %#x %d", qpn, n)
+	if qpn, n := loadInject(mem); qpn != 0x1a2b || n != 7 || binary.NativeEndian.Uint64(mem[48:]) != 1 {
+		t.Errorf("words %#x %d, request %d", qpn, n, binary.NativeEndian.Uint64(mem[48:]))
 	}
-	if err := injectMain([]string{"-pid", me, "-file", good, "-n", "0"}, &out); err != nil {
+	// The next request waits for the unanswered one and writes nothing.
+	if err := injectMain([]string{"-pid", me, "-file", good, "-n", "0", "-timeout", "20ms"}, &out); !errors.Is(err, failover.ErrNoAnswer) {
+		t.Errorf("behind an unanswered request: %v", err)
+	}
+	if mem, _ = os.ReadFile(good); binary.NativeEndian.Uint64(mem[48:]) != 1 {
+		t.Errorf("a request behind an unanswered one was written: %d", binary.NativeEndian.Uint64(mem[48:]))
+	}
+	var done [8]byte
+	binary.NativeEndian.PutUint64(done[:], 1) // a watcher's answer
+	if f, err := os.OpenFile(good, os.O_WRONLY, 0); err != nil {
+		t.Fatal(err)
+	} else if _, err := f.WriteAt(done[:], 56); err != nil || f.Close() != nil {
 		t.Fatal(err)
 	}
+	if err := injectMain([]string{"-pid", me, "-file", good, "-n", "0", "-timeout", "20ms"}, &out); !errors.Is(err, failover.ErrNoAnswer) {
+		t.Errorf("disarm: %v", err)
+	}
 	mem, _ = os.ReadFile(good)
-	if qpn, n := loadInject(mem); qpn != 0 || n != 0 {
-		t.Errorf("after disarm (all QPs): %#x %d", qpn, n)
+	if qpn, n := loadInject(mem); qpn != 0 || n != 0 || binary.NativeEndian.Uint64(mem[48:]) != 2 {
+		t.Errorf("after disarm (all QPs): %#x %d, request %d", qpn, n, binary.NativeEndian.Uint64(mem[48:]))
 	}
-	if !strings.Contains(out.String(), "disarmed") {
-		t.Errorf("output %q", out.String())
+	if code := run([]string{"inject", "-pid", me, "-file", good, "-timeout", "0s"}, &out, &errw); code != 2 {
+		t.Errorf("-timeout 0s: exit %d", code)
 	}
+}
+
+// loadInject reads the injection words of a control file's contents: the QPN at offset 8 and
+// the countdown at 0, in native order.
+func loadInject(mem []byte) (qpn uint32, n int64) {
+	return binary.NativeEndian.Uint32(mem[8:]), int64(binary.NativeEndian.Uint64(mem))
 }
 
 // as converts the interface a verbs constructor returns to the implementation's type.

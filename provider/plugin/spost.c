@@ -119,9 +119,8 @@ int shift_spost_send(struct shift_spost *s, const struct ibv_send_wr *wr)
 		return -1;
 	if (!gate_enter(s->gate_state, s->gate_busy, s->asym))
 		return -1;
-	/* QP.PostSend's fast path: the injection countdown, then the provider's checkSend. */
-	if (__atomic_load_n(__atomic_load_n(s->inj, __ATOMIC_ACQUIRE), __ATOMIC_RELAXED) != 0 ||
-	    __atomic_load_n(s->qp_state, __ATOMIC_ACQUIRE) != SHIFT_QPS_RTS || spost_refuses(s, wr)) {
+	/* QP.PostSend's fast path: the provider's checkSend. */
+	if (__atomic_load_n(s->qp_state, __ATOMIC_ACQUIRE) != SHIFT_QPS_RTS || spost_refuses(s, wr)) {
 		gate_leave(s->gate_busy);
 		return -1;
 	}

@@ -122,7 +122,6 @@ func fillSpost(s *C.struct_shift_spost, ss *provider.SendShare, gs failover.Send
 	if gs.Asymmetric {
 		s.asym = 1
 	}
-	s.inj = (**C.int64_t)(unsafe.Pointer(gs.Injection))
 	s.qp_state = (*C.uint32_t)(unsafe.Pointer(ss.State))
 	s.ring = byteAt(ss.Ring)
 	s.wqe_cnt, s.qpn = C.uint32_t(ss.WQECount), C.uint32_t(ss.QPN)

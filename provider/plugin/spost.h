@@ -2,11 +2,11 @@
  * SHIFT mode's post_send in C. A SHIFT QP's posts go through the failover layer (Go), whose
  * Default state is the provider's post on the default QP behind the QP's send gate. This
  * poster does that post without entering Go: it enters the gate as PostSend does
- * (failover.SendGateShare), finds it open and no failure injection armed, and posts on the
+ * (failover.SendGateShare), finds it open (an armed failure injection keeps it closed), and posts on the
  * default QP's send queue exactly as the provider's PostSend does (provider.SendShare: the same
  * limits, WQE bytes, per-WQE tables and doorbell), so the failover layer's fallback, which
  * reads those tables and copies the WQEs, sees one history whoever posted. Anything it does
- * not take (the gate not open, an injection armed, a list the provider would refuse) it leaves
+ * not take (the gate not open, a list the provider would refuse) it leaves
  * to Go before writing anything.
  */
 #ifndef SHIFT_SPOST_H
@@ -18,11 +18,10 @@
 /* The words of provider.SendShare and failover.SendGateShare. Go's int is 64 bits and its
  * bool one byte on the platforms the plugin builds for. */
 struct shift_spost {
-	/* The failover QP's send gate and failure injection. */
+	/* The failover QP's send gate. */
 	uint32_t *gate_state; /* failover.GateOpen: the post is the default QP's */
 	uint32_t *gate_busy;
 	int asym;             /* the closer makes every thread execute a barrier (membarrier) */
-	int64_t **inj;        /* the address of the pointer to the injection countdown */
 
 	/* The default QP's send queue. */
 	uint32_t *qp_state;   /* verbs.QPState: posts in RTS only */

@@ -85,8 +85,6 @@ func newCheckSpost(q *provider.QP, gate failover.SendGateShare) (*checkSpost, bo
 	}
 	c.pin.Pin(gate.State)
 	c.pin.Pin(gate.Busy)
-	c.pin.Pin(gate.Injection)
-	c.pin.Pin(gate.Injection.Load())
 	c.s = (*C.struct_shift_spost)(C.calloc(1, C.sizeof_struct_shift_spost))
 	c.wrs = (*C.struct_ibv_send_wr)(C.calloc(checkMaxWRs, C.sizeof_struct_ibv_send_wr))
 	c.sges = (*C.struct_ibv_sge)(C.calloc(checkMaxWRs*checkMaxSGE, C.sizeof_struct_ibv_sge))
