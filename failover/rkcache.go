@@ -367,13 +367,17 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 // segment is read: decoding every WQE whole into a WR took 26–31 µs p50 of a round's own
 // share with a full ring of 64 WRITEs (BenchmarkFallbackLatency, a temporary trace), before
 // the round had changed anything; prepareLocked decodes them once the default QP is stopped
-// and drained.
+// and drained. Decoding them whole here and reading the decodes there was slower still, with
+// the cheaper decode of 2026-11-30: 38–40 µs p50 here and 5 there, against 15 and 20–21
+// (a temporary trace, 64 WRITEs; the first pass over the ring pays its cold lines).
 func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
 	if q.destroyed {
 		return miss // its rings are gone
 	}
 	q.defOutstandingLocked()
-	var buf [mlx5.MaxDS * mlx5.SegSize]byte
+	buf := q.wqeDec.buf[:]
+	var last rkeyKey
+	checked := false
 	for _, w := range q.outSends {
 		if !q.repostableLocked(w) {
 			continue
@@ -385,7 +389,7 @@ func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
 		if d, ok := q.cachedDecodeLocked(w.Pos); ok {
 			rkey = d.wr.RKey
 		} else {
-			n, err := q.def.ReadSendWQE(w.Pos, buf[:])
+			n, err := q.def.ReadSendWQE(w.Pos, buf)
 			if err != nil || n < mlx5.CtrlSegSize+mlx5.RaddrSegSize {
 				continue // prepareLocked's decode fails the round on it
 			}
@@ -395,7 +399,12 @@ func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
 			}
 			rkey = r.RKey
 		}
-		if k := (rkeyKey{q.remote.GID, rkey}); !dev.cachedRKey(k) && !containsKey(miss, k) {
+		k := rkeyKey{q.remote.GID, rkey}
+		if checked && k == last {
+			continue // WQEs in a row mostly name one MR: its key is looked up once
+		}
+		last, checked = k, true
+		if !dev.cachedRKey(k) && !containsKey(miss, k) {
 			miss = append(miss, k)
 		}
 	}

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/provider"
@@ -24,49 +25,85 @@ type decodedWQE struct {
 // where a decoding one took 10.7–15.1 µs (about 16 and 6 WQEs, a WRITE and a SEND stream,
 // means of 100 passes inside a round of BenchmarkFallbackLatency, a temporary probe of
 // 2026-11-30).
+//
+// The decodes are kept in ring order in one slice, and their gather lists in one array,
+// both sized for the outstanding WQEs when the first is decoded: a map and a gather list
+// allocated per WQE made a decoding pass twice as long (docs/PERFORMANCE.md, tenth stop).
 type wqeDecodes struct {
-	resets uint32 // SendResets when byPos was filled
-	byPos  map[uint32]decodedWQE
+	resets uint32                          // SendResets when ents was filled
+	ents   []decodedAt                     // by position, oldest first (serial order)
+	sges   []verbs.SGE                     // the gather lists' array (appended to; a full one is replaced)
+	buf    [mlx5.MaxDS * mlx5.SegSize]byte // a WQE read back
+}
+
+// decodedAt is a kept decode and its ring position.
+type decodedAt struct {
+	pos uint32
+	d   decodedWQE
 }
 
 // decodedLocked returns the WQE at pos of the default SQ, decoded, from the cache when it
 // holds this incarnation's (q.mu held, the default SQ's gates closed).
 func (q *QP) decodedLocked(pos uint32) (decodedWQE, error) {
-	if d, ok := q.cachedDecodeLocked(pos); ok {
-		return d, nil
+	i, ok := q.decodeSlotLocked(pos)
+	if ok {
+		return q.wqeDec.ents[i].d, nil
 	}
-	var buf [mlx5.MaxDS * mlx5.SegSize]byte
-	n, err := q.def.ReadSendWQE(pos, buf[:])
+	c := &q.wqeDec
+	n, err := q.def.ReadSendWQE(pos, c.buf[:])
 	if err != nil {
 		return decodedWQE{}, fmt.Errorf("failover: QP %#x: read back WQE at %d: %w", q.qpn, pos, err)
 	}
-	dw, err := provider.DecodeSendWQE(buf[:n])
+	if cap(c.sges)-len(c.sges) < mlx5.MaxDS {
+		// Room for any WQE's list; the lists handed out keep the old array.
+		c.sges = make([]verbs.SGE, 0, max(2*cap(c.sges), (len(q.outSends)+1)*q.maxSGE, mlx5.MaxDS))
+	}
+	dw, err := provider.DecodeSendWQEInto(c.buf[:n], c.sges[len(c.sges):])
 	if err != nil {
 		return decodedWQE{}, fmt.Errorf("failover: QP %#x: WQE at %d: %w", q.qpn, pos, err)
 	}
 	d := decodedWQE{wr: dw.WR, inline: dw.Inline}
 	if d.wr.Flags&verbs.SendInline == 0 {
+		k := len(d.wr.SGL)
+		c.sges = c.sges[:len(c.sges)+k]
+		d.wr.SGL = d.wr.SGL[:k:k] // a caller's append must not write the next WQE's list
 		for i := range d.wr.SGL {
 			if k, ok := q.injKeys[d.wr.SGL[i].LKey]; ok {
 				d.wr.SGL[i].LKey = k
 			}
 		}
 	}
-	q.wqeDec.byPos[pos] = d
+	c.ents = append(c.ents, decodedAt{})
+	copy(c.ents[i+1:], c.ents[i:])
+	c.ents[i] = decodedAt{pos: pos, d: d}
 	return d, nil
 }
 
 // cachedDecodeLocked returns the WQE at pos as decoded before in this incarnation of the
-// default SQ, if it was; a reset since empties the cache.
+// default SQ, if it was.
 func (q *QP) cachedDecodeLocked(pos uint32) (decodedWQE, bool) {
+	if i, ok := q.decodeSlotLocked(pos); ok {
+		return q.wqeDec.ents[i].d, true
+	}
+	return decodedWQE{}, false
+}
+
+// decodeSlotLocked finds pos among the kept decodes: its index and true, or where it goes
+// and false. A reset of the SQ since they were kept empties them first; the first decode of
+// an incarnation sizes the slice for the outstanding WQEs.
+func (q *QP) decodeSlotLocked(pos uint32) (int, bool) {
 	c := &q.wqeDec
-	if r := q.def.SendResets(); c.byPos == nil || c.resets != r {
-		if c.byPos == nil {
-			c.byPos = map[uint32]decodedWQE{}
+	if r := q.def.SendResets(); c.resets != r || c.ents == nil {
+		if c.ents == nil || cap(c.ents) < len(q.outSends) {
+			c.ents = make([]decodedAt, 0, max(len(q.outSends), 8))
 		}
-		clear(c.byPos)
+		c.ents = c.ents[:0]
+		c.sges = c.sges[:0:0] // the lists handed out keep their array
 		c.resets = r
 	}
-	d, ok := c.byPos[pos]
-	return d, ok
+	ents := c.ents
+	// Positions kept are oldest first; most look-ups are in that order, the next one after
+	// the last, which the search finds as quickly as any.
+	i := sort.Search(len(ents), func(i int) bool { return int32(ents[i].pos-pos) >= 0 })
+	return i, i < len(ents) && ents[i].pos == pos
 }

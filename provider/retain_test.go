@@ -109,7 +109,7 @@ func TestRetainSends(t *testing.T) {
 // TestCopiedWQEIdenticalToFreshPost is the differential test of SHIFT's repost: a WQE copied
 // from one QP's ring (keys and QPN rewritten) is byte-identical to the WQE a fresh post of
 // the same WR, with the rewritten keys, writes on the destination; and DecodeSendWQE gives
-// that WR back.
+// that WR back, as DecodeSendWQEInto does into the caller's array.
 func TestCopiedWQEIdenticalToFreshPost(t *testing.T) {
 	caps := verbs.QPCap{MaxSendWR: 32, MaxSendSGE: 3, MaxInlineData: 64}
 	src := newRingQP(t, caps, false)
@@ -150,6 +150,21 @@ func TestCopiedWQEIdenticalToFreshPost(t *testing.T) {
 		d, err := DecodeSendWQE(buf[:n])
 		if err != nil {
 			t.Fatal(err)
+		}
+		// DecodeSendWQEInto gives the same, its gather list in the caller's array.
+		arena := make([]verbs.SGE, 0, 4)
+		di, err := DecodeSendWQEInto(buf[:n], arena)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Flags&verbs.SendInline != 0 {
+			di.WR.SGL = d.WR.SGL // the address of each decode's own copy of the bytes
+		}
+		if diff := cmp.Diff(d, di); diff != "" {
+			t.Fatalf("wr %d: DecodeSendWQEInto differs from DecodeSendWQE (-plain +into):\n%s", w.WRID, diff)
+		}
+		if w.Flags&verbs.SendInline == 0 && len(di.WR.SGL) > 0 && &di.WR.SGL[0] != &arena[:1][0] {
+			t.Fatalf("wr %d: gather list not in the caller's array", w.WRID)
 		}
 		want := w
 		want.WRID = 0

@@ -30,8 +30,13 @@ type DecodedWQE struct {
 }
 
 // DecodeSendWQE parses an unwrapped send WQE (ReadSendWQE) of the opcodes PostSend writes.
-// It allocates the inline copy only.
-func DecodeSendWQE(wqe []byte) (DecodedWQE, error) {
+// It allocates the gather list and the inline copy.
+func DecodeSendWQE(wqe []byte) (DecodedWQE, error) { return DecodeSendWQEInto(wqe, nil) }
+
+// DecodeSendWQEInto is DecodeSendWQE with the gather list written into sgl's array when its
+// capacity holds it (WR.SGL is then sgl[:n]), so that a caller decoding many WQEs can give
+// them one array. An inline WQE's one entry is allocated as before.
+func DecodeSendWQEInto(wqe []byte, sgl []verbs.SGE) (DecodedWQE, error) {
 	var d DecodedWQE
 	c, err := mlx5.DecodeCtrlSeg(wqe)
 	if err != nil {
@@ -94,10 +99,14 @@ func DecodeSendWQE(wqe []byte) (DecodedWQE, error) {
 		w.SGL = []verbs.SGE{{Addr: sliceAddr(d.Inline), Length: uint32(len(d.Inline))}}
 		d.Length = uint64(len(d.Inline))
 	} else {
+		w.SGL = sgl[:0]
 		for ; o+mlx5.DataSegSize <= len(wqe); o += mlx5.DataSegSize {
 			s, _ := mlx5.DecodeDataSeg(wqe[o:])
 			w.SGL = append(w.SGL, verbs.SGE{Addr: s.Addr, Length: s.ByteCount, LKey: s.LKey})
 			d.Length += uint64(s.ByteCount)
+		}
+		if len(w.SGL) == 0 {
+			w.SGL = nil // as DecodeSendWQE gives it
 		}
 	}
 	if atomic {
