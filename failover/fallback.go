@@ -936,6 +936,12 @@ func (q *QP) failOnLocked(status verbs.WCStatus, err error) {
 		q.hsTimer.Stop() // a failed handshake waits for nothing more
 	}
 	q.failErr = err
+	// The states first: an application that polled the errors below reads Failed (as
+	// appEndLocked orders it). TestDeadBackupFailedFlushes read Handshake once, in make test.
+	_, _ = q.mach.sendEvent(EvFatal)
+	if q.mach.recvState() != RecvFailed {
+		_, _ = q.mach.recvEvent(EvFatal)
+	}
 	q.giveUpSetLocked()
 	if st == SendHandshake {
 		var ws []verbs.SendWR
@@ -947,10 +953,6 @@ func (q *QP) failOnLocked(status verbs.WCStatus, err error) {
 		ws = append(ws, q.pendingWRs()...)
 		q.pending = nil
 		q.deferErrsLocked(errorWCs(ws, status, q.qpn)) // after the backup's (stopwithheld.go)
-	}
-	_, _ = q.mach.sendEvent(EvFatal)
-	if q.mach.recvState() != RecvFailed {
-		_, _ = q.mach.recvEvent(EvFatal)
 	}
 }
 
