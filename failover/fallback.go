@@ -639,17 +639,10 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	// WRs posted.
 	for len(resend) > 0 {
 		r := resend[0]
-		err := q.withRoomLocked(func() error {
-			t0 := q.c.now()
-			defer q.roundDeviceTime(&q.tPost, t0)
-			switch {
-			case r.held:
-				return q.postHeldLocked(r)
-			case r.fromDef:
-				return q.copyToBackupLocked(r)
-			}
-			return q.postBackupLocked([]verbs.SendWR{r.wr})
-		})
+		err := q.repostOneLocked(r)
+		if errors.Is(err, verbs.ErrSQFull) {
+			err = q.retryRoomLocked(err, func() error { return q.repostOneLocked(r) })
+		}
 		if errors.Is(err, errRoundGone) {
 			return
 		}
@@ -686,17 +679,37 @@ func (q *QP) repostCandidatesLocked() ([]sendRec, error) {
 		_ = q.mach.event(wordRepost, EvRepostTaken)
 	}
 	defs, err := q.defSendsLocked()
+	if len(out) == 0 {
+		return defs, err // read only: the list is kept for the next listing (defsKept)
+	}
 	return append(out, defs...), err
+}
+
+// repostOneLocked posts r on the backup QP in use: copied from the default ring, a stand-in,
+// or posted from its record; the time inside is the round's device time (tPost).
+func (q *QP) repostOneLocked(r *sendRec) error {
+	t0 := q.c.now()
+	defer q.roundDeviceTime(&q.tPost, t0)
+	switch {
+	case r.held:
+		return q.postHeldLocked(r)
+	case r.fromDef:
+		return q.copyToBackupLocked(r)
+	}
+	return q.postBackupLocked([]verbs.SendWR{r.wr})
 }
 
 // withRoomLocked runs post (one WR on the backup QP) again while the backup SQ is full,
 // polling the send CQ so that completed WQEs free their slots, for at most DrainTimeout. It
 // waits with q.mu released (pauseLocked): errRoundGone if the QP went meanwhile.
-func (q *QP) withRoomLocked(post func() error) error {
+func (q *QP) withRoomLocked(post func() error) error { return q.retryRoomLocked(post(), post) }
+
+// retryRoomLocked is withRoomLocked after a first post that returned err: the repost's
+// common case, a post with room, makes no closure, deadline or pacer.
+func (q *QP) retryRoomLocked(err error, post func() error) error {
 	deadline := q.c.now().Add(q.c.opts.DrainTimeout)
 	pace := q.c.pacer()
 	for {
-		err := post()
 		if err == nil || !errors.Is(err, verbs.ErrSQFull) || q.c.now().After(deadline) {
 			return err
 		}
@@ -706,6 +719,7 @@ func (q *QP) withRoomLocked(post func() error) error {
 		if !q.pauseLocked(&pace) {
 			return errRoundGone
 		}
+		err = post()
 	}
 }
 

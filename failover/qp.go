@@ -184,6 +184,8 @@ type QP struct {
 	injHit atomic.Bool
 	// injClosed: the send gate is kept closed for an armed injection (q.mu; injgate.go).
 	injClosed bool
+	// defsKept is the last list of the default ring's WQEs (q.mu; wqecopy.go).
+	defsKept defsKept
 	// appErr: the default QP failed by the application's own error (appErrorLocked); posts
 	// go to it as without SHIFT. Under mu.
 	appErr bool
