@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shift-rdma/shift/internal/rundir"
@@ -289,16 +290,10 @@ func RequestSwitchFile(f *os.File, qpn uint32, toBackup bool, timeout time.Durat
 	}
 	return withControlFile(f, what, timeout, func(mem []byte, deadline time.Time) error {
 		w := switchWordsOf(mem)
-		// A request whose writer gave up is still pending: the QPN and operation words are
-		// the watcher's until it is answered.
-		if !waitWord(deadline, func() bool { return w.req.Load() == w.done.Load() }) {
+		switch exchange(deadline, w.req, w.done, func() { w.qpn.Store(qpn); w.op.Store(op) }) {
+		case waitEarlier:
 			return fmt.Errorf("failover: %s: an earlier request in %s is still unanswered after %v: %w", what, f.Name(), timeout, ErrNoAnswer)
-		}
-		seq := w.req.Load() + 1
-		w.qpn.Store(qpn)
-		w.op.Store(op)
-		w.req.Store(seq)
-		if !waitWord(deadline, func() bool { return w.done.Load() == seq }) {
+		case waitAnswer:
 			return fmt.Errorf("failover: %s: no answer through %s within %v: %w", what, f.Name(), timeout, ErrNoAnswer)
 		}
 		if res := unix.Errno(w.res.Load()); res != 0 {
@@ -334,18 +329,38 @@ func RequestInjectFile(f *os.File, qpn uint32, n int64, timeout time.Duration) e
 	}
 	return withControlFile(f, what, timeout, func(mem []byte, deadline time.Time) error {
 		w := injectWordsOf(mem)
-		if !waitWord(deadline, func() bool { return w.req.Load() == w.done.Load() }) {
+		switch exchange(deadline, w.req, w.done, func() { w.qpn.Store(qpn); w.n.Store(n) }) {
+		case waitEarlier:
 			return fmt.Errorf("failover: %s: an earlier request in %s is still unanswered after %v: %w", what, f.Name(), timeout, ErrNoAnswer)
-		}
-		seq := w.req.Load() + 1
-		w.qpn.Store(qpn)
-		w.n.Store(n)
-		w.req.Store(seq)
-		if !waitWord(deadline, func() bool { return w.done.Load() == seq }) {
+		case waitAnswer:
 			return fmt.Errorf("failover: %s: written to %s, but not acknowledged within %v (applied when the process reads it): %w", what, f.Name(), timeout, ErrNoAnswer)
 		}
 		return nil
 	})
+}
+
+// Which wait of an exchange ran out (none: answered).
+const (
+	waitNone = iota
+	waitEarlier
+	waitAnswer
+)
+
+// exchange runs one request of the control file's protocol on its sequence words: it waits
+// until an earlier request is answered (a writer that gave up leaves one pending, and the
+// request's words are the watcher's until then), stores the request's words (store), then
+// the next sequence, and waits for done to reach it. It says which wait ran out.
+func exchange(deadline time.Time, req, done *atomic.Uint64, store func()) int {
+	if !waitWord(deadline, func() bool { return req.Load() == done.Load() }) {
+		return waitEarlier
+	}
+	seq := req.Load() + 1
+	store()
+	req.Store(seq)
+	if !waitWord(deadline, func() bool { return done.Load() == seq }) {
+		return waitAnswer
+	}
+	return waitNone
 }
 
 // withControlFile runs fn on the mapping of the open control file f, holding flock(LOCK_EX)

@@ -10,11 +10,7 @@ import (
 // it was: a new first position to repost from, a new two-sided offset, or another set of
 // outstanding WQEs lists it again.
 func TestDefsKeptKey(t *testing.T) {
-	e := newEnv(t, 256)
-	a, _ := e.pairs(t, 1, smallCap)
-	ha, hb := e.hosts[0], e.hosts[1]
-	q := a[0]
-	e.cl.Hosts[0].Devices[0].NIC().Hang() // the WQEs stay outstanding: nothing executes, nothing times out
+	q, ha, hb := hungPair(t)
 	post := func(id uint64) {
 		t.Helper()
 		wr := verbs.SendWR{WRID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}

@@ -9,14 +9,20 @@ import (
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
+// hungPair is one QP pair whose host A's default NIC hung: what it posts stays outstanding
+// in the ring, nothing executing and nothing timing out (the completion watchdog waits 10 s).
+func hungPair(t *testing.T) (*QP, *testHost, *testHost) {
+	t.Helper()
+	e := newEnv(t, 256)
+	a, _ := e.pairs(t, 1, smallCap)
+	e.cl.Hosts[0].Devices[0].NIC().Hang()
+	return a[0], e.hosts[0], e.hosts[1]
+}
+
 // The kept decodes, looked up in any order, give each position's own WQE: the same as a
 // fresh read and decode of the ring, kept in ring order, gather lists not overlapping.
 func TestKeptDecodesByPosition(t *testing.T) {
-	e := newEnv(t, 256)
-	a, _ := e.pairs(t, 1, smallCap)
-	ha, hb := e.hosts[0], e.hosts[1]
-	q := a[0]
-	e.cl.Hosts[0].Devices[0].NIC().Hang() // the WRITEs stay outstanding: nothing executes, nothing times out
+	q, ha, hb := hungPair(t)
 	for i := range 12 {
 		sgl := []verbs.SGE{ha.mr.SGE(64*i, 64+i)}
 		if i%3 == 1 {
