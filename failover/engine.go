@@ -178,6 +178,11 @@ func (e *engine) signal() {
 func (e *engine) run(quit <-chan struct{}) {
 	defer close(e.done)
 	defer e.stop()
+	onGrownStack(func() { e.loop(quit) }) // rounds run here: stack.go
+}
+
+// loop runs the queued work each time the engine is woken, until quit.
+func (e *engine) loop(quit <-chan struct{}) {
 	for {
 		select {
 		case <-quit:

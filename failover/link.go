@@ -21,6 +21,11 @@ import (
 // watchLinks reads the link events until the channel closes or the context closes.
 func (c *Context) watchLinks(events <-chan probe.LinkEvent) {
 	defer c.linkWG.Done()
+	onGrownStack(func() { c.linkLoop(events) }) // link events run rounds here: stack.go
+}
+
+// linkLoop acts on the link events until the context closes or events does.
+func (c *Context) linkLoop(events <-chan probe.LinkEvent) {
 	for {
 		select {
 		case <-c.quit:

@@ -244,6 +244,11 @@ func (b *backupDev) wait(ctx context.Context) error {
 // control endpoint those of its control QP (the peers' notifications).
 func (b *backupDev) eventLoop(ctx context.Context) {
 	defer b.done.Done()
+	onGrownStack(func() { b.events(ctx) }) // the peer's messages run rounds here: stack.go
+}
+
+// events reads the backup device's completion events until ctx ends.
+func (b *backupDev) events(ctx context.Context) {
 	for {
 		pcq, err := b.ch.GetEvent(ctx)
 		if err != nil {
