@@ -89,7 +89,7 @@ func (q *QP) cqs() []*CQ {
 // reopenLocked puts q's send side back on the fast path after a recovery (q.mu held), if nothing is left
 // that only the slow path handles:
 //   - both sides are Default, no handshake reply is awaited, no switch pins the QP to the
-//     backup, no failure is queued, nothing waits in pending;
+//     backup, no failure is queued, nothing waits in pending, nothing is held;
 //   - the fence is finished (Done: the fence WR, the recovery notification and every withheld
 //     WR were rung, the notification's completion was classified) or was never used;
 //   - the default QP is in RTS and every WQE it holds is the application's: the probe's and
@@ -107,6 +107,12 @@ func (q *QP) cqs() []*CQ {
 // returned before the fast path returns newer ones.
 func (q *QP) reopenLocked() bool {
 	if !q.slow || q.destroyed || q.mach.pinState().local() || q.mach.roundState() != RoundIdle || len(q.pending) > 0 {
+		return false
+	}
+	if q.mach.holdState() == HoldPosts || q.rHeld > 0 {
+		// What a round held is not posted yet (flushHeld, queued on the engine, posts it
+		// and comes back here): the application's next post would overtake it, and post on
+		// a ring flushHeld writes (a data race, TestNoReopenWhileHeld).
 		return false
 	}
 	if q.mach.sendState() != SendDefault || q.mach.recvState() != RecvDefault {

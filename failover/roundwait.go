@@ -76,7 +76,8 @@ func (q *QP) queueFlushLocked() {
 }
 
 // flushHeld ends the hold: what the application posted while a round waited is posted where
-// the state now says, in order (see above).
+// the state now says, in order (see above). A recovery that ran before it left the gates
+// closed (reopenLocked): they open here once nothing is held.
 func (q *QP) flushHeld() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -84,6 +85,7 @@ func (q *QP) flushHeld() {
 	if q.mach.holdState() != HoldPosts || q.pauses > 0 {
 		return // nothing held, or a round still waits (it queues this again)
 	}
+	defer q.reopenLocked() // before the unlock: a no-op unless back on the default path
 	_ = q.mach.event(wordHold, EvRelease)
 	if q.destroyed {
 		q.pending, q.rHeld = nil, 0

@@ -286,3 +286,43 @@ func TestHeldInlineReusedBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestNoReopenWhileHeld: receives the application posted while a round waited are held in the
+// receive log until flushHeld posts them, which runs on the engine after the round. A
+// recovery that ran on the engine before it reopened the QP's gates (reopenLocked did not look
+// at the hold), so the application's next receive went straight to the default RQ, beside
+// flushHeld's post of the held ones: a data race on the ring, and receives out of order (the
+// race tier of .ci/run, TestRecoveryWaitsForLateCQE: "completion 152 has wr_id 153"). The
+// gates now stay closed while anything is held, and flushHeld opens them once it posted it.
+func TestNoReopenWhileHeld(t *testing.T) {
+	e := newEnv(t, 256)
+	a, b := e.pairs(t, 1, smallCap)
+	ha, hb := e.hosts[0], e.hosts[1]
+	qb := b[0]
+	qb.mu.Lock()
+	qb.markSlowLocked()
+	_ = qb.mach.event(wordHold, EvHold) // a round waits: the posts are held
+	if err := qb.holdRecvsLocked([]verbs.RecvWR{{WRID: 70, SGL: []verbs.SGE{hb.mr.SGE(0, 64)}}}); err != nil {
+		qb.mu.Unlock()
+		t.Fatal(err)
+	}
+	reopened := qb.reopenLocked() // a recovery queued before flushHeld
+	qb.mu.Unlock()
+	if reopened {
+		t.Fatal("the gates reopened with a receive held")
+	}
+	qb.flushHeld()
+	if !onFastPath(qb) {
+		t.Fatalf("flushHeld posted what was held but left the QP off the fast path (hold %v, held %d)", qb.mach.holdState(), qb.rHeld)
+	}
+	// The held receive is on the default RQ, first: the next SEND lands in it.
+	if err := qb.PostRecv([]verbs.RecvWR{{WRID: 71, SGL: []verbs.SGE{hb.mr.SGE(64, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a[0].PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 32)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if ws := waitN(t, hb.cq, 1); ws[0].WRID != 70 || ws[0].Status != verbs.WCSuccess {
+		t.Fatalf("first receive completion %+v, want the held receive (wr_id 70)", ws[0])
+	}
+}
