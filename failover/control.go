@@ -290,10 +290,11 @@ func RequestSwitchFile(f *os.File, qpn uint32, toBackup bool, timeout time.Durat
 	}
 	return withControlFile(f, what, timeout, func(mem []byte, deadline time.Time) error {
 		w := switchWordsOf(mem)
-		switch exchange(deadline, w.req, w.done, func() { w.qpn.Store(qpn); w.op.Store(op) }) {
-		case waitEarlier:
-			return fmt.Errorf("failover: %s: an earlier request in %s is still unanswered after %v: %w", what, f.Name(), timeout, ErrNoAnswer)
-		case waitAnswer:
+		answered, err := exchange(what, f.Name(), timeout, deadline, w.req, w.done, func() { w.qpn.Store(qpn); w.op.Store(op) })
+		if err != nil {
+			return err
+		}
+		if !answered {
 			return fmt.Errorf("failover: %s: no answer through %s within %v: %w", what, f.Name(), timeout, ErrNoAnswer)
 		}
 		if res := unix.Errno(w.res.Load()); res != 0 {
@@ -329,38 +330,27 @@ func RequestInjectFile(f *os.File, qpn uint32, n int64, timeout time.Duration) e
 	}
 	return withControlFile(f, what, timeout, func(mem []byte, deadline time.Time) error {
 		w := injectWordsOf(mem)
-		switch exchange(deadline, w.req, w.done, func() { w.qpn.Store(qpn); w.n.Store(n) }) {
-		case waitEarlier:
-			return fmt.Errorf("failover: %s: an earlier request in %s is still unanswered after %v: %w", what, f.Name(), timeout, ErrNoAnswer)
-		case waitAnswer:
-			return fmt.Errorf("failover: %s: written to %s, but not acknowledged within %v (applied when the process reads it): %w", what, f.Name(), timeout, ErrNoAnswer)
+		answered, err := exchange(what, f.Name(), timeout, deadline, w.req, w.done, func() { w.qpn.Store(qpn); w.n.Store(n) })
+		if err == nil && !answered {
+			err = fmt.Errorf("failover: %s: written to %s, but not acknowledged within %v (applied when the process reads it): %w", what, f.Name(), timeout, ErrNoAnswer)
 		}
-		return nil
+		return err
 	})
 }
 
-// Which wait of an exchange ran out (none: answered).
-const (
-	waitNone = iota
-	waitEarlier
-	waitAnswer
-)
-
-// exchange runs one request of the control file's protocol on its sequence words: it waits
-// until an earlier request is answered (a writer that gave up leaves one pending, and the
-// request's words are the watcher's until then), stores the request's words (store), then
-// the next sequence, and waits for done to reach it. It says which wait ran out.
-func exchange(deadline time.Time, req, done *atomic.Uint64, store func()) int {
+// exchange runs one request of the control file's protocol (what, on the file at path) on its
+// sequence words: it waits until an earlier request is answered (a writer that gave up leaves
+// one pending, and the request's words are the watcher's until then; ErrNoAnswer past the
+// deadline, nothing written), stores the request's words (store), then the next sequence,
+// and reports whether done reached it by the deadline.
+func exchange(what, path string, timeout time.Duration, deadline time.Time, req, done *atomic.Uint64, store func()) (bool, error) {
 	if !waitWord(deadline, func() bool { return req.Load() == done.Load() }) {
-		return waitEarlier
+		return false, fmt.Errorf("failover: %s: an earlier request in %s is still unanswered after %v: %w", what, path, timeout, ErrNoAnswer)
 	}
 	seq := req.Load() + 1
 	store()
 	req.Store(seq)
-	if !waitWord(deadline, func() bool { return done.Load() == seq }) {
-		return waitAnswer
-	}
-	return waitNone
+	return waitWord(deadline, func() bool { return done.Load() == seq }), nil
 }
 
 // withControlFile runs fn on the mapping of the open control file f, holding flock(LOCK_EX)
