@@ -173,6 +173,19 @@ func atomicAckLost(t *testing.T, e *testEnv, qa *QP) {
 	if v := binary.LittleEndian.Uint64(hb.buf.Bytes()[64:]); v != 1007 {
 		t.Fatalf("remote value %d, want 1007 (executed exactly once)", v)
 	}
+	notNotified(t, qa)
+}
+
+// notNotified fails t if q's fallback round sent the peer anything on a control QP: a round
+// that must not happen is refused before its notification (checkSendsLocked), so that the
+// peer does not move its side for a fallback that fails.
+func notNotified(t *testing.T, q *QP) {
+	t.Helper()
+	for i, bs := range q.sets {
+		if ep := bs.ep.Load(); ep != nil && ep.sent.Load() != 0 {
+			t.Fatalf("backup set %d: %d control messages sent by a refused fallback", i, ep.sent.Load())
+		}
+	}
 }
 
 // A WR posted with the ineligible hint stops the fallback: error to the application.
@@ -193,6 +206,7 @@ func TestIneligibleHint(t *testing.T) {
 	if !errors.Is(qa.Err(), ErrNotSafe) {
 		t.Fatalf("err %v", qa.Err())
 	}
+	notNotified(t, qa)
 }
 
 // With the backup NIC down too, the application gets errors, and no call hangs.
@@ -429,6 +443,7 @@ func TestKVEntryMissingFailsClosed(t *testing.T) {
 	if !errors.Is(qa.Err(), kv.ErrNotFound) {
 		t.Fatalf("err %v, want kv.ErrNotFound", qa.Err())
 	}
+	notNotified(t, qa)
 }
 
 // A post that fails because the default QP is known to be in ERR falls back at once, and the

@@ -202,6 +202,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 			q.tCtl.Store(q.tPoll.Load())
 		}
 		q.tPrep.Store(0)
+		q.tKept.Store(0)
 		q.tRepost.Store(0)
 		q.tOK.Store(0)
 		q.tBusy.Store(0)
@@ -337,33 +338,8 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 		// The send side leaves the default QP: the two-sided count goes on from its own.
 		q.twoSided = q.def.TwoSidedPosted() + q.twoOff
 	}
-	// Retransmission-safe check over every WR without a completion.
-	defs, err := q.defSendsLocked()
-	if err != nil {
+	if err := q.checkSendsLocked(); err != nil {
 		return err
-	}
-	var scratch []verbs.SGE
-	for i := range defs {
-		r := &defs[i]
-		scratch = scratch[:0]
-		switch {
-		case r.wr.Opcode == verbs.WRAtomicCmpAndSwp || r.wr.Opcode == verbs.WRAtomicFetchAdd:
-			return fmt.Errorf("failover: QP %#x: outstanding %v (wr_id %d): %w", q.qpn, r.wr.Opcode, r.wr.WRID, ErrNotSafe)
-		case r.wr.Flags&SendIneligible != 0:
-			return fmt.Errorf("failover: QP %#x: outstanding ineligible WR (wr_id %d): %w", q.qpn, r.wr.WRID, ErrNotSafe)
-		}
-		// Fail closed now rather than in the middle of reposting: every key must map.
-		if _, err := q.rewriteLocked(r.wr, &scratch); err != nil {
-			return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
-		}
-	}
-	if q.mach.repostState() == RepostChain {
-		for i := range q.bkLog {
-			scratch = scratch[:0]
-			if _, err := q.rewriteLocked(q.bkLog[i].wr, &scratch); err != nil {
-				return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
-			}
-		}
 	}
 	if recvPart {
 		// Outstanding receives go to the backup QP behind its control RECV.
@@ -404,6 +380,13 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 	}
 	if sendPart {
 		q.tPrep.Store(q.c.now().UnixNano())
+	}
+	if sendPart && !reply {
+		// The reply's round reposts from the ring decoded here, while the notification is
+		// on its way and the peer answers, rather than after the reply (defsKept). An error
+		// here recurs there and fails the round then.
+		_, _ = q.defSendsLocked()
+		q.tKept.Store(q.c.now().UnixNano())
 	}
 	return nil
 }

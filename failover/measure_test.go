@@ -98,7 +98,8 @@ func benchFallback(b *testing.B, mode streamMode, msgs, failAt int) {
 
 // fallbackSplit splits a's last fallback (a's error or link event started it, peer replied)
 // into SHIFT's own share and the wait for the emulator and the peer. own is the critical
-// path inside SHIFT: a's round until its notification is posted, the peer's from the poll of
+// path inside SHIFT: a's round until its notification is posted (and what of its decoding
+// after it ran past the peer's reply: keptLate), the peer's from the poll of
 // that notification until its reply is posted, a's from the poll of the reply until the last
 // WR is reposted, less the drains' wait for the default NICs' flushes. busy is all the time
 // both QPs spent in their rounds (less the drains' wait), including what follows the posts
@@ -112,9 +113,21 @@ func fallbackSplit(a, peer *QP) (own, busy, notify, reply time.Duration, ok bool
 		return 0, 0, 0, 0, false
 	}
 	drains := a.tDrain.Load() + peer.tDrain.Load()
-	own = time.Duration((aPrep - aErr) + (pPrep - pCtl) + (aPosted - aCtl) - drains)
+	own = time.Duration((aPrep - aErr) + (pPrep - pCtl) + (aPosted - aCtl) - drains + keptLate(a, peer))
 	busy = time.Duration(a.tBusy.Load() + peer.tBusy.Load() - drains)
 	return own, busy, time.Duration(pCtl - aPrep), time.Duration(aCtl - pPrep), true
+}
+
+// keptLate is the part of a's decoding of its ring for the repost, which its round does after
+// the notification is posted (prepareLocked), that ran after the peer posted its reply: from
+// then on it may have held the reply's round back, so SHIFT's own share counts it (with
+// a's round until its notification, in ownParts). The part before overlaps the notification
+// and the reply in flight.
+func keptLate(a, peer *QP) int64 {
+	if k := a.tKept.Load(); k != 0 {
+		return max(0, k-peer.tPrep.Load())
+	}
+	return 0
 }
 
 // ownParts splits fallbackSplit's own share into its three parts: a's round until its
@@ -122,7 +135,7 @@ func fallbackSplit(a, peer *QP) (own, busy, notify, reply time.Duration, ok bool
 // notification until its reply is posted (less its drain's wait), and a's from the poll of
 // the reply until the last WR is reposted. Call it only where fallbackSplit reported ok.
 func ownParts(a, peer *QP) (prep, answer, repost time.Duration) {
-	prep = time.Duration(a.tPrep.Load() - a.tErr.Load() - a.tDrain.Load())
+	prep = time.Duration(a.tPrep.Load() - a.tErr.Load() - a.tDrain.Load() + keptLate(a, peer))
 	answer = time.Duration(peer.tPrep.Load() - peer.tCtl.Load() - peer.tDrain.Load())
 	repost = time.Duration(a.tPosted.Load() - a.tCtl.Load())
 	return prep, answer, repost

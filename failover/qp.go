@@ -128,6 +128,7 @@ type QP struct {
 	failErr  error
 	tErr     atomic.Int64 // first error completion polled (unix ns)
 	tPrep    atomic.Int64 // notification posted
+	tKept    atomic.Int64 // the ring decoded for the repost, after the notification (prepareLocked)
 	tRepost  atomic.Int64 // peer's counter received, sends reposted
 	tOK      atomic.Int64 // first application completion from the backup
 	outSends []provider.SendWQE

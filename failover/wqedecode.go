@@ -18,10 +18,11 @@ type decodedWQE struct {
 
 // wqeDecodes keeps what was decoded of the default ring, by position. A WQE's bytes do not
 // change while it is outstanding, and a position names one WQE until the SQ is reset
-// (provider.QP.SendResets). A round lists the ring up to four times: the key check before
+// (provider.QP.SendResets). A round lists the ring up to five times: the key check before
 // it starts (remote-address segments only, missingDefRKeysLocked), the retransmission check
-// (prepareLocked, which decodes each WQE whole and keeps it here), and after the reply the key
-// check and the repost, which read what is kept. A kept pass over the ring took 2.1–3.6 µs
+// (checkSendsLocked, which decodes each WQE into scratch), the decode kept here once the
+// notification is posted (prepareLocked), and after the reply the key check and the repost,
+// which read what is kept. A kept pass over the ring took 2.1–3.6 µs
 // where a decoding one took 10.7–15.1 µs (about 16 and 6 WQEs, a WRITE and a SEND stream,
 // means of 100 passes inside a round of BenchmarkFallbackLatency, a temporary probe of
 // 2026-11-30).
@@ -50,22 +51,46 @@ func (q *QP) decodedLocked(pos uint32) (decodedWQE, error) {
 		return q.wqeDec.ents[i].d, nil
 	}
 	c := &q.wqeDec
+	d, err := q.readDecodeLocked(pos, q.sgeTailLocked())
+	if err != nil {
+		return decodedWQE{}, err
+	}
+	if d.wr.Flags&verbs.SendInline == 0 {
+		c.sges = c.sges[:len(c.sges)+len(d.wr.SGL)]
+	}
+	c.ents = append(c.ents, decodedAt{})
+	copy(c.ents[i+1:], c.ents[i:])
+	c.ents[i] = decodedAt{pos: pos, d: d}
+	return d, nil
+}
+
+// sgeTailLocked is the free end of the gather lists' array, with room for any WQE's list:
+// decodedLocked keeps what it decodes there, the check (checkSendsLocked) reuses it.
+func (q *QP) sgeTailLocked() []verbs.SGE {
+	c := &q.wqeDec
+	if cap(c.sges)-len(c.sges) < mlx5.MaxDS {
+		// The lists handed out keep the old array.
+		c.sges = make([]verbs.SGE, 0, max(2*cap(c.sges), (len(q.outSends)+1)*q.maxSGE, mlx5.MaxDS))
+	}
+	return c.sges[len(c.sges):]
+}
+
+// readDecodeLocked reads the WQE at pos of the default SQ back and decodes it, its gather
+// list into sgl's array (sgeTailLocked), the local keys inject corrupted
+// restored; nothing is kept.
+func (q *QP) readDecodeLocked(pos uint32, sgl []verbs.SGE) (decodedWQE, error) {
+	c := &q.wqeDec
 	n, err := q.def.ReadSendWQE(pos, c.buf[:])
 	if err != nil {
 		return decodedWQE{}, fmt.Errorf("failover: QP %#x: read back WQE at %d: %w", q.qpn, pos, err)
 	}
-	if cap(c.sges)-len(c.sges) < mlx5.MaxDS {
-		// Room for any WQE's list; the lists handed out keep the old array.
-		c.sges = make([]verbs.SGE, 0, max(2*cap(c.sges), (len(q.outSends)+1)*q.maxSGE, mlx5.MaxDS))
-	}
-	dw, err := provider.DecodeSendWQEInto(c.buf[:n], c.sges[len(c.sges):])
+	dw, err := provider.DecodeSendWQEInto(c.buf[:n], sgl)
 	if err != nil {
 		return decodedWQE{}, fmt.Errorf("failover: QP %#x: WQE at %d: %w", q.qpn, pos, err)
 	}
 	d := decodedWQE{wr: dw.WR, inline: dw.Inline}
 	if d.wr.Flags&verbs.SendInline == 0 {
 		k := len(d.wr.SGL)
-		c.sges = c.sges[:len(c.sges)+k]
 		d.wr.SGL = d.wr.SGL[:k:k] // a caller's append must not write the next WQE's list
 		for i := range d.wr.SGL {
 			if k, ok := q.injKeys[d.wr.SGL[i].LKey]; ok {
@@ -73,9 +98,6 @@ func (q *QP) decodedLocked(pos uint32) (decodedWQE, error) {
 			}
 		}
 	}
-	c.ents = append(c.ents, decodedAt{})
-	copy(c.ents[i+1:], c.ents[i:])
-	c.ents[i] = decodedAt{pos: pos, d: d}
 	return d, nil
 }
 

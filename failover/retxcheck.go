@@ -1,0 +1,70 @@
+package failover
+
+import (
+	"fmt"
+
+	"github.com/shift-rdma/shift/provider/verbs"
+)
+
+// checkSendsLocked is a fallback's retransmission-safety check, made before the round
+// notifies the peer so that a WR that must not be sent again fails the round closed, as
+// without SHIFT: no atomic and no ineligible WR may be outstanding, and every key of every WR
+// the round will repost must map to the backup (the default ring's WQEs and, after a backup
+// failed, the backup log's). The default ring's WQEs are decoded into scratch, not kept:
+// keeping them (defSendsLocked) is for the repost, which waits for the peer's reply anyway,
+// and a pass that kept its decodes took 22–24 µs p50 of the round's own share before the
+// notification with 64 WRITEs or SENDs outstanding (BenchmarkFallbackLatency, a temporary
+// trace of 2026-11-30). Called with the gates closed, the default QP stopped and drained.
+func (q *QP) checkSendsLocked() error {
+	if q.destroyed {
+		return nil // its rings are gone
+	}
+	q.defOutstandingLocked()
+	var scratch []verbs.SGE
+	for _, w := range q.outSends {
+		if !q.repostableLocked(w) {
+			continue
+		}
+		d, ok := q.cachedDecodeLocked(w.Pos)
+		if !ok {
+			var err error
+			if d, err = q.readDecodeLocked(w.Pos, q.sgeTailLocked()); err != nil {
+				return err
+			}
+		}
+		wr := d.wr
+		wr.WRID = w.WRID
+		if w.Marked {
+			wr.Flags |= SendIneligible
+		}
+		scratch = scratch[:0]
+		if err := q.retxSafeLocked(wr, &scratch); err != nil {
+			return err
+		}
+	}
+	if q.mach.repostState() == RepostChain {
+		for i := range q.bkLog {
+			scratch = scratch[:0]
+			if _, err := q.rewriteLocked(q.bkLog[i].wr, &scratch); err != nil {
+				return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
+			}
+		}
+	}
+	return nil
+}
+
+// retxSafeLocked checks one WR of the default ring: not an atomic, not ineligible, and
+// every key mapped (rewriteLocked, whose mapped gather list goes to *scratch).
+func (q *QP) retxSafeLocked(wr verbs.SendWR, scratch *[]verbs.SGE) error {
+	switch {
+	case wr.Opcode == verbs.WRAtomicCmpAndSwp || wr.Opcode == verbs.WRAtomicFetchAdd:
+		return fmt.Errorf("failover: QP %#x: outstanding %v (wr_id %d): %w", q.qpn, wr.Opcode, wr.WRID, ErrNotSafe)
+	case wr.Flags&SendIneligible != 0:
+		return fmt.Errorf("failover: QP %#x: outstanding ineligible WR (wr_id %d): %w", q.qpn, wr.WRID, ErrNotSafe)
+	}
+	// Fail closed now rather than in the middle of reposting: every key must map.
+	if _, err := q.rewriteLocked(wr, scratch); err != nil {
+		return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
+	}
+	return nil
+}
