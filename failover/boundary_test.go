@@ -106,6 +106,7 @@ func TestAtomicNotRetried(t *testing.T) {
 	qa := a[0]
 	ha, hb := e.hosts[0], e.hosts[1]
 	atomicAckLost(t, e, qa)
+	notNotified(t, qa)
 	// The responder executed the FADD before its (dropped) response, long before the
 	// requester's retries ran out; a second execution could only come from a repost on the
 	// backup, and nothing was reposted.
@@ -173,7 +174,6 @@ func atomicAckLost(t *testing.T, e *testEnv, qa *QP) {
 	if v := binary.LittleEndian.Uint64(hb.buf.Bytes()[64:]); v != 1007 {
 		t.Fatalf("remote value %d, want 1007 (executed exactly once)", v)
 	}
-	notNotified(t, qa)
 }
 
 // notNotified fails t if q's fallback round sent the peer anything on a control QP: a round
