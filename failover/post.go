@@ -3,6 +3,7 @@ package failover
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/shift-rdma/shift/fence"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -440,7 +441,9 @@ func (q *QP) postRecvBackupLocked(wrs []verbs.RecvWR) error {
 	if cap(q.bkRSGE) < nsge {
 		q.bkRSGE = make([]verbs.SGE, 0, nsge)
 	}
-	sges, out := q.bkRSGE[:0], q.bkRWRs[:0]
+	// One allocation for a list longer than any before (a fallback's receives moving, the
+	// first time: growing by appends took several µs of the peer's answer).
+	sges, out := q.bkRSGE[:0], slices.Grow(q.bkRWRs[:0], len(wrs))
 	for _, w := range wrs {
 		start := len(sges)
 		for _, s := range w.SGL {
@@ -454,6 +457,7 @@ func (q *QP) postRecvBackupLocked(wrs []verbs.RecvWR) error {
 		out = append(out, verbs.RecvWR{WRID: w.WRID, SGL: sges[start:len(sges):len(sges)]})
 	}
 	q.fifoMu.Lock()
+	bs.recvKinds = slices.Grow(bs.recvKinds, len(out))
 	for range out {
 		bs.recvKinds = append(bs.recvKinds, kindApp)
 	}
