@@ -617,6 +617,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	}
 	q.pending = nil
 	q.twoSided -= recount
+	q.reserveLogLocked(resend)
 	// One WR at a time, waiting for room in the backup SQ when it is full (a full SQ refuses
 	// a list part-way): the default ring's WQEs copied, the backup log's and the handshake's
 	// WRs posted.
@@ -669,10 +670,11 @@ func (q *QP) repostCandidatesLocked() ([]sendRec, error) {
 }
 
 // repostOneLocked posts r on the backup QP in use: copied from the default ring, a stand-in,
-// or posted from its record; the time inside is the round's device time (tPost).
+// or posted from its record. The time inside the provider's post or doorbell is the round's
+// device time (tPost: reposting).
 func (q *QP) repostOneLocked(r *sendRec) error {
-	t0 := q.c.now()
-	defer q.roundDeviceTime(&q.tPost, t0)
+	q.reposting = true
+	defer func() { q.reposting = false }()
 	switch {
 	case r.held:
 		return q.postHeldLocked(r)

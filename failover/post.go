@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/shift-rdma/shift/fence"
 	"github.com/shift-rdma/shift/provider/verbs"
@@ -287,7 +288,14 @@ func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
 	// wr_id tables are shared by post and poll (and that ordering runs through the NIC, which
 	// the race detector cannot see).
 	q.scq.mu.Lock()
+	var t0 time.Time
+	if q.reposting {
+		t0 = q.c.now() // a round's repost: the provider's post and doorbell are device time
+	}
 	err := b.PostSend(out)
+	if q.reposting {
+		q.roundDeviceTime(&q.tPost, t0)
+	}
 	q.scq.mu.Unlock()
 	if err != nil {
 		q.fifoMu.Lock()

@@ -77,6 +77,8 @@ type QP struct {
 	// bkFreeSGL and bkFreeInl are the buffers of retired log records (bklog.go, fifoMu).
 	bkFreeSGL [][]verbs.SGE
 	bkFreeInl [][]byte
+	// cpSGE is copyToBackupLocked's rewritten gather list (q.mu).
+	cpSGE []verbs.SGE
 
 	sendGate, recvGate postGate
 	mach               machine
@@ -219,6 +221,9 @@ type QP struct {
 	wqeDec wqeDecodes
 
 	stats qpCounters // this QP's share of the context's counters (status.go)
+	// reposting: a round's repost is posting (repostOneLocked), so postBackupLocked times
+	// the provider's post as the round's device time (tPost).
+	reposting bool
 }
 
 func pow2(n int) int {

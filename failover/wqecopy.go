@@ -90,7 +90,8 @@ func (q *QP) repostableLocked(w provider.SendWQE) bool {
 func (q *QP) copyToBackupLocked(r *sendRec) error {
 	bs := q.cs()
 	b := bs.qp.Load()
-	w, err := q.rewriteLocked(r.wr, new([]verbs.SGE))
+	q.cpSGE = q.cpSGE[:0] // read by CopySendWQE's callbacks only, during the call
+	w, err := q.rewriteLocked(r.wr, &q.cpSGE)
 	if err != nil {
 		return fmt.Errorf("failover: repost on QP %#x: %w", q.qpn, err)
 	}
@@ -111,7 +112,9 @@ func (q *QP) copyToBackupLocked(r *sendRec) error {
 	q.scq.mu.Lock()
 	end, err := b.CopySendWQE(q.def, r.pos, rw)
 	if err == nil {
+		t0 := q.c.now()
 		err = b.RingSendDoorbell(end)
+		q.roundDeviceTime(&q.tPost, t0) // the doorbell: the emulated NIC runs there
 	}
 	q.scq.mu.Unlock()
 	if err != nil {
