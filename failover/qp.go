@@ -219,6 +219,7 @@ type QP struct {
 	bkSGE   []verbs.SGE
 	// wqeDec is what was decoded of the default ring (wqedecode.go). q.mu.
 	wqeDec wqeDecodes
+	keysOK keysChecked // the last retransmission check's keys (retxcheck.go)
 
 	stats qpCounters // this QP's share of the context's counters (status.go)
 	// reposting: a round's repost is posting (repostOneLocked), so postBackupLocked times

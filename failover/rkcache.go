@@ -375,6 +375,9 @@ func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
 		return miss // its rings are gone
 	}
 	q.defOutstandingLocked()
+	if q.keysStillCheckedLocked(dev) {
+		return miss // every key of these WQEs mapped, and none changed since
+	}
 	buf := q.wqeDec.buf[:]
 	var last rkeyKey
 	checked := false
