@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/shift-rdma/shift/fence"
+	"github.com/shift-rdma/shift/provider"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -250,6 +250,15 @@ func (q *QP) rewriteLocked(w verbs.SendWR, sges *[]verbs.SGE) (verbs.SendWR, err
 	return w, nil
 }
 
+// postTimedLocked is a round's repost on b: the provider's post and doorbell are the
+// round's device time (tPost).
+func (q *QP) postTimedLocked(b *provider.QP, wrs []verbs.SendWR) error {
+	t0 := q.c.now()
+	err := b.PostSend(wrs)
+	q.roundDeviceTime(&q.tPost, t0)
+	return err
+}
+
 // postBackupLocked posts application WRs on the backup QP in use, in order, and logs them
 // (bkLog) until they complete, for the next backup should this one fail.
 func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
@@ -288,13 +297,11 @@ func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
 	// wr_id tables are shared by post and poll (and that ordering runs through the NIC, which
 	// the race detector cannot see).
 	q.scq.mu.Lock()
-	var t0 time.Time
+	var err error
 	if q.reposting {
-		t0 = q.c.now() // a round's repost: the provider's post and doorbell are device time
-	}
-	err := b.PostSend(out)
-	if q.reposting {
-		q.roundDeviceTime(&q.tPost, t0)
+		err = q.postTimedLocked(b, out)
+	} else {
+		err = b.PostSend(out)
 	}
 	q.scq.mu.Unlock()
 	if err != nil {
