@@ -74,31 +74,33 @@ func (q *QP) logBackupFifo(wrs []verbs.SendWR) {
 	}
 }
 
-// reserveLogLocked makes room, in one allocation each, for a round's repost of rs to be
-// logged (logBackupFifo) and its kinds recorded: the log's records, the kinds, and a gather
-// list buffer for each record beyond the free ones. A QP's first fallback found them all
+// reserveLogLocked makes room, in one allocation each, for a round's repost of n WRs to be
+// logged (logBackupFifo) and their kinds recorded: the log's records, the kinds, and a
+// gather list buffer for each record beyond the free ones (sgl(i): the i-th WR's list
+// length). A fallback reserves for its ring's WRs after the notification, while the peer
+// answers, and again for what it reposts (what was posted during the handshake too). A QP's first fallback found them all
 // empty and grew them append by append, WR by WR, inside its repost: with the rest of
 // SHIFT's work around the posts, 0.6–1.2 µs for each of 32 WRs reposted
 // (BenchmarkFallbackLatency, 2026-11-30).
-func (q *QP) reserveLogLocked(rs []*sendRec) {
+func (q *QP) reserveLogLocked(n int, sgl func(i int) int) {
 	bs := q.cs()
 	q.fifoMu.Lock()
 	defer q.fifoMu.Unlock()
-	q.bkLog = slices.Grow(q.bkLog, len(rs))
-	bs.sendKinds = slices.Grow(bs.sendKinds, len(rs))
+	q.bkLog = slices.Grow(q.bkLog, n)
+	bs.sendKinds = slices.Grow(bs.sendKinds, n)
 	// Each buffer fits its WR (inline data takes one entry); a later WR with a longer list
 	// grows the buffer it gets.
-	if short := len(rs) - len(q.bkFreeSGL); short > 0 {
+	if short := n - len(q.bkFreeSGL); short > 0 {
 		total := 0
-		for _, r := range rs[:short] {
-			total += max(len(r.wr.SGL), 1)
+		for i := range short {
+			total += max(sgl(i), 1)
 		}
 		arena := make([]verbs.SGE, total)
 		q.bkFreeSGL = slices.Grow(q.bkFreeSGL, short)
 		for i := short - 1; i >= 0; i-- { // popFree takes the last first
-			n := max(len(rs[i].wr.SGL), 1)
-			q.bkFreeSGL = append(q.bkFreeSGL, arena[:0:n])
-			arena = arena[n:]
+			k := max(sgl(i), 1)
+			q.bkFreeSGL = append(q.bkFreeSGL, arena[:0:k])
+			arena = arena[k:]
 		}
 	}
 }

@@ -210,6 +210,9 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		q.tPost.Store(0)
 		q.tCmd.Store(0)
 		q.tPosted.Store(0)
+		q.tFirst.Store(0)
+		q.tPostFirst.Store(0)
+		q.tPostPrep.Store(0)
 	}
 	// A probe in flight ends now: its QP goes to ERR below.
 	q.probeRes.CompareAndSwap(0, 2)
@@ -380,12 +383,15 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 	}
 	if sendPart {
 		q.tPrep.Store(q.c.now().UnixNano())
+		q.tPostPrep.Store(q.tPost.Load())
 	}
 	if sendPart && !reply {
 		// The reply's round reposts from the ring decoded here, while the notification is
-		// on its way and the peer answers, rather than after the reply (defsKept). An error
-		// here recurs there and fails the round then.
-		_, _ = q.defSendsLocked()
+		// on its way and the peer answers, rather than after the reply (defsKept), into a
+		// log reserved here. An error here recurs there and fails the round then.
+		if defs, err := q.defSendsLocked(); err == nil {
+			q.reserveLogLocked(len(defs), func(i int) int { return len(defs[i].wr.SGL) })
+		}
 		q.tKept.Store(q.c.now().UnixNano())
 	}
 	return nil
@@ -565,7 +571,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 		}
 	}
 	var done []verbs.WC
-	var resend []*sendRec
+	resend := make([]*sendRec, 0, len(cands)+len(q.pending))
 	reread := false // a READ up to last is read again: completions behind it wait for it
 	for c := range cands {
 		r := &cands[c]
@@ -617,7 +623,7 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 	}
 	q.pending = nil
 	q.twoSided -= recount
-	q.reserveLogLocked(resend)
+	q.reserveLogLocked(len(resend), func(i int) int { return len(resend[i].wr.SGL) })
 	// One WR at a time, waiting for room in the backup SQ when it is full (a full SQ refuses
 	// a list part-way): the default ring's WQEs copied, the backup log's and the handshake's
 	// WRs posted.
@@ -638,6 +644,10 @@ func (q *QP) repostSendsLocked(peer ctlMsg) {
 			}
 			q.synthErrorsLocked(ws, verbs.WCWRFlushErr)
 			return
+		}
+		if q.tFirst.Load() == 0 {
+			q.tFirst.Store(q.c.now().UnixNano())
+			q.tPostFirst.Store(q.tPost.Load())
 		}
 		q.c.reposted.Add(1)
 		q.stats.reposted.Add(1)

@@ -27,6 +27,10 @@ import (
 // own-less-posts less the time inside the device command of the round, the default QP's move
 // to ERR, which the emulated kernel passes to the emulated NIC, which flushes the QP on the
 // caller's processor (14–39 µs p50 for the peer's in two temporary traces of 2026-11-30).
+// The peer's share ends at its reply, and so does its part of those posts (tPostPrep).
+// own-first-less-device is own-less-device up to the first WR reposted on the backup
+// instead of the last (ownToFirst): what stands between the error and the first backup
+// success; the later reposts run while the backup NIC executes the first.
 //
 // Two depths: 64 messages with the failure at the 32nd, and 16 with it at the 8th (fewer WQEs
 // in the default ring at the error), which separates the round's fixed cost from its cost
@@ -45,7 +49,7 @@ func BenchmarkFallbackLatency(b *testing.B) {
 // benchFallback is one of BenchmarkFallbackLatency's runs: streams of msgs messages of mode,
 // the default link failing after the failAt-th.
 func benchFallback(b *testing.B, mode streamMode, msgs, failAt int) {
-	var lat, prep, hs, first, own, ownNet, ownDev, busy, wait, notify, reply, oPrep, oAnswer, oRepost []time.Duration
+	var lat, prep, hs, first, own, ownNet, ownDev, ownFirst, busy, wait, notify, reply, oPrep, oAnswer, oRepost []time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		func() {
@@ -59,9 +63,13 @@ func benchFallback(b *testing.B, mode streamMode, msgs, failAt int) {
 				if o, u, n, r, ok := fallbackSplit(a[0], bq[0]); ok {
 					own, busy, wait = append(own, o), append(busy, u), append(wait, l-o)
 					notify, reply = append(notify, n), append(reply, r)
-					posts := time.Duration(a[0].tPost.Load() + bq[0].tPost.Load())
+					posts := time.Duration(a[0].tPost.Load() + bq[0].tPostPrep.Load())
+					cmds := time.Duration(a[0].tCmd.Load() + bq[0].tCmd.Load())
 					ownNet = append(ownNet, o-posts)
-					ownDev = append(ownDev, o-posts-time.Duration(a[0].tCmd.Load()+bq[0].tCmd.Load()))
+					ownDev = append(ownDev, o-posts-cmds)
+					if f, ok := ownToFirst(a[0], bq[0]); ok {
+						ownFirst = append(ownFirst, f-time.Duration(a[0].tPostFirst.Load()+bq[0].tPostPrep.Load())-cmds)
+					}
 					op, oa, or := ownParts(a[0], bq[0])
 					oPrep, oAnswer, oRepost = append(oPrep, op), append(oAnswer, oa), append(oRepost, or)
 				}
@@ -79,6 +87,9 @@ func benchFallback(b *testing.B, mode streamMode, msgs, failAt int) {
 		b.ReportMetric(float64(med(own).Microseconds()), "own-p50-µs")
 		b.ReportMetric(float64(med(ownNet).Microseconds()), "own-less-posts-p50-µs")
 		b.ReportMetric(float64(med(ownDev).Microseconds()), "own-less-device-p50-µs")
+		if len(ownFirst) > 0 {
+			b.ReportMetric(float64(med(ownFirst).Microseconds()), "own-first-less-device-p50-µs")
+		}
 		b.ReportMetric(float64(med(oPrep).Microseconds()), "own-prep-p50-µs")
 		b.ReportMetric(float64(med(oAnswer).Microseconds()), "own-answer-p50-µs")
 		b.ReportMetric(float64(med(oRepost).Microseconds()), "own-repost-p50-µs")
@@ -116,6 +127,18 @@ func fallbackSplit(a, peer *QP) (own, busy, notify, reply time.Duration, ok bool
 	own = time.Duration((aPrep - aErr) + (pPrep - pCtl) + (aPosted - aCtl) - drains + keptLate(a, peer))
 	busy = time.Duration(a.tBusy.Load() + peer.tBusy.Load() - drains)
 	return own, busy, time.Duration(pCtl - aPrep), time.Duration(aCtl - pPrep), true
+}
+
+// ownToFirst is fallbackSplit's own share up to the first WR reposted on the backup rather
+// than the last: what stands between the error and the first backup success, the later
+// reposts running while the backup NIC executes the first. ok is false without a repost.
+func ownToFirst(a, peer *QP) (time.Duration, bool) {
+	first, ctl := a.tFirst.Load(), a.tCtl.Load()
+	if first == 0 || first < ctl {
+		return 0, false
+	}
+	drains := a.tDrain.Load() + peer.tDrain.Load()
+	return time.Duration((a.tPrep.Load() - a.tErr.Load()) + (peer.tPrep.Load() - peer.tCtl.Load()) + (first - ctl) - drains + keptLate(a, peer)), true
 }
 
 // keptLate is the part of a's decoding of its ring for the repost, which its round does after

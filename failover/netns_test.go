@@ -229,7 +229,7 @@ func BenchmarkNetnsLinkDown(b *testing.B) {
 		if o, u, nt, r, ok := fallbackSplit(qa, qb); ok {
 			own, busy, notify, reply = append(own, o), append(busy, u), append(notify, nt), append(reply, r)
 			poke = append(poke, e.pokeYield()-poke0)
-			posts := time.Duration(qa.tPost.Load() + qb.tPost.Load())
+			posts := time.Duration(qa.tPost.Load() + qb.tPostPrep.Load()) // the peer's share ends at its reply
 			ownNet = append(ownNet, o-posts)
 			ownDev = append(ownDev, o-posts-time.Duration(qa.tCmd.Load()+qb.tCmd.Load()))
 			drain = append(drain, time.Duration(qa.tDrain.Load()+qb.tDrain.Load()))

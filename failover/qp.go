@@ -157,6 +157,13 @@ type QP struct {
 	tPoll   atomic.Int64 // the peer's last notification polled (unix ns)
 	tCtl    atomic.Int64 // tPoll of the notification that started or answered this round
 	tPosted atomic.Int64 // the last reposted WR posted on the backup (unix ns)
+	// tFirst: the first reposted WR posted on the backup (unix ns), and tPostFirst the
+	// device time (tPost) of the round until then: the part of the round that stands
+	// between the error and the first backup success, the rest overlapping its execution.
+	tFirst, tPostFirst atomic.Int64
+	// tPostPrep is tPost when the notification (or the reply) was posted: a peer's share
+	// ends there, before its own reposts.
+	tPostPrep atomic.Int64
 
 	// Recovery (issue 6). The default QP's posted receives and signaled sends, by kind, in
 	// posting order since its last reset (fifoMu); the fence (q.mu, its own lock inside).
