@@ -1,23 +1,13 @@
 package failover
 
-import (
-	"testing"
-
-	"github.com/shift-rdma/shift/provider/verbs"
-)
+import "testing"
 
 // A retransmission check that found every key mapped spares the reply's round its key
 // look-up only while it still describes the ring and the keys: a change of the keys or a
 // WQE posted since voids it.
 func TestKeysCheckedVoided(t *testing.T) {
 	q, ha, hb := hungPair(t)
-	post := func(id uint64) {
-		t.Helper()
-		wr := verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}
-		if err := q.PostSend([]verbs.SendWR{wr}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	post := func(id uint64) { t.Helper(); hungPost(t, q, ha, hb, id, true) }
 	for id := range uint64(3) {
 		post(id)
 	}

@@ -1,26 +1,13 @@
 package failover
 
-import (
-	"testing"
-
-	"github.com/shift-rdma/shift/provider/verbs"
-)
+import "testing"
 
 // The list of the default ring's WQEs is kept for the next listing only while the ring is as
 // it was: a new first position to repost from, a new two-sided offset, or another set of
 // outstanding WQEs lists it again.
 func TestDefsKeptKey(t *testing.T) {
 	q, ha, hb := hungPair(t)
-	post := func(id uint64) {
-		t.Helper()
-		wr := verbs.SendWR{WRID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}
-		if id%2 == 0 {
-			wr = verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}
-		}
-		if err := q.PostSend([]verbs.SendWR{wr}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	post := func(id uint64) { t.Helper(); hungPost(t, q, ha, hb, id, id%2 == 0) }
 	for id := range uint64(4) {
 		post(id)
 	}

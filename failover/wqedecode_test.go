@@ -19,6 +19,19 @@ func hungPair(t *testing.T) (*QP, *testHost, *testHost) {
 	return a[0], e.hosts[0], e.hosts[1]
 }
 
+// hungPost posts on q, hungPair's QP, one WR with wr_id id: a 64-byte RDMA WRITE to hb's MR
+// (write), or a signaled 64-byte SEND.
+func hungPost(t *testing.T, q *QP, ha, hb *testHost, id uint64, write bool) {
+	t.Helper()
+	wr := verbs.SendWR{WRID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}}
+	if write {
+		wr = verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()}
+	}
+	if err := q.PostSend([]verbs.SendWR{wr}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The kept decodes, looked up in any order, give each position's own WQE: the same as a
 // fresh read and decode of the ring, kept in ring order, gather lists not overlapping.
 func TestKeptDecodesByPosition(t *testing.T) {
