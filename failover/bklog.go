@@ -78,10 +78,10 @@ func (q *QP) logBackupFifo(wrs []verbs.SendWR) {
 // logged (logBackupFifo) and their kinds recorded: the log's records, the kinds, and a
 // gather list buffer for each record beyond the free ones (sgl(i): the i-th WR's list
 // length). A fallback reserves for its ring's WRs after the notification, while the peer
-// answers, and again for what it reposts (what was posted during the handshake too). A QP's first fallback found them all
-// empty and grew them append by append, WR by WR, inside its repost: with the rest of
-// SHIFT's work around the posts, 0.6–1.2 µs for each of 32 WRs reposted
-// (BenchmarkFallbackLatency, 2026-11-30).
+// answers, and again for what it reposts (what was posted during the handshake too). A
+// QP's first fallback found them all empty and grew them append by append, WR by WR,
+// inside its repost, where SHIFT's work around the posts came to 0.6–1.2 µs a WR with 32
+// WRs reposted (BenchmarkFallbackLatency, 2026-11-30).
 func (q *QP) reserveLogLocked(n int, sgl func(i int) int) {
 	bs := q.cs()
 	q.fifoMu.Lock()

@@ -681,17 +681,15 @@ func (q *QP) repostCandidatesLocked() ([]sendRec, error) {
 
 // repostOneLocked posts r on the backup QP in use: copied from the default ring, a stand-in,
 // or posted from its record. The time inside the provider's post or doorbell is the round's
-// device time (tPost: reposting).
+// device time (tPost).
 func (q *QP) repostOneLocked(r *sendRec) error {
-	q.reposting = true
-	defer func() { q.reposting = false }()
 	switch {
 	case r.held:
 		return q.postHeldLocked(r)
 	case r.fromDef:
 		return q.copyToBackupLocked(r)
 	}
-	return q.postBackupLocked([]verbs.SendWR{r.wr})
+	return q.postBackupOnLocked([]verbs.SendWR{r.wr}, true)
 }
 
 // withRoomLocked runs post (one WR on the backup QP) again while the backup SQ is full,

@@ -29,7 +29,7 @@ import (
 // caller's processor (14–39 µs p50 for the peer's in two temporary traces of 2026-11-30).
 // The peer's share ends at its reply, and so does its part of those posts (tPostPrep).
 // own-first-less-device is own-less-device up to the first WR reposted on the backup
-// instead of the last (ownToFirst): what stands between the error and the first backup
+// instead of the last (tFirst): what stands between the error and the first backup
 // success; the later reposts run while the backup NIC executes the first.
 //
 // Two depths: 64 messages with the failure at the 32nd, and 16 with it at the 8th (fewer WQEs
@@ -67,8 +67,10 @@ func benchFallback(b *testing.B, mode streamMode, msgs, failAt int) {
 					cmds := time.Duration(a[0].tCmd.Load() + bq[0].tCmd.Load())
 					ownNet = append(ownNet, o-posts)
 					ownDev = append(ownDev, o-posts-cmds)
-					if f, ok := ownToFirst(a[0], bq[0]); ok {
-						ownFirst = append(ownFirst, f-time.Duration(a[0].tPostFirst.Load()+bq[0].tPostPrep.Load())-cmds)
+					if f := a[0].tFirst.Load(); f != 0 {
+						// own less the reposts after the first, and their device time
+						toFirst := o - time.Duration(a[0].tPosted.Load()-f)
+						ownFirst = append(ownFirst, toFirst-time.Duration(a[0].tPostFirst.Load()+bq[0].tPostPrep.Load())-cmds)
 					}
 					op, oa, or := ownParts(a[0], bq[0])
 					oPrep, oAnswer, oRepost = append(oPrep, op), append(oAnswer, oa), append(oRepost, or)
@@ -127,18 +129,6 @@ func fallbackSplit(a, peer *QP) (own, busy, notify, reply time.Duration, ok bool
 	own = time.Duration((aPrep - aErr) + (pPrep - pCtl) + (aPosted - aCtl) - drains + keptLate(a, peer))
 	busy = time.Duration(a.tBusy.Load() + peer.tBusy.Load() - drains)
 	return own, busy, time.Duration(pCtl - aPrep), time.Duration(aCtl - pPrep), true
-}
-
-// ownToFirst is fallbackSplit's own share up to the first WR reposted on the backup rather
-// than the last: what stands between the error and the first backup success, the later
-// reposts running while the backup NIC executes the first. ok is false without a repost.
-func ownToFirst(a, peer *QP) (time.Duration, bool) {
-	first, ctl := a.tFirst.Load(), a.tCtl.Load()
-	if first == 0 || first < ctl {
-		return 0, false
-	}
-	drains := a.tDrain.Load() + peer.tDrain.Load()
-	return time.Duration((a.tPrep.Load() - a.tErr.Load()) + (peer.tPrep.Load() - peer.tCtl.Load()) + (first - ctl) - drains + keptLate(a, peer)), true
 }
 
 // keptLate is the part of a's decoding of its ring for the repost, which its round does after

@@ -261,7 +261,11 @@ func (q *QP) postTimedLocked(b *provider.QP, wrs []verbs.SendWR) error {
 
 // postBackupLocked posts application WRs on the backup QP in use, in order, and logs them
 // (bkLog) until they complete, for the next backup should this one fail.
-func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
+func (q *QP) postBackupLocked(wrs []verbs.SendWR) error { return q.postBackupOnLocked(wrs, false) }
+
+// postBackupOnLocked is postBackupLocked; with repost (a round's repost) the provider's post
+// counts as the round's device time.
+func (q *QP) postBackupOnLocked(wrs []verbs.SendWR, repost bool) error {
 	bs := q.cs()
 	b := bs.qp.Load()
 	// Size the scratch first so appends never move SGEs already handed out.
@@ -298,7 +302,7 @@ func (q *QP) postBackupLocked(wrs []verbs.SendWR) error {
 	// the race detector cannot see).
 	q.scq.mu.Lock()
 	var err error
-	if q.reposting {
+	if repost {
 		err = q.postTimedLocked(b, out)
 	} else {
 		err = b.PostSend(out)

@@ -229,9 +229,6 @@ type QP struct {
 	keysOK keysChecked // the last retransmission check's keys (retxcheck.go)
 
 	stats qpCounters // this QP's share of the context's counters (status.go)
-	// reposting: a round's repost is posting (repostOneLocked), so postBackupLocked times
-	// the provider's post as the round's device time (tPost).
-	reposting bool
 }
 
 func pow2(n int) int {

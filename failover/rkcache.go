@@ -367,9 +367,10 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 // segment is read: decoding every WQE whole into a WR took 26–31 µs p50 of a round's own
 // share with a full ring of 64 WRITEs (BenchmarkFallbackLatency, a temporary trace), before
 // the round had changed anything; the retransmission check decodes them once the default QP
-// is stopped and drained (checkSendsLocked). Decoding them whole here and reading the decodes there was slower still, with
-// the cheaper decode of 2026-11-30: 38–40 µs p50 here and 5 there, against 15 and 20–21
-// (a temporary trace, 64 WRITEs; the first pass over the ring pays its cold lines).
+// is stopped and drained (checkSendsLocked). Decoding them whole here and reading the
+// decodes there was slower still, with the cheaper decode of 2026-11-30: 38–40 µs p50 here
+// and 5 there, against 15 and 20–21 (a temporary trace, 64 WRITEs; the first pass over the
+// ring pays its cold lines).
 func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
 	if q.destroyed {
 		return miss // its rings are gone

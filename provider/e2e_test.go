@@ -347,13 +347,8 @@ func TestCompEventTakenBetweenPollAndRead(t *testing.T) {
 	// the hook, not GetEvent's own first read, is the one that takes it. In a loaded make
 	// test GetEvent once got the event: most likely the hook read the channel before the
 	// event was raised, and GetEvent's read came after it (not reproduced in 960 runs).
-	pfd := []unix.PollFd{{Fd: int32(b.ch.Fd()), Events: unix.POLLIN}}
-	n, err := unix.Poll(pfd, 20000)
-	for err == unix.EINTR { // the runtime's preemption signal
-		n, err = unix.Poll(pfd, 20000)
-	}
-	if n != 1 || err != nil {
-		t.Fatalf("no completion event in the channel within 20 s: %d %v", n, err)
+	if ok, err := uverbs.WaitReadable(b.ch.Fd(), 20*time.Second); !ok || err != nil {
+		t.Fatalf("no completion event in the channel within 20 s: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() {

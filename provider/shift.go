@@ -40,7 +40,8 @@ type SendWQE struct {
 }
 
 // OutstandingSends appends to dst the send WQEs from the last retired one to the producer
-// index, oldest first, and returns the extended slice. It does not allocate when dst has room.
+// index, oldest first, and returns the extended slice. It does not allocate when dst has
+// room for one entry per outstanding WQEBB.
 func (q *QP) OutstandingSends(dst []SendWQE) []SendWQE {
 	sq := q.sq
 	if sq.wqeCnt == 0 || q.dead.Load() { // a destroyed QP's ring is unmapped
