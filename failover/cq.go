@@ -337,13 +337,13 @@ func (cq *CQ) classifyLocked(ws []verbs.WC) {
 				continue
 			}
 			q.fifoMu.Lock()
-			q.errWCs = append(q.errWCs, ownedWC{cq: cq, wc: w})
+			q.keepErrLocked(ownedWC{cq: cq, wc: w})
 			first := !q.failQueued
 			q.failQueued = true
 			q.fifoMu.Unlock()
 			if first {
 				q.tErr.CompareAndSwap(0, cq.c.now().UnixNano())
-				cq.toFail = append(cq.toFail, q)
+				cq.queueFailLocked(q)
 			}
 		case defTracked:
 			cq.classifyTrackedLocked(q, w)
@@ -353,6 +353,27 @@ func (cq *CQ) classifyLocked(ws []verbs.WC) {
 			// Completions of the reset default QP (its control RECV flushed): SHIFT's own.
 		}
 	}
+}
+
+// queueFailLocked queues q's fallback round at its first error completion and kicks the
+// engine at once, before the rest of the batch is classified: the engine's goroutine, parked,
+// takes 8–9 µs p50 to run on the 2-core VM (a temporary trace, 2026-11-30), and the flushes
+// behind the error, up to a ring's worth, took as long to classify. runPending waits on cq.mu
+// until they are; the kick after the poll (Poll, pollSlow) then finds the work queued.
+func (cq *CQ) queueFailLocked(q *QP) {
+	cq.toFail = append(cq.toFail, q)
+	cq.c.eng.kick(cq)
+}
+
+// keepErrLocked keeps e, an error completion of the application's on q's default QP, for
+// q's round (classify.go). The first is followed by the flushes of every WQE outstanding:
+// the list grows once to the default QP's depth instead of append by append on the
+// failure's path. Called with q.fifoMu held.
+func (q *QP) keepErrLocked(e ownedWC) {
+	if q.errWCs == nil {
+		q.errWCs = make([]ownedWC, 0, int(q.cap.MaxSendWR+q.cap.MaxRecvWR)+sendReserve+recvReserve)
+	}
+	q.errWCs = append(q.errWCs, e)
 }
 
 // classifyTrackedLocked handles a completion of a default QP that fell back once: its
@@ -377,7 +398,7 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w verbs.WC) {
 				// error was once dropped here, as if every such WR were reposted, and the
 				// FETCH_AND_ADD that refused the fallback never completed (simulation
 				// seed 136472: recovered, then the default link failed again).
-				q.errWCs = append(q.errWCs, ownedWC{cq: cq, wc: w})
+				q.keepErrLocked(ownedWC{cq: cq, wc: w})
 			case c != classFlush:
 				q.shiftErrSeen = true // a failure of SHIFT's own WR: the flushes behind it are its
 			}
@@ -386,7 +407,7 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w verbs.WC) {
 			q.fifoMu.Unlock()
 			if first {
 				q.tErr.Store(cq.c.now().UnixNano())
-				cq.toFail = append(cq.toFail, q)
+				cq.queueFailLocked(q)
 			}
 			return
 		}
