@@ -16,19 +16,28 @@ import (
 // default NIC with nothing outstanding (the next post fell back), with a SEND waiting for the
 // peer's receive and a receive of its own outstanding (their flushes were taken for a failure
 // and the SEND was reposted on the backup), and on the backup after SwitchToBackup (the backup
-// QP ran on; Query said ERR of the running QP before too). The peer's next send on the default
+// QP ran on; Query said ERR of the running QP before too), and on the default NIC after a
+// switch there and back, where SHIFT's control RECV waits on the default QP for the peer's
+// recovery notification: its flush is SHIFT's, not the application's (simulation seed 29616
+// gave it to the application, after the QP's destroy). The peer's next send on the default
 // NIC fails as it would without SHIFT.
 func TestApplicationModifyErr(t *testing.T) {
 	for _, tc := range []struct {
-		name              string
-		outstanding, onBk bool
-		to                verbs.QPState
+		name                         string
+		outstanding, onBk, recovered bool
+		to                           verbs.QPState
 	}{
-		{"default/idle", false, false, verbs.QPStateErr}, {"default/outstanding", true, false, verbs.QPStateErr},
-		{"backup/outstanding", true, true, verbs.QPStateErr}, {"default/reset", true, false, verbs.QPStateReset},
+		{"default/idle", false, false, false, verbs.QPStateErr}, {"default/outstanding", true, false, false, verbs.QPStateErr},
+		{"backup/outstanding", true, true, false, verbs.QPStateErr}, {"default/reset", true, false, false, verbs.QPStateReset},
+		{"recovered/outstanding", true, false, true, verbs.QPStateErr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnvWith(t, 256, func(_ int, o *Options) { o.ProbeInterval = time.Hour })
+			e := newEnvWith(t, 256, func(h int, o *Options) {
+				o.ProbeInterval = time.Hour
+				if tc.recovered && h == 0 {
+					recoverOpts(h, o) // SwitchToDefault's probes; the peer's sends stay on the backup
+				}
+			})
 			as, bs := e.pairs(t, 1, smallCap)
 			a, b := as[0], bs[0]
 			ha := e.hosts[0]
@@ -40,6 +49,17 @@ func TestApplicationModifyErr(t *testing.T) {
 				// fallback is counted (and the default QP reset) only then.
 				waitFor(t, "both on the backup, the switch's round over", func() bool {
 					return b.SendState() == SendFallback && ha.ctx.Stats().Fallbacks == 1
+				}, func() string { return e.describe(a, b) })
+			}
+			if tc.recovered {
+				if err := a.SwitchToBackup(); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "both on the backup", func() bool { return allFallback(a, b) && ha.ctx.Stats().Fallbacks == 1 },
+					func() string { return e.describe(a, b) })
+				a.SwitchToDefault()
+				waitFor(t, "the sends back on the default NIC, the control RECV there for the peer's notification", func() bool {
+					return a.SendState() == SendDefault && a.RecvState() != RecvDefault
 				}, func() string { return e.describe(a, b) })
 			}
 			if got, err := a.Query(verbs.QPAttrState); err != nil || got.State != verbs.QPStateRTS {

@@ -348,6 +348,14 @@ func (cq *CQ) classifyLocked(ws []verbs.WC) {
 		case defTracked:
 			cq.classifyTrackedLocked(q, w)
 		case defPassThrough:
+			if w.WRID == ctrlWRID {
+				// SHIFT's own WR on the default QP, posted while it was tracked (the control
+				// RECV, a probe, the fence's notification): its flush is not the
+				// application's (simulation seed 29616: the application stopped its QP
+				// after a recovery, and the control RECV's flush reached it after the
+				// destroy).
+				continue
+			}
 			cq.pushLocked(w)
 		case defDropped:
 			// Completions of the reset default QP (its control RECV flushed): SHIFT's own.
