@@ -108,3 +108,27 @@ func TestFlappingBackupSeed(t *testing.T) {
 		t.Errorf("seed 14092 no longer draws a short down too close to the last on a backup path, with a NIC death and a pause: %d flaps, %v", res.Flaps, res.Faults)
 	}
 }
+
+// TestLastPathLoss checks the random loss each endpoint gets: the drawn loss everywhere but
+// on the last backup path over the failover layer, where it is bounded (lastPathLoss), on
+// both hosts and with one or two backups.
+func TestLastPathLoss(t *testing.T) {
+	for _, c := range []struct {
+		loss     float64
+		nics     int
+		failover bool
+		want     []float64 // by endpoint: host 0's NICs, then host 1's
+	}{
+		{0.05, 2, true, []float64{0.05, lastPathLoss, 0.05, lastPathLoss}},
+		{0.05, 3, true, []float64{0.05, 0.05, lastPathLoss, 0.05, 0.05, lastPathLoss}},
+		{0.001, 3, true, []float64{0.001, 0.001, 0.001, 0.001, 0.001, 0.001}},
+		{0.05, 2, false, []float64{0.05, 0.05, 0.05, 0.05}},
+		{0.05, 1, false, []float64{0.05, 0.05}},
+	} {
+		for i, want := range c.want {
+			if got := pathLoss(c.loss, i, c.nics, c.failover); got != want {
+				t.Errorf("loss %v, %d NICs, failover %v: endpoint %d got %v, want %v", c.loss, c.nics, c.failover, i, got, want)
+			}
+		}
+	}
+}
