@@ -224,6 +224,15 @@ func (cq *CQ) Poll(wcs []verbs.WC) (int, error) {
 			// batch goes through the classifier, in order, and is returned from the buffer.
 			cq.gate.Store(gateClosed)
 			cq.mu.Lock()
+			if w.Status != verbs.WCSuccess {
+				// Kick before classifying: the engine's goroutine, parked, takes 8–20 µs p50
+				// to run on the 2-core VM, and the classification of the error and the
+				// flushes behind it, up to a ring's worth, takes several µs; the engine's
+				// work waits on cq.mu until it is done (BenchmarkFallbackLatency, a
+				// temporary trace of 2026-11-30: error polled → the round's start 19–23 µs
+				// before, 13–15 µs after, with the kept completions sized once).
+				cq.c.eng.kick(cq)
+			}
 			cq.classifyLocked(wcs[i:n])
 			cq.mu.Unlock()
 			cq.c.eng.kick(cq)
@@ -336,14 +345,16 @@ func (cq *CQ) classifyLocked(ws []verbs.WC) {
 				cq.pushLocked(w)
 				continue
 			}
+			if q.tErr.Load() == 0 {
+				q.tErr.Store(cq.c.now().UnixNano()) // the QP's first error: before keeping it costs anything
+			}
 			q.fifoMu.Lock()
 			q.keepErrLocked(ownedWC{cq: cq, wc: w})
 			first := !q.failQueued
 			q.failQueued = true
 			q.fifoMu.Unlock()
 			if first {
-				q.tErr.CompareAndSwap(0, cq.c.now().UnixNano())
-				cq.queueFailLocked(q)
+				cq.toFail = append(cq.toFail, q)
 			}
 		case defTracked:
 			cq.classifyTrackedLocked(q, w)
@@ -363,26 +374,21 @@ func (cq *CQ) classifyLocked(ws []verbs.WC) {
 	}
 }
 
-// queueFailLocked queues q's fallback round at its first error completion and kicks the
-// engine at once, before the rest of the batch is classified: the engine's goroutine, parked,
-// takes 8–9 µs p50 to run on the 2-core VM (a temporary trace, 2026-11-30), and the flushes
-// behind the error, up to a ring's worth, took as long to classify. runPending waits on cq.mu
-// until they are; the kick after the poll (Poll, pollSlow) then finds the work queued.
-func (cq *CQ) queueFailLocked(q *QP) {
-	cq.toFail = append(cq.toFail, q)
-	cq.c.eng.kick(cq)
-}
-
 // keepErrLocked keeps e, an error completion of the application's on q's default QP, for
 // q's round (classify.go). The first is followed by the flushes of every WQE outstanding:
-// the list grows once to the default QP's depth instead of append by append on the
-// failure's path. Called with q.fifoMu held.
+// the list is sized once, for up to errWCsFirst of them, instead of growing append by
+// append while the engine waits for the classification to end (the same trace: 5–8 µs of
+// the 64-WQE round's start). Called with q.fifoMu held.
 func (q *QP) keepErrLocked(e ownedWC) {
 	if q.errWCs == nil {
-		q.errWCs = make([]ownedWC, 0, int(q.cap.MaxSendWR+q.cap.MaxRecvWR)+sendReserve+recvReserve)
+		q.errWCs = make([]ownedWC, 0, min(int(q.cap.MaxSendWR+q.cap.MaxRecvWR)+sendReserve+recvReserve, errWCsFirst))
 	}
 	q.errWCs = append(q.errWCs, e)
 }
+
+// errWCsFirst bounds keepErrLocked's first allocation (14 KiB): a deep QP's failure must not
+// allocate its whole depth up front, a thousand QPs failing at once.
+const errWCsFirst = 256
 
 // classifyTrackedLocked handles a completion of a default QP that fell back once: its
 // posted receives and signaled sends are SHIFT's or the application's by position.
@@ -415,7 +421,7 @@ func (cq *CQ) classifyTrackedLocked(q *QP, w verbs.WC) {
 			q.fifoMu.Unlock()
 			if first {
 				q.tErr.Store(cq.c.now().UnixNano())
-				cq.queueFailLocked(q)
+				cq.toFail = append(cq.toFail, q)
 			}
 			return
 		}

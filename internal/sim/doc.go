@@ -7,8 +7,9 @@
 // operation (a post of a WRITE, SEND, READ or atomic on one of several QPs sharing a
 // CQ, a receive, a poll), one pass of a NIC, the delivery of a due packet, or a move of the
 // clock; faults (packet loss, delay and reordering, a link down for less or more than the RC
-// retry reach; over the failover layer a backup path's short downs at least flapGap apart)
-// are drawn from the same seed. Everything the application observes goes into
+// retry reach; over the failover layer a backup path's short downs at least flapGap apart,
+// and the last backup path's random loss at most lastPathLoss, so that RC rides out what
+// that path, the one kept alive, meets) are drawn from the same seed. Everything the application observes goes into
 // a trace whose hash is the run's fingerprint: the same seed gives the same trace, and a
 // failing seed replays exactly (a Violation prints the command).
 //

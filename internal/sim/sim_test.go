@@ -359,12 +359,12 @@ func TestCtlDropSeeds(t *testing.T) {
 // With the application shapes (deep.go), seeds 10,001–30,000 found a SHIFT bug: 29616 (one
 // backup, deep receive queues), the application stops its QP in WaitDrained, and the READ it
 // had posted behind the recovery fence, written on the default QP with the doorbell
-// withheld, never completed (failover/stopwithheld.go). Once the engine was kicked at a QP's
-// first error completion (2026-11-30) its schedule moved and it found a second: the stopped
-// QP's completions passed through to the application, the flush of SHIFT's control RECV
-// (left on the default QP for the peer's recovery notification) among them, and the
-// application polled it after the QP's destroy (failover/cq.go, defPassThrough;
-// failover TestApplicationModifyErr/recovered).
+// withheld, never completed (failover/stopwithheld.go). With its schedule moved (by a change
+// of 2026-11-30 that kicked the engine from inside its own drains, not kept) it found a
+// second: the stopped QP's completions passed through to the application, the flush of
+// SHIFT's control RECV (left on the default QP for the peer's recovery notification) among
+// them, and the application polled it after the QP's destroy (failover/cq.go,
+// defPassThrough; failover TestApplicationModifyErr/recovered).
 func TestStoppedPeerSeeds(t *testing.T) {
 	for _, c := range []Config{{Seed: 12459, Failover: true, Recovery: true}, {Seed: 17039, Failover: true, Recovery: true, Backups: 2},
 		{Seed: 24210, Failover: true, Backups: 2}, seedConfig(42791, true), seedConfig(47255, true),
@@ -417,19 +417,14 @@ func TestPeerFailedSeeds(t *testing.T) {
 	}
 }
 
-// TestTrackedAtomicSeeds replays a seed that draws what 136472 drew (one backup, dropped
-// control messages, a FETCH_AND_ADD among the WRs, a refused fallback and a recovery). 136472
-// (from seeds 130,001–150,000 with the shapes) found a SHIFT bug: a QP whose sends were back
-// on its default QP while its peer's were still on the backup (its completions classified by
-// position) lost the network error of a FETCH_AND_ADD whose retries ran out, and the fallback
-// that atomic refused then failed the QP without ever completing it (failover/cq.go,
-// classifyTrackedLocked; failover TestAtomicNotRetriedAfterRecovery pins it). Its schedule
-// moved when the engine came to be kicked at a QP's first error completion (cq.go,
-// queueFailLocked) and it no longer refuses; 25285 draws the same ingredients. With the bug
-// put back, no seed of 1–40,000 fails on this tree (a scan of 2026-11-30): the failover test
-// is what catches it now, the seed keeps the mix running.
+// TestTrackedAtomicSeeds replays 136472 (one backup, dropped control messages; from seeds
+// 130,001–150,000 with the shapes), a SHIFT bug: a QP whose sends were back on its default QP
+// while its peer's were still on the backup (its completions classified by position) lost the
+// network error of a FETCH_AND_ADD whose retries ran out, and the fallback that atomic
+// refused then failed the QP without ever completing it (failover/cq.go,
+// classifyTrackedLocked; failover TestAtomicNotRetriedAfterRecovery).
 func TestTrackedAtomicSeeds(t *testing.T) {
-	c := seedConfig(25285, true)
+	c := seedConfig(136472, true)
 	c.Shapes = true
 	if c.Backups > 1 || c.CtlDrop == 0 {
 		t.Fatalf("seed %d draws %+v, no longer one backup with dropped control messages", c.Seed, c)
