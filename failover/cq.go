@@ -229,7 +229,7 @@ func (cq *CQ) Poll(wcs []verbs.WC) (int, error) {
 				// to run on the 2-core VM, and the classification of the error and the
 				// flushes behind it, up to a ring's worth, takes several µs; the engine's
 				// work waits on cq.mu until it is done (BenchmarkFallbackLatency, a
-				// temporary trace of 2026-11-30: error polled → the round's start 19–23 µs
+				// temporary trace of 2026-11-30: error polled → the round's start 19–21 µs
 				// before, 13–15 µs after, with the kept completions sized once).
 				cq.c.eng.kick(cq)
 			}
