@@ -225,7 +225,7 @@ func (cq *CQ) Poll(wcs []verbs.WC) (int, error) {
 			cq.gate.Store(gateClosed)
 			cq.mu.Lock()
 			if w.Status != verbs.WCSuccess {
-				// Kick before classifying: the engine's goroutine, parked, takes 8–20 µs p50
+				// Kick before classifying: the engine's goroutine, parked, takes 8–22 µs p50
 				// to run on the 2-core VM, and the classification of the error and the
 				// flushes behind it, up to a ring's worth, takes several µs; the engine's
 				// work waits on cq.mu until it is done (BenchmarkFallbackLatency, a
@@ -377,7 +377,7 @@ func (cq *CQ) classifyLocked(ws []verbs.WC) {
 // keepErrLocked keeps e, an error completion of the application's on q's default QP, for
 // q's round (classify.go). The first is followed by the flushes of every WQE outstanding:
 // the list is sized once, for up to errWCsFirst of them, instead of growing append by
-// append while the engine waits for the classification to end (the same trace: 5–8 µs of
+// append while the engine waits for the classification to end (the same trace: 4–10 µs of
 // the 64-WQE round's start). Called with q.fifoMu held.
 func (q *QP) keepErrLocked(e ownedWC) {
 	if q.errWCs == nil {

@@ -9,9 +9,9 @@
 // clock; faults (packet loss, delay and reordering, a link down for less or more than the RC
 // retry reach; over the failover layer a backup path's short downs at least flapGap apart,
 // and the last backup path's random loss at most lastPathLoss, so that RC rides out what
-// that path, the one kept alive, meets) are drawn from the same seed. Everything the application observes goes into
-// a trace whose hash is the run's fingerprint: the same seed gives the same trace, and a
-// failing seed replays exactly (a Violation prints the command).
+// that path, the one kept alive, meets) are drawn from the same seed. Everything the
+// application observes goes into a trace whose hash is the run's fingerprint: the same seed
+// gives the same trace, and a failing seed replays exactly (a Violation prints the command).
 //
 // Invariants checked as completions arrive, every step and at the end: completions in posting
 // order, each once; a SEND's payload is the next one in order, intact, at its receiver; a

@@ -523,7 +523,7 @@ func (s *runner) faults() {
 // its faults, or the QP's failure with every path gone is its documented error, not a
 // property SHIFT can keep. At 5 % loss on each direction a try of a 4 KB READ (its request
 // and four response packets) fails about one time in four, so eight in a row, the 134 ms
-// reach, come once in some 10^5 READs that meet them, sooner beside a burst of lost ACKs,
+// reach, come about once in 65,000 READs that meet them, sooner beside a burst of lost ACKs,
 // short downs and the sequence NAKs of reordering, which the emulator counts against the
 // retries as rdma_rxe does. Simulation seed 253071 (recovery, two backups) met it: a READ
 // on the last backup lost its request or response in all eight tries while the other
