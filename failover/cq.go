@@ -235,8 +235,7 @@ func (cq *CQ) Poll(wcs []verbs.WC) (int, error) {
 			}
 			cq.classifyLocked(wcs[i:n])
 			cq.mu.Unlock()
-			cq.c.eng.kick(cq)
-			m, err2 := cq.pollSlow(wcs[i:])
+			m, err2 := cq.pollSlow(wcs[i:]) // kicks for what it queues
 			return i + m, errors.Join(err, err2)
 		}
 		if w.Opcode&verbs.WCRecv != 0 {
@@ -345,8 +344,8 @@ func (cq *CQ) classifyLocked(ws []verbs.WC) {
 				cq.pushLocked(w)
 				continue
 			}
-			if q.tErr.Load() == 0 {
-				q.tErr.Store(cq.c.now().UnixNano()) // the QP's first error: before keeping it costs anything
+			if q.tErr.Load() == 0 { // the QP's first error: stamped before keeping it costs anything
+				q.tErr.CompareAndSwap(0, cq.c.now().UnixNano())
 			}
 			q.fifoMu.Lock()
 			q.keepErrLocked(ownedWC{cq: cq, wc: w})

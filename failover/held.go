@@ -35,9 +35,7 @@ func (q *QP) postHeldLocked(r *sendRec) error {
 	q.endPush(bs, &m)
 	q.fifoMu.Unlock()
 	q.scq.mu.Lock()
-	t0 := q.c.now()
-	err := b.PostSend(wrs)
-	q.roundDeviceTime(&q.tPost, t0) // the provider's post and doorbell (only reposts come here)
+	err := q.postTimedLocked(b, wrs) // only reposts come here
 	q.scq.mu.Unlock()
 	if err != nil {
 		q.fifoMu.Lock()
