@@ -446,6 +446,42 @@ func TestKVEntryMissingFailsClosed(t *testing.T) {
 	notNotified(t, qa)
 }
 
+// A WR whose remote range lies outside the MR the peer's entry describes, flushed behind the
+// error: its key is in the cache and good, so the initiator checks the keys after its
+// notification (checkKeptLocked). That check fails: the round is withdrawn and both QPs fail,
+// the peer (which moved its side for the notification) at once and not at a timeout, and the
+// application gets each WR's completion once, the first with the original error.
+func TestLateCheckWithdraws(t *testing.T) {
+	e := newEnv(t, 256)
+	a, b := e.pairs(t, 1, smallCap)
+	qa, qb := a[0], b[0]
+	ha, hb := e.hosts[0], e.hosts[1]
+	e.linkDown(0)
+	beyond := hb.mr.Addr() + uint64(len(hb.buf.Bytes())) // where the peer's MR ends
+	if err := qa.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()},
+		{WRID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(64, 64)}, RemoteAddr: beyond, RKey: hb.mr.RKey()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ws := waitN(t, ha.cq, 2)
+	if ws[0].WRID != 1 || ws[0].Status != verbs.WCRetryExcErr || ws[1].WRID != 2 || ws[1].Status != verbs.WCWRFlushErr {
+		t.Fatalf("completions %+v: want wr 1 with the original error, wr 2 flushed", ws)
+	}
+	if qa.SendState() != SendFailed || !errors.Is(qa.Err(), ErrBadEntry) {
+		t.Fatalf("state %v, err %v: want Failed with ErrBadEntry", qa.SendState(), qa.Err())
+	}
+	if n := qa.sets[0].ep.Load().sent.Load(); n != 2 {
+		t.Fatalf("%d control messages sent, want the notification and its withdrawal", n)
+	}
+	waitFor(t, "the peer's QP to fail", func() bool { return qb.SendState() == SendFailed },
+		func() string { return e.describe(qa, qb) })
+	if !errors.Is(qb.Err(), ErrFailed) {
+		t.Fatalf("peer's err %v, want ErrFailed (refused)", qb.Err())
+	}
+	expectNoMore(t, ha.cq)
+}
+
 // A post that fails because the default QP is known to be in ERR falls back at once, and the
 // WR goes to the backup.
 func TestFailedPostFallsBack(t *testing.T) {

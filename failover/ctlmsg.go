@@ -37,6 +37,8 @@ type ctlMsg struct {
 	stale uint32 // application receives ever left stale on the sender's backup QP (stale.go)
 	// refused: the sender will not fall back (an unsafe WR of its own outstanding, its KV
 	// or backup not ready): the receiver's handshake fails now instead of at its timeout.
+	// Without reply it withdraws the sender's own notification, sent before its check
+	// failed (withdrawLocked): the receiver's QP fails wherever its round is.
 	refused bool
 	// reply: the message answers the receiver's notification (it started no round). A reply
 	// that finds no notification of ours waiting is a duplicate, resent after the backup it

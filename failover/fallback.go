@@ -56,11 +56,12 @@ func (q *QP) onControl(peer ctlMsg, set int) {
 		if q.sets[set].ready.Load() && !q.setDead(set) {
 			_ = q.sendCtlOnLocked(set, ctlMsg{refused: true, reply: true})
 		}
-	case set != cur && !peer.reply && q.sets[set].ready.Load() && !q.setDead(set):
+	case set != cur && !peer.reply && !peer.refused && q.sets[set].ready.Load() && !q.setDead(set):
 		q.chainLocked(set, peer, true)
 	case set != cur && peer.refused:
 		// The peer's QP failed (or is gone) and said so again on another set, its first
-		// refusal lost with a control endpoint (resendRefusals): it will not follow on any.
+		// refusal lost with a control endpoint (resendRefusals), or withdrew a notification
+		// it sent there (withdrawLocked): it will not follow on any.
 		q.fallbackLocked(peer, true)
 	}
 }
@@ -341,20 +342,26 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 		// The send side leaves the default QP: the two-sided count goes on from its own.
 		q.twoSided = q.def.TwoSidedPosted() + q.twoOff
 	}
-	if err := q.checkSendsLocked(); err != nil {
+	// The initiator whose key look-up found every remote key good checks the WQEs' keys
+	// after its notification (checkOpsLocked); any other round before it.
+	late := sendPart && !reply && !chain && q.keysGood
+	var err error
+	if late {
+		late, err = q.checkOpsLocked()
+	}
+	if !late && err == nil {
+		err = q.checkSendsLocked()
+	}
+	if err != nil {
 		return err
 	}
 	if recvPart {
 		// Outstanding receives go to the backup QP behind its control RECV.
-		// The log's entries are read in place: postRecvBackupLocked copies what it posts,
+		// The log's entries are read in place: postRecvsBackupLocked copies what it posts,
 		// and the receive gate is closed, so no post writes the log meanwhile.
-		n := q.rPosted.Load() - q.recvDone
-		recvs := make([]verbs.RecvWR, 0, n)
-		for i := q.recvDone; i < q.recvDone+n; i++ {
-			recvs = append(recvs, q.loggedRecv(i))
-		}
-		if len(recvs) > 0 {
-			if err := q.postRecvBackupLocked(recvs); err != nil {
+		if n := int(q.rPosted.Load() - q.recvDone); n > 0 {
+			from := q.recvDone
+			if err := q.postRecvsBackupLocked(n, func(i int) verbs.RecvWR { return q.loggedRecv(from + uint64(i)) }); err != nil {
 				return err
 			}
 		}
@@ -388,13 +395,37 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 	if sendPart && !reply {
 		// The reply's round reposts from the ring decoded here, while the notification is
 		// on its way and the peer answers, rather than after the reply (defsKept), into a
-		// log reserved here. An error here recurs there and fails the round then.
-		if defs, err := q.defSendsLocked(); err == nil {
+		// log reserved here. An error here recurs there and fails the round then, unless
+		// the check is still to come: then it withdraws the notification now.
+		defs, err := q.defSendsLocked()
+		if late && err == nil {
+			err = q.checkKeptLocked(defs)
+		}
+		if late && err != nil {
+			q.withdrawLocked(err)
+			return errRoundGone
+		}
+		if err == nil {
 			q.reserveLogLocked(len(defs), func(i int) int { return len(defs[i].wr.SGL) })
 		}
 		q.tKept.Store(q.c.now().UnixNano())
 	}
 	return nil
+}
+
+// withdrawLocked ends the initiator's round whose retransmission check failed after its
+// notification (checkKeptLocked): the QP fails as a round that failed in Handshake does
+// (failLocked: the WRs it holds complete with errors, the first with the status of the error
+// that started the round), and a refusal without the reply flag tells the peer, which moved
+// its side for the notification and would otherwise run on alone towards a QP that failed.
+// A refusal that answers nothing fails the peer's QP however far its round got (roundLocked).
+func (q *QP) withdrawLocked(err error) {
+	_ = q.sendCtlLocked(ctlMsg{refused: true})
+	status := verbs.WCRetryExcErr
+	if class, wc := q.scanErrWCsLocked(); class == classNetwork && wc.Status != verbs.WCSuccess {
+		status = wc.Status
+	}
+	q.failLocked(status, err)
 }
 
 // Notification immediate: the low 24 bits are the receive counter (modulo 2^24), the high 8

@@ -88,12 +88,18 @@ func (b *backupDev) backupRKey(gid [16]byte, rkey uint32, addr, n uint64) (uint3
 // cachedRKey reports whether the cache can answer for k without reading the store: it holds
 // the entry, or one that failed its checks (refused without another read).
 func (b *backupDev) cachedRKey(k rkeyKey) bool {
-	v, ok := b.rkeys.Load(k)
-	if !ok {
-		return false
+	cached, _ := b.rkeyCached(k)
+	return cached
+}
+
+// rkeyCached is cachedRKey, and whether the entry held passed its checks (ok).
+func (b *backupDev) rkeyCached(k rkeyKey) (cached, ok bool) {
+	v, found := b.rkeys.Load(k)
+	if !found {
+		return false, false
 	}
 	r := v.(*mrRec)
-	return r.err == nil || errors.Is(r.err, ErrBadEntry)
+	return r.err == nil || errors.Is(r.err, ErrBadEntry), r.err == nil
 }
 
 // wantRKey records a miss and wakes the shadow goroutine to read it.
@@ -338,7 +344,8 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 		return false, false
 	}
 	bs := q.cs()
-	miss := q.missingDefRKeysLocked(bs.dev, nil)
+	miss, good := q.missingDefRKeysLocked(bs.dev, nil)
+	q.keysGood = good && len(miss) == 0
 	if q.mach.repostState() == RepostChain {
 		q.fifoMu.Lock()
 		for i := range q.bkLog {
@@ -371,14 +378,19 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 // decodes there was slower still, with the cheaper decode of 2026-11-30: 38–40 µs p50 here
 // and 5 there, against 15 and 20–21 (a temporary trace, 64 WRITEs; the first pass over the
 // ring pays its cold lines).
-func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
+//
+// good reports that every key named was in the cache with an entry that passed its checks,
+// none missing and none refused (the retransmission check may then wait until after the
+// notification: checkOpsLocked).
+func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) (_ []rkeyKey, good bool) {
 	if q.destroyed {
-		return miss // its rings are gone
+		return miss, false // its rings are gone
 	}
 	q.defOutstandingLocked()
 	if q.keysStillCheckedLocked(dev) {
-		return miss // every key of these WQEs mapped, and none changed since
+		return miss, true // every key of these WQEs mapped, and none changed since
 	}
+	good = true
 	buf := q.wqeDec.buf[:]
 	var last rkeyKey
 	checked := false
@@ -408,11 +420,17 @@ func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
 			continue // WQEs in a row mostly name one MR: its key is looked up once
 		}
 		last, checked = k, true
-		if !dev.cachedRKey(k) && !containsKey(miss, k) {
-			miss = append(miss, k)
+		switch cached, ok := dev.rkeyCached(k); {
+		case !cached:
+			good = false
+			if !containsKey(miss, k) {
+				miss = append(miss, k)
+			}
+		case !ok:
+			good = false
 		}
 	}
-	return miss
+	return miss, good
 }
 
 // rkeysFirstLocked is the check a fallback round (roundLocked) makes before it changes
@@ -423,6 +441,7 @@ func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) []rkeyKey {
 // key the cache misses there fails the round closed (the background read fills the cache for
 // the next one).
 func (q *QP) rkeysFirstLocked(peer ctlMsg, fromPeer, chain bool) bool {
+	q.keysGood = false // this round's look-up sets it
 	if chain || q.mach.rkeysState() == RKeysRetried {
 		return false
 	}
