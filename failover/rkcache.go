@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shift-rdma/shift/failover/kv"
+	"github.com/shift-rdma/shift/mlx5"
 	"github.com/shift-rdma/shift/provider/verbs"
 )
 
@@ -369,10 +370,10 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 // missingDefRKeysLocked appends to miss the remote keys the cache of dev cannot answer for,
 // named by the default ring's WQEs that are still SHIFT's to repost (repostableLocked, as
 // defSendsLocked). A WQE the round decoded already (the reply's round, after prepareLocked's
-// decode) gives its key from there (cachedDecodeLocked); of the others only the rkey is read,
-// in place (provider.QP.SendRemoteKey): decoding every WQE whole into a WR took 26–31 µs p50
-// of a round's own share with a full ring of 64 WRITEs (BenchmarkFallbackLatency, a
-// temporary trace), before the round had changed anything; the retransmission check decodes them once the default QP
+// decode) gives its key from there (cachedDecodeLocked); of the others only the remote-address
+// segment is read: decoding every WQE whole into a WR took 26–31 µs p50 of a round's own
+// share with a full ring of 64 WRITEs (BenchmarkFallbackLatency, a temporary trace), before
+// the round had changed anything; the retransmission check decodes them once the default QP
 // is stopped and drained (checkSendsLocked). Decoding them whole here and reading the
 // decodes there was slower still, with the cheaper decode of 2026-11-30: 38–40 µs p50 here
 // and 5 there, against 15 and 20–21 (a temporary trace, 64 WRITEs; the first pass over the
@@ -390,6 +391,7 @@ func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) (_ []rkeyKey,
 		return miss, true // every key of these WQEs mapped, and none changed since
 	}
 	good = true
+	buf := q.wqeDec.buf[:]
 	var last rkeyKey
 	checked := false
 	for _, w := range q.outSends {
@@ -402,8 +404,16 @@ func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) (_ []rkeyKey,
 		var rkey uint32
 		if d, ok := q.cachedDecodeLocked(w.Pos); ok {
 			rkey = d.wr.RKey
-		} else if rkey, ok = q.def.SendRemoteKey(w.Pos); !ok {
-			continue // prepareLocked's decode fails the round on it
+		} else {
+			n, err := q.def.ReadSendWQE(w.Pos, buf)
+			if err != nil || n < mlx5.CtrlSegSize+mlx5.RaddrSegSize {
+				continue // prepareLocked's decode fails the round on it
+			}
+			r, err := mlx5.DecodeRaddrSeg(buf[mlx5.CtrlSegSize:n])
+			if err != nil {
+				continue
+			}
+			rkey = r.RKey
 		}
 		k := rkeyKey{q.remote.GID, rkey}
 		if checked && k == last {

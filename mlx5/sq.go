@@ -285,21 +285,6 @@ func (q *SQ) ReadWQE(idx uint32, dst []byte) (int, error) {
 	return n, nil
 }
 
-// RemoteKey returns the rkey of the remote-address segment of the WQE at basic block idx, read
-// in place, and false for an opcode without that segment or one it does not know. The segment
-// follows the control segment inside the WQE's first basic block, so it never wraps. A
-// fallback reads the remote key of every outstanding WQE before it starts (to fetch the
-// peer's MR entries it lacks); reading it through ReadWQE's copy took about 80 ns a WQE.
-func (q *SQ) RemoteKey(idx uint32) (uint32, bool) {
-	off := q.Offset(idx)
-	c, _ := DecodeCtrlSeg(q.buf[off : off+CtrlSegSize])
-	if raddr, _, ok := c.Opcode.Segments(); !ok || !raddr {
-		return 0, false
-	}
-	r, _ := DecodeRaddrSeg(q.buf[off+CtrlSegSize : off+CtrlSegSize+RaddrSegSize])
-	return r.RKey, true
-}
-
 // WriteWQE writes a WQE taken with ReadWQE at the producer position, wrapping at the end of
 // the ring, with the control segment's QPN and WQE index rewritten for this queue, and
 // advances the producer counter. Keys inside the segments are the caller's to rewrite (Parse

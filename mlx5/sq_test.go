@@ -94,9 +94,6 @@ func TestSQBuildParse(t *testing.T) {
 		if raddr && w.Raddr != ra || atom && w.Atomic != as {
 			t.Fatalf("round %d: segments %+v %+v, want %+v %+v", round, w.Raddr, w.Atomic, ra, as)
 		}
-		if k, ok := q.RemoteKey(before); ok != raddr || raddr && k != ra.RKey {
-			t.Fatalf("round %d (%v): RemoteKey %#x, %v; want %#x, %v", round, op, k, ok, ra.RKey, raddr)
-		}
 		if w.Inline != inline {
 			t.Fatalf("round %d: inline %v want %v", round, w.Inline, inline)
 		}

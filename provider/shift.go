@@ -258,16 +258,6 @@ func (q *QP) ReadSendWQE(pos uint32, dst []byte) (int, error) {
 	return n, nil
 }
 
-// SendRemoteKey returns the remote key of the WQE at pos of the send queue, read in place
-// (mlx5.SQ.RemoteKey), and false for a WQE without a remote-address segment. Like
-// ReadSendWQE it reads an outstanding WQE, whose bytes do not change.
-func (q *QP) SendRemoteKey(pos uint32) (uint32, bool) {
-	if q.sq.wqeCnt == 0 {
-		return 0, false
-	}
-	return q.sq.ring.RemoteKey(pos)
-}
-
 // rewriteKeys maps the remote key of the raddr segment and the local keys of the data
 // segments of an unwrapped WQE (inline data carries no key).
 func rewriteKeys(wqe []byte, rw WQERewrite) {
