@@ -20,9 +20,10 @@ type decodedWQE struct {
 // change while it is outstanding, and a position names one WQE until the SQ is reset
 // (provider.QP.SendResets). A round lists the ring up to five times: the key check before
 // it starts (remote-address segments only, missingDefRKeysLocked), the retransmission check
-// (checkSendsLocked, which decodes each WQE into scratch), the decode kept here once the
-// notification is posted (prepareLocked), and after the reply the key check and the repost,
-// which read what is kept. A kept pass over the ring took 2.1–3.6 µs
+// (checkSendsLocked, which decodes each WQE into scratch; the initiator's, when every key
+// was found good, checks only the opcodes there and the keys on the decode kept after its
+// notification, checkOpsLocked), the decode kept here once the notification is posted
+// (prepareLocked), and after the reply the key check and the repost, which read what is kept. A kept pass over the ring took 2.1–3.6 µs
 // where a decoding one took 10.7–15.1 µs (about 16 and 6 WQEs, a WRITE and a SEND stream,
 // means of 100 passes inside a round of BenchmarkFallbackLatency, a temporary probe of
 // 2026-11-30).
