@@ -456,6 +456,13 @@ func TestLateCheckWithdraws(t *testing.T) {
 	a, b := e.pairs(t, 1, smallCap)
 	qa, qb := a[0], b[0]
 	ha, hb := e.hosts[0], e.hosts[1]
+	// The peer's receives move to its backup with the notification and are flushed once
+	// when its QP fails on the withdrawal.
+	for i := range 4 {
+		if err := qb.PostRecv([]verbs.RecvWR{{WRID: uint64(50 + i), SGL: []verbs.SGE{hb.mr.SGE(i*64, 64)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.linkDown(0)
 	beyond := hb.mr.Addr() + uint64(len(hb.buf.Bytes())) // where the peer's MR ends
 	if err := qa.PostSend([]verbs.SendWR{
@@ -479,7 +486,14 @@ func TestLateCheckWithdraws(t *testing.T) {
 	if !errors.Is(qb.Err(), ErrFailed) {
 		t.Fatalf("peer's err %v, want ErrFailed (refused)", qb.Err())
 	}
+	rs := waitN(t, hb.cq, 4)
+	for i, w := range rs {
+		if w.WRID != uint64(50+i) || w.Status != verbs.WCWRFlushErr {
+			t.Fatalf("peer's receive completions %+v: want 50-53 flushed, in order", rs)
+		}
+	}
 	expectNoMore(t, ha.cq)
+	expectNoMore(t, hb.cq)
 }
 
 // A post that fails because the default QP is known to be in ERR falls back at once, and the
