@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -494,6 +495,79 @@ func TestLateCheckWithdraws(t *testing.T) {
 	}
 	expectNoMore(t, ha.cq)
 	expectNoMore(t, hb.cq)
+}
+
+// The withdrawal when both sides notified at once: the peer, in its own handshake, takes our
+// notification for its answer and reposts its SEND towards our backup QP, which failed; the
+// withdrawal behind that notification fails it. Each WR on either side completes once, with
+// an error, and both QPs end Failed.
+func TestLateCheckWithdrawsCrossing(t *testing.T) {
+	e := newEnv(t, 256)
+	// Retries long enough that the blackholed control QPs outlast the wait for both sides.
+	e.attr.Timeout, e.attr.RetryCnt = 14, 7
+	a, b := e.pairs(t, 1, smallCap)
+	qs := [2]*QP{a[0], b[0]}
+	ha, hb := e.hosts[0], e.hosts[1]
+	for h, hs := range e.hosts {
+		if err := qs[h].PostRecv([]verbs.RecvWR{{WRID: 100, SGL: []verbs.SGE{hs.mr.SGE(thDst, 64)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for h := range 2 {
+		e.cl.Endpoint(h, 1, 1).Faults(fabric.TX).SetBlackhole(true)
+	}
+	e.linkDown(0)
+	beyond := hb.mr.Addr() + uint64(len(hb.buf.Bytes()))
+	if err := qs[0].PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(0, 64)}, RemoteAddr: hb.mr.Addr(), RKey: hb.mr.RKey()},
+		{WRID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{ha.mr.SGE(64, 64)}, RemoteAddr: beyond, RKey: hb.mr.RKey()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := qs[1].PostSend([]verbs.SendWR{{WRID: 11, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{hb.mr.SGE(thSrc, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	var got [2][]verbs.WC
+	var w [8]verbs.WC
+	poll := func() {
+		for h, hs := range e.hosts {
+			n, err := hs.cq.Poll(w[:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[h] = append(got[h], w[:n]...)
+		}
+	}
+	desc := func() string { return fmt.Sprintf("%s; completions %+v %+v", e.describe(qs[0], qs[1]), got[0], got[1]) }
+	waitFor(t, "A withdrawn and B in its handshake", func() bool {
+		poll()
+		return qs[0].SendState() == SendFailed && qs[1].SendState() == SendHandshake
+	}, desc)
+	for h := range 2 {
+		e.cl.Endpoint(h, 1, 1).Faults(fabric.TX).SetBlackhole(false)
+	}
+	waitFor(t, "B failed and three completions on A's side, two on B's", func() bool {
+		poll()
+		return qs[1].SendState() == SendFailed && len(got[0]) >= 3 && len(got[1]) >= 2
+	}, desc)
+	expectNoMore(t, ha.cq)
+	expectNoMore(t, hb.cq)
+	for h, want := range [2][]uint64{{1, 2, 100}, {11, 100}} {
+		var ids []uint64
+		for _, c := range got[h] {
+			if c.Status == verbs.WCSuccess {
+				t.Fatalf("host %d: completion %+v, want errors only; %s", h, c, desc())
+			}
+			ids = append(ids, c.WRID)
+		}
+		slices.Sort(ids)
+		if !slices.Equal(ids, want) {
+			t.Fatalf("host %d: wr_ids %v, want %v once each; %s", h, ids, want, desc())
+		}
+	}
+	if !errors.Is(qs[0].Err(), ErrBadEntry) || !errors.Is(qs[1].Err(), ErrFailed) {
+		t.Fatalf("errors %v / %v: want ErrBadEntry and ErrFailed", qs[0].Err(), qs[1].Err())
+	}
 }
 
 // A post that fails because the default QP is known to be in ERR falls back at once, and the
