@@ -528,16 +528,7 @@ func TestLateCheckWithdrawsCrossing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got [2][]verbs.WC
-	var w [8]verbs.WC
-	poll := func() {
-		for h, hs := range e.hosts {
-			n, err := hs.cq.Poll(w[:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[h] = append(got[h], w[:n]...)
-		}
-	}
+	poll := func() { e.pollHosts(t, &got) }
 	desc := func() string { return fmt.Sprintf("%s; completions %+v %+v", e.describe(qs[0], qs[1]), got[0], got[1]) }
 	waitFor(t, "A withdrawn and B in its handshake", func() bool {
 		poll()

@@ -146,6 +146,19 @@ func payload(b []byte, seed, seq uint64) {
 	}
 }
 
+// pollHosts polls each host's CQ once and appends what it holds to got[h].
+func (e *testEnv) pollHosts(t testing.TB, got *[2][]verbs.WC) {
+	t.Helper()
+	var w [8]verbs.WC
+	for h, hs := range e.hosts[:2] {
+		n, err := hs.cq.Poll(w[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[h] = append(got[h], w[:n]...)
+	}
+}
+
 // poller collects completions of a CQ, failing the test on a guard timeout.
 type poller struct {
 	t   testing.TB

@@ -610,16 +610,7 @@ func TestHandshakeCrossingNotifications(t *testing.T) {
 		}
 	}
 	var got [2][]verbs.WC
-	var w [8]verbs.WC
-	poll := func() {
-		for h, hs := range e.hosts {
-			n, err := hs.cq.Poll(w[:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[h] = append(got[h], w[:n]...)
-		}
-	}
+	poll := func() { e.pollHosts(t, &got) }
 	waitFor(t, "both sides to notify", func() bool {
 		poll()
 		return qs[0].SendState() == SendHandshake && qs[1].SendState() == SendHandshake
