@@ -52,6 +52,13 @@ func (h *Host) Start(t testing.TB, m Mode, name string, args ...string) *Proc {
 		cmd = exec.Command(name, args...)
 	}
 	cmd.Env = h.Env(m)
+	return startProc(t, name, cmd)
+}
+
+// startProc starts cmd as the program name; it is killed at the end of the test if still
+// running.
+func startProc(t testing.TB, name string, cmd *exec.Cmd) *Proc {
+	t.Helper()
 	p := &Proc{Name: name, cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &p.out, &p.log
 	if err := cmd.Start(); err != nil {
@@ -80,9 +87,10 @@ func (p *Proc) Wait(timeout time.Duration) (string, error) {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
+		where := hungReport(p.Pid()) // before the kill: where its threads wait
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return p.out.String(), fmt.Errorf("%s: killed after %v: %w\n%s", p.Name, timeout, ctx.Err(), p.log.String())
+		return p.out.String(), fmt.Errorf("%s: killed after %v: %w\n%s%s", p.Name, timeout, ctx.Err(), p.log.String(), where)
 	}
 	if p.err != nil {
 		return p.out.String(), fmt.Errorf("%s: %w\n%s", p.Name, p.err, p.log.String())
