@@ -134,9 +134,11 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 		return
 	}
 	if fromPeer && rd != RoundIdle {
-		if st == SendHandshake && q.rkeysFirstLocked(peer, fromPeer, chain) {
-			t0 = q.c.now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
-			return
+		if st == SendHandshake {
+			if done, _ := q.rkeysFirstLocked(peer, fromPeer, chain); done {
+				t0 = q.c.now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
+				return
+			}
 		}
 		_ = q.mach.roundEvent(EvRoundOver)
 		q.nextGen = genAfter(q.defGen.Load(), peer.gen)
@@ -186,7 +188,8 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 			return
 		}
 	}
-	if q.rkeysFirstLocked(peer, fromPeer, chain) {
+	done, keysGood := q.rkeysFirstLocked(peer, fromPeer, chain)
+	if done {
 		t0 = q.c.now().UnixNano() // q.mu was released to read MR entries (rkcache.go)
 		return
 	}
@@ -218,7 +221,7 @@ func (q *QP) roundLocked(peer ctlMsg, fromPeer, chain bool) {
 	// A probe in flight ends now: its QP goes to ERR below.
 	q.probeRes.CompareAndSwap(0, 2)
 	q.markSlowLocked()
-	if err := q.prepareLocked(sendPart, recvPart, chain, fromPeer); err != nil {
+	if err := q.prepareLocked(sendPart, recvPart, chain, fromPeer, keysGood); err != nil {
 		if errors.Is(err, errRoundGone) {
 			return
 		}
@@ -306,8 +309,10 @@ func (q *QP) defErrByNICLocked() bool {
 
 // prepareLocked is step 1 on either side: stop the default QP, collect its last
 // completions, check that the outstanding WRs may be retransmitted, move the outstanding
-// receives to the backup QP and send the notification with our receive counter.
-func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
+// receives to the backup QP and send the notification with our receive counter. keysGood:
+// the round's key look-up found every remote key of the default ring in the cache, each
+// entry good (rkeysFirstLocked).
+func (q *QP) prepareLocked(sendPart, recvPart, chain, reply, keysGood bool) error {
 	bs := q.cs()
 	b := bs.qp.Load()
 	if b == nil || !bs.ready.Load() {
@@ -344,7 +349,7 @@ func (q *QP) prepareLocked(sendPart, recvPart, chain, reply bool) error {
 	}
 	// The initiator whose key look-up found every remote key good checks the WQEs' keys
 	// after its notification (checkOpsLocked); any other round before it.
-	late := sendPart && !reply && !chain && q.keysGood
+	late := sendPart && !reply && !chain && keysGood
 	var err error
 	if late {
 		late, err = q.checkOpsLocked()

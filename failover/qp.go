@@ -227,9 +227,6 @@ type QP struct {
 	// wqeDec is what was decoded of the default ring (wqedecode.go). q.mu.
 	wqeDec wqeDecodes
 	keysOK keysChecked // the last retransmission check's keys (retxcheck.go)
-	// keysGood: this round's key look-up found every remote key of the default ring in
-	// the cache, each entry good (rkeysFirstLocked). q.mu.
-	keysGood bool
 
 	stats qpCounters // this QP's share of the context's counters (status.go)
 }

@@ -68,7 +68,7 @@ func (q *QP) checkChainLogLocked() error {
 // checkOpsLocked is the part of the retransmission check that needs no WQE read back: no
 // atomic and no ineligible WR outstanding (the provider's table of the ring names each WQE's
 // opcode and mark), and the backup log's keys for a chained round. The initiator of a round
-// whose key look-up found every remote key good (keysGood) makes only this check before it
+// whose key look-up found every remote key good (rkeysFirstLocked) makes only this check before it
 // notifies, and the rest (checkKeptLocked) on the decode it keeps for the repost while the
 // notification is on its way: decoding the ring for the check took 15–20 µs p50 of the
 // round's share before the notification with 64 WQEs outstanding (a temporary trace of
@@ -89,9 +89,9 @@ func (q *QP) checkOpsLocked() (bool, error) {
 		case !ok:
 			return false, nil
 		case atomic:
-			return true, fmt.Errorf("failover: QP %#x: outstanding %v (wr_id %d): %w", q.qpn, w.Opcode, w.WRID, ErrNotSafe)
+			return true, q.notSafeErr(w.Opcode, w.WRID)
 		case w.Marked:
-			return true, fmt.Errorf("failover: QP %#x: outstanding ineligible WR (wr_id %d): %w", q.qpn, w.WRID, ErrNotSafe)
+			return true, q.notSafeErr("ineligible WR", w.WRID)
 		}
 	}
 	return true, q.checkChainLogLocked()
@@ -137,13 +137,19 @@ func (q *QP) keysStillCheckedLocked(dev *backupDev) bool {
 func (q *QP) retxSafeLocked(wr verbs.SendWR, scratch *[]verbs.SGE) error {
 	switch {
 	case wr.Opcode == verbs.WRAtomicCmpAndSwp || wr.Opcode == verbs.WRAtomicFetchAdd:
-		return fmt.Errorf("failover: QP %#x: outstanding %v (wr_id %d): %w", q.qpn, wr.Opcode, wr.WRID, ErrNotSafe)
+		return q.notSafeErr(wr.Opcode, wr.WRID)
 	case wr.Flags&SendIneligible != 0:
-		return fmt.Errorf("failover: QP %#x: outstanding ineligible WR (wr_id %d): %w", q.qpn, wr.WRID, ErrNotSafe)
+		return q.notSafeErr("ineligible WR", wr.WRID)
 	}
 	// Fail closed now rather than in the middle of reposting: every key must map.
 	if _, err := q.rewriteLocked(wr, scratch); err != nil {
 		return fmt.Errorf("failover: QP %#x: %w", q.qpn, err)
 	}
 	return nil
+}
+
+// notSafeErr is the error of a round refused for an outstanding WR that must not be sent
+// again: what (its opcode, or why) and its wr_id.
+func (q *QP) notSafeErr(what any, wrid uint64) error {
+	return fmt.Errorf("failover: QP %#x: outstanding %v (wr_id %d): %w", q.qpn, what, wrid, ErrNotSafe)
 }

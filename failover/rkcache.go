@@ -338,14 +338,15 @@ func containsKey(ks []rkeyKey, k rkeyKey) bool {
 // all), takes q.mu again and reports released. The caller then starts the round over on the
 // state found now (again), or drops it (!again: the QP was destroyed, or moved to another
 // backup set, whose own round took over). A round started over does not release q.mu again:
-// a key still missing fails it closed.
-func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
+// a key still missing fails it closed. good reports that every remote key of the default
+// ring was in the cache with a good entry (missingDefRKeysLocked).
+func (q *QP) fetchMissingRKeysLocked() (released, again, good bool) {
 	if !q.slow {
-		return false, false
+		return false, false, false
 	}
 	bs := q.cs()
 	miss, good := q.missingDefRKeysLocked(bs.dev, nil)
-	q.keysGood = good && len(miss) == 0
+	good = good && len(miss) == 0
 	if q.mach.repostState() == RepostChain {
 		q.fifoMu.Lock()
 		for i := range q.bkLog {
@@ -355,16 +356,16 @@ func (q *QP) fetchMissingRKeysLocked() (released, again bool) {
 	}
 	miss = bs.dev.missingRKeys(q.remote.GID, q.pendingWRs(), miss)
 	if len(miss) == 0 {
-		return false, false
+		return false, false, good
 	}
 	cur := q.cur.Load()
 	q.mu.Unlock()
 	q.c.fetchFor(bs.dev, miss)
 	q.mu.Lock()
 	if q.destroyed || q.cur.Load() != cur {
-		return true, false
+		return true, false, false
 	}
-	return true, true
+	return true, true, false
 }
 
 // missingDefRKeysLocked appends to miss the remote keys the cache of dev cannot answer for,
@@ -434,28 +435,29 @@ func (q *QP) missingDefRKeysLocked(dev *backupDev, miss []rkeyKey) (_ []rkeyKey,
 }
 
 // rkeysFirstLocked is the check a fallback round (roundLocked) makes before it changes
-// anything: with every remote key it will rewrite in the cache it reports false and the round
-// goes on; otherwise q.mu was released while the missing keys were read, the round was
+// anything: with every remote key it will rewrite in the cache it reports done false and the
+// round goes on; otherwise q.mu was released while the missing keys were read, the round was
 // started over on the state found then (or dropped, see fetchMissingRKeysLocked), and it
-// reports true. Chained rounds are not started over (chainLocked changed the QP before): a
+// reports done. Chained rounds are not started over (chainLocked changed the QP before): a
 // key the cache misses there fails the round closed (the background read fills the cache for
-// the next one).
-func (q *QP) rkeysFirstLocked(peer ctlMsg, fromPeer, chain bool) bool {
-	q.keysGood = false // this round's look-up sets it
+// the next one). good, when it reports false: the default ring's remote keys were all found
+// good, so the initiator may check its WQEs' keys after its notification (checkOpsLocked);
+// false for a round that looked nothing up (chained, or started over).
+func (q *QP) rkeysFirstLocked(peer ctlMsg, fromPeer, chain bool) (done, good bool) {
 	if chain || q.mach.rkeysState() == RKeysRetried {
-		return false
+		return false, false
 	}
 	q.markSlowLocked() // the default ring is read: no fast-path post may write it meanwhile
-	released, again := q.fetchMissingRKeysLocked()
+	released, again, good := q.fetchMissingRKeysLocked()
 	if !released {
-		return false
+		return false, good
 	}
 	if again {
 		_ = q.mach.event(wordRKeys, EvRKeysRetry)
 		q.roundLocked(peer, fromPeer, false)
 		_ = q.mach.event(wordRKeys, EvRKeysDone)
 	}
-	return true
+	return true, false
 }
 
 // fetchFor reads keys for a round or a post that found them missing, and counts the wait.

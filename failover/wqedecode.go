@@ -23,10 +23,10 @@ type decodedWQE struct {
 // (checkSendsLocked, which decodes each WQE into scratch; the initiator's, when every key
 // was found good, checks only the opcodes there and the keys on the decode kept after its
 // notification, checkOpsLocked), the decode kept here once the notification is posted
-// (prepareLocked), and after the reply the key check and the repost, which read what is kept. A kept pass over the ring took 2.1–3.6 µs
-// where a decoding one took 10.7–15.1 µs (about 16 and 6 WQEs, a WRITE and a SEND stream,
-// means of 100 passes inside a round of BenchmarkFallbackLatency, a temporary probe of
-// 2026-11-30).
+// (prepareLocked), and after the reply the key check and the repost, which read what is
+// kept. A kept pass over the ring took 2.1–3.6 µs where a decoding one took 10.7–15.1 µs
+// (about 16 and 6 WQEs, a WRITE and a SEND stream, means of 100 passes inside a round of
+// BenchmarkFallbackLatency, a temporary probe of 2026-11-30).
 //
 // The decodes are kept in ring order in one slice, and their gather lists in one array,
 // both sized for the outstanding WQEs when the first is decoded: a map and a gather list
