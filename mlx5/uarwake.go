@@ -36,8 +36,10 @@ func NewUARWaker(wake chan<- struct{}) *UARWaker { return &UARWaker{wake: wake} 
 // was not poked.
 func (w *UARWaker) Park() { w.parked.Store(true) }
 
-// Unpark marks the device busy again (it looks at its registers itself).
-func (w *UARWaker) Unpark() { w.parked.Store(false) }
+// Unpark marks the device busy again (it looks at its registers itself) and reports whether
+// a poke ended the park: a poke clears the mark before it sends, so a device woken by
+// anything else finds it still set.
+func (w *UARWaker) Unpark() (poked bool) { return !w.parked.Swap(false) }
 
 // Poke wakes the device if it is parked; one poke per park sends. The caller's register
 // store and the load of the parked flag are not ordered by a fence (a locked instruction on

@@ -66,7 +66,13 @@ func TestUARWaker(t *testing.T) {
 		if woken() {
 			t.Fatalf("%s: woken twice for one park", r.name)
 		}
-		w.Unpark()
+		if !w.Unpark() {
+			t.Fatalf("%s: Unpark after a poke reported no poke", r.name)
+		}
+	}
+	w.Park()
+	if w.Unpark() {
+		t.Fatal("Unpark of a park no poke ended reported a poke")
 	}
 	w.Park()
 	ArmCQ(h.cqdb, uar.WithoutWake(), 7, 0, 0, false)

@@ -80,6 +80,9 @@ type Device struct {
 	kicks   []*QP
 	kickRun []*QP
 	wake    chan struct{}
+	// scanned is set by the idle scanner before it wakes the watcher: the work it found was
+	// a doorbell nobody announced (watcher.go, spinAfterWake).
+	scanned atomic.Bool
 	// waker lets a doorbell written through package mlx5 end the parked watcher's wait
 	// (watcher.go); registered for each UAR page.
 	waker *mlx5.UARWaker

@@ -214,6 +214,7 @@ func (s *idleScanner) run(quit, done chan struct{}, tick *ticker) {
 			var has bool
 			if has, scratch = d.pending(scratch); has {
 				s.unpark(d)
+				d.scanned.Store(true)
 				select {
 				case d.wake <- struct{}{}:
 				default:

@@ -8,16 +8,25 @@ import (
 )
 
 // Adaptive polling of the doorbell registers. A real NIC learns of a doorbell from the MMIO
-// write itself; the emulated one must look at memory. Each device's watcher spins (yielding
-// the processor between passes) for spinWindow after the last doorbell, so back-to-back posts
-// see microsecond latency; then it parks and the process's one idle scanner (scanner.go)
-// watches its registers, with those of every other idle device, and wakes it when one is
-// written. A doorbell written through package mlx5 (the Go provider, SHIFT) wakes the parked
-// watcher itself (mlx5.UARWaker: the model's stand-in for the MMIO write reaching the NIC);
-// one written by other code (the plugin's C fast path, Debian's libmlx5) or with the wake
-// off (provider.Options.NoDeviceWake: the plugin) waits for the scanner. Anything else that
-// needs the watcher sooner (a QP moved to RTS with rung doorbells pending, a stalled send
-// queue whose earlier WRs completed) wakes it through kick.
+// write itself; the emulated one must look at memory. Once idle, each device's watcher parks
+// and the process's one idle scanner (scanner.go) watches its registers, with those of every
+// other idle device, and wakes it when one is written. A doorbell written through package
+// mlx5 (the Go provider, SHIFT) wakes the parked watcher itself (mlx5.UARWaker: the model's
+// stand-in for the MMIO write reaching the NIC); one written by other code (the plugin's C
+// fast path, Debian's libmlx5) or with the wake off (provider.Options.NoDeviceWake: the
+// plugin) waits for the scanner. Anything else that needs the watcher sooner (a QP moved to
+// RTS with rung doorbells pending, a stalled send queue whose earlier WRs completed, a QP
+// moved to ERR) wakes it through kick.
+//
+// For the writers the scanner serves, the watcher spins (yielding the processor between
+// passes) for spinWindow after the last doorbell before it parks, so back-to-back posts see
+// microsecond latency instead of the scanner's period. For writers that wake it themselves
+// the spin buys nothing and costs a processor: on the 2-core VM two default NICs kicked by
+// their QPs' moves to ERR in a fallback spun at once, and every goroutine waiting in the
+// runtime's network poller (the fabric's UDP readers, SHIFT's event loops) waited until a
+// spin ended, as a processor running a yielding goroutine never looks at the poller. So the
+// watcher spins only while the latest wake that brought it doorbells came from the scanner
+// (spinAfterWake).
 const (
 	spinWindow = 50 * time.Microsecond
 	// deadSleep is how often the watcher of a hung or dead device looks whether it closes.
@@ -40,6 +49,7 @@ func (d *Device) watch() {
 	var (
 		dbs        = make([]doorbell, 0, 64)
 		lastActive = time.Now()
+		spin       = spinWindow // until a poke shows that the writers wake the device
 	)
 	for {
 		select {
@@ -67,15 +77,21 @@ func (d *Device) watch() {
 			runtime.Gosched()
 			continue
 		}
-		if time.Since(lastActive) < spinWindow {
+		if time.Since(lastActive) < spin {
 			runtime.Gosched()
 			continue
 		}
 		// Idle: the scanner watches the registers from now on (the recheck list is empty
 		// here, runRechecks keeps the watcher spinning while it is not). A doorbell written
-		// since the last pass is still in its register, so the scanner's first look finds it.
+		// between the last pass and the park was not poked; it is still in its register.
+		// The look after the park finds it at once rather than at the scanner's next tick
+		// (up to its shortest period): without a spin, parks follow every burst of work.
+		d.waker.Park()
+		if d.peekRegisters() {
+			d.waker.Unpark()
+			continue
+		}
 		d.stats.sleeps.Add(1)
-		d.waker.Park() // before the scanner's first look, which finds a write the poke missed
 		idle.park(d)
 		select {
 		case <-d.stop:
@@ -84,10 +100,24 @@ func (d *Device) watch() {
 			return
 		case <-d.wake:
 		}
-		d.waker.Unpark()
+		spin = spinAfterWake(spin, d.scanned.Swap(false), d.waker.Unpark())
 		idle.unpark(d) // woken by a kick or a poke: leave the scanner's list (no-op when it woke us)
 		lastActive = time.Now()
 	}
+}
+
+// spinAfterWake is how long the watcher spins once idle after a wake, given the spin before
+// it: a wake by the scanner (a doorbell nobody announced) calls for the spin, a poke (the
+// writer wakes the device) for none, and a kick (work of the device's own) keeps what the
+// doorbells' latest wake chose. A scanner's wake wins over a poke that raced it.
+func spinAfterWake(prev time.Duration, scanned, poked bool) time.Duration {
+	switch {
+	case scanned:
+		return spinWindow
+	case poked:
+		return 0
+	}
+	return prev
 }
 
 // pass is one look at everything the device owes work for: the doorbell registers, the

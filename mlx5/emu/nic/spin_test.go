@@ -1,0 +1,65 @@
+package nic
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestSpinAfterWake(t *testing.T) {
+	const other = 7 * time.Microsecond // a spin chosen by an earlier wake
+	for _, c := range []struct {
+		name           string
+		scanned, poked bool
+		want           time.Duration
+	}{
+		{"scanner", true, false, spinWindow},
+		{"poke", false, true, 0},
+		{"scanner and a racing poke", true, true, spinWindow},
+		{"kick", false, false, other},
+	} {
+		if got := spinAfterWake(other, c.scanned, c.poked); got != c.want {
+			t.Errorf("%s: spin %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// A watcher woken by a poke parks as soon as a pass finds nothing: its writers wake it
+// themselves, so a spin would only hold a processor (watcher.go). Counted in passes rather
+// than time: a spinning watcher makes a pass on every yield for spinWindow.
+func TestPokedWatcherParksAtOnce(t *testing.T) {
+	e := newEnv(t)
+	a, _ := e.pairQPs()
+	d := a.h.dev
+	parked := func(after uint64) Stats {
+		t.Helper()
+		deadline := time.Now().Add(waitFor)
+		for {
+			if s := d.Stats(); s.Sleeps > after {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the watcher did not park within %v", waitFor)
+			}
+			runtime.Gosched()
+		}
+	}
+	// The watcher starts spinning, as for a writer the scanner serves; once parked, the next
+	// doorbell's poke wakes it.
+	s0 := parked(0)
+	const rounds = 5
+	var most uint64
+	for i := range rounds {
+		nopLatency(t, a, 1, 0)
+		s1 := parked(s0.Sleeps)
+		passes := s1.Passes - s0.Passes
+		t.Logf("round %d: %d passes from the doorbell to the park", i, passes)
+		most = max(most, passes)
+		s0 = s1
+	}
+	// The poked wake's pass, the empty pass, and a look or two of the idle scanner around
+	// them; a 50 µs spin makes hundreds on an idle machine.
+	if most > 12 {
+		t.Fatalf("up to %d passes between a poked doorbell and the park: the watcher spun", most)
+	}
+}
