@@ -52,9 +52,11 @@
 //     the consumer index the arm carries; an arm repeating the last one (same sequence number,
 //     command and index) is ignored. A CQ without a free entry overruns: the CQ error callback
 //     runs once and the CQ takes no more CQEs (the QPs using it are not moved to ERR).
-//   - Adaptive polling: the watcher spins (yielding) for 50 µs after activity, then parks, and
-//     the process's one idle scanner (scanner.go) watches the registers of every parked device
-//     with a period doubling from 100 µs (a timerfd) to 1 ms (a Go timer), back to 100 µs
+//   - Adaptive polling: the watcher spins (yielding) for 50 µs after activity when the scanner
+//     found its doorbells, and not at all when their writers wake it themselves (a spin then
+//     only holds a processor the rest of the process needs); then it parks, and the process's
+//     one idle scanner (scanner.go) watches the registers of every parked device with a
+//     period doubling from 100 µs (a timerfd) to 1 ms (a Go timer), back to 100 µs
 //     whenever a device parks, a port changes state, a QP fails or a CQE raises an event or
 //     reports an error (software answers those by posting). Idle CPU does not grow with
 //     devices or QPs (about 5 % of a core for the process on the 2-core CI VM). A doorbell
