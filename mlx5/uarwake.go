@@ -22,10 +22,19 @@ import (
 
 // UARWaker is the wake-up of a device model that watches UAR memory in this process.
 type UARWaker struct {
-	parked  atomic.Bool
+	park    atomic.Int32 // parkBusy, parkIdle, or who ended the park: parkPoked, parkClaimed
 	wake    chan<- struct{}
 	yielded atomic.Int64 // ns the pokers spent yielding (Yielded)
 }
+
+// The states of a park: one of Poke and Claim ends it (a compare-and-swap from parkIdle), so
+// Unpark can tell the device which.
+const (
+	parkBusy int32 = iota
+	parkIdle
+	parkPoked
+	parkClaimed
+)
 
 // NewUARWaker returns a waker that sends on wake (which should be buffered) when poked while
 // parked.
@@ -34,19 +43,26 @@ func NewUARWaker(wake chan<- struct{}) *UARWaker { return &UARWaker{wake: wake} 
 // Park marks the device idle: the next poke wakes it. The device must look at its registers
 // after Park (or leave that to a scanner) before it waits: a doorbell written before Park
 // was not poked.
-func (w *UARWaker) Park() { w.parked.Store(true) }
+func (w *UARWaker) Park() { w.park.Store(parkIdle) }
 
-// Unpark marks the device busy again (it looks at its registers itself) and reports whether
-// a poke ended the park: a poke clears the mark before it sends, so a device woken by
-// anything else finds it still set.
-func (w *UARWaker) Unpark() (poked bool) { return !w.parked.Swap(false) }
+// Unpark marks the device busy again (it looks at its registers itself) and reports what
+// ended the park: a poke, Claim, or neither (the device woke for work of its own).
+func (w *UARWaker) Unpark() (poked, claimed bool) {
+	s := w.park.Swap(parkBusy)
+	return s == parkPoked, s == parkClaimed
+}
+
+// Claim ends the park for a waker of the device's own, such as a scanner that found a
+// doorbell nobody poked, and reports whether the park was still on: at most one of Claim and
+// Poke ends each park. The caller wakes the device itself.
+func (w *UARWaker) Claim() bool { return w.park.CompareAndSwap(parkIdle, parkClaimed) }
 
 // Poke wakes the device if it is parked; one poke per park sends. The caller's register
-// store and the load of the parked flag are not ordered by a fence (a locked instruction on
+// store and the load of the park's state are not ordered by a fence (a locked instruction on
 // every doorbell is what this path avoids), so a device that parks at that very moment may
 // be missed: it then finds the write at its next look.
 func (w *UARWaker) Poke() {
-	if w.parked.Load() && w.parked.CompareAndSwap(true, false) {
+	if w.park.Load() == parkIdle && w.park.CompareAndSwap(parkIdle, parkPoked) {
 		select {
 		case w.wake <- struct{}{}:
 		default:

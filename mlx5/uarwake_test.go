@@ -66,13 +66,27 @@ func TestUARWaker(t *testing.T) {
 		if woken() {
 			t.Fatalf("%s: woken twice for one park", r.name)
 		}
-		if !w.Unpark() {
-			t.Fatalf("%s: Unpark after a poke reported no poke", r.name)
+		if poked, claimed := w.Unpark(); !poked || claimed {
+			t.Fatalf("%s: Unpark after a poke reported poked %v, claimed %v", r.name, poked, claimed)
 		}
 	}
 	w.Park()
-	if w.Unpark() {
-		t.Fatal("Unpark of a park no poke ended reported a poke")
+	if poked, claimed := w.Unpark(); poked || claimed {
+		t.Fatalf("Unpark of a park nobody ended reported poked %v, claimed %v", poked, claimed)
+	}
+	w.Park()
+	if !w.Claim() || w.Claim() {
+		t.Fatal("Claim did not end the park exactly once")
+	}
+	ArmCQ(h.cqdb, uar, 7, 0, 0, false) // a poke after the claim: the park is over
+	if woken() {
+		t.Fatal("a poke after a Claim woke the model")
+	}
+	if poked, claimed := w.Unpark(); poked || !claimed {
+		t.Fatalf("Unpark after a Claim reported poked %v, claimed %v", poked, claimed)
+	}
+	if w.Claim() {
+		t.Fatal("Claim ended a park after Unpark")
 	}
 	w.Park()
 	ArmCQ(h.cqdb, uar.WithoutWake(), 7, 0, 0, false)

@@ -80,9 +80,6 @@ type Device struct {
 	kicks   []*QP
 	kickRun []*QP
 	wake    chan struct{}
-	// scanned is set by the idle scanner before it wakes the watcher: the work it found was
-	// a doorbell nobody announced (watcher.go, spinAfterWake).
-	scanned atomic.Bool
 	// waker lets a doorbell written through package mlx5 end the parked watcher's wait
 	// (watcher.go); registered for each UAR page.
 	waker *mlx5.UARWaker
@@ -102,7 +99,7 @@ type Device struct {
 
 // counters are the device's activity counters.
 type counters struct {
-	passes, sleeps               atomic.Uint64
+	passes, sleeps, idleLooks    atomic.Uint64
 	sqDoorbells, cqDoorbells     atomic.Uint64
 	strayDoorbells, wqesExecuted atomic.Uint64
 	cqesWritten, rxPackets       atomic.Uint64
@@ -112,6 +109,7 @@ type counters struct {
 // Stats is a snapshot of the device's counters.
 type Stats struct {
 	Passes         uint64 // doorbell polling passes (the watcher's, and the idle scanner's empty looks)
+	IdleLooks      uint64 // of the passes, the idle scanner's empty looks at the parked device
 	Sleeps         uint64 // times the watcher went idle (parked with the idle scanner)
 	SQDoorbells    uint64 // send doorbells consumed
 	CQDoorbells    uint64 // CQ arm doorbells consumed
@@ -206,7 +204,7 @@ func (d *Device) Port(n int) *Port {
 func (d *Device) Stats() Stats {
 	s := &d.stats
 	return Stats{
-		Passes: s.passes.Load(), Sleeps: s.sleeps.Load(),
+		Passes: s.passes.Load(), IdleLooks: s.idleLooks.Load(), Sleeps: s.sleeps.Load(),
 		SQDoorbells: s.sqDoorbells.Load(), CQDoorbells: s.cqDoorbells.Load(),
 		StrayDoorbells: s.strayDoorbells.Load(), WQEsExecuted: s.wqesExecuted.Load(),
 		CQEsWritten: s.cqesWritten.Load(), RxPackets: s.rxPackets.Load(), RxNoQP: s.rxNoQP.Load(),

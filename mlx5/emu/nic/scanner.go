@@ -214,13 +214,17 @@ func (s *idleScanner) run(quit, done chan struct{}, tick *ticker) {
 			var has bool
 			if has, scratch = d.pending(scratch); has {
 				s.unpark(d)
-				d.scanned.Store(true)
-				select {
-				case d.wake <- struct{}{}:
-				default:
+				// A poke that ended this park first has woken the watcher already, and the
+				// watcher must learn that from Unpark (spinAfterWake).
+				if d.waker.Claim() {
+					select {
+					case d.wake <- struct{}{}:
+					default:
+					}
 				}
 			} else {
 				d.stats.passes.Add(1) // the registers were looked at, as by a watcher pass
+				d.stats.idleLooks.Add(1)
 			}
 			list[i] = nil
 		}

@@ -15,7 +15,6 @@ func TestSpinAfterWake(t *testing.T) {
 	}{
 		{"scanner", true, false, spinWindow},
 		{"poke", false, true, 0},
-		{"scanner and a racing poke", true, true, spinWindow},
 		{"kick", false, false, other},
 	} {
 		if got := spinAfterWake(other, c.scanned, c.poked); got != c.want {
@@ -52,14 +51,14 @@ func TestPokedWatcherParksAtOnce(t *testing.T) {
 	for i := range rounds {
 		nopLatency(t, a, 1, 0)
 		s1 := parked(s0.Sleeps)
-		passes := s1.Passes - s0.Passes
-		t.Logf("round %d: %d passes from the doorbell to the park", i, passes)
+		passes := (s1.Passes - s1.IdleLooks) - (s0.Passes - s0.IdleLooks) // the watcher's own
+		t.Logf("round %d: %d passes of the watcher from the doorbell to the park", i, passes)
 		most = max(most, passes)
 		s0 = s1
 	}
-	// The poked wake's pass, the empty pass, and a look or two of the idle scanner around
-	// them; a 50 µs spin makes hundreds on an idle machine.
-	if most > 12 {
+	// The poked wake's pass and the empty pass (a doorbell of the test's found by the look
+	// after a park adds one); a 50 µs spin makes hundreds on an idle machine.
+	if most > 8 {
 		t.Fatalf("up to %d passes between a poked doorbell and the park: the watcher spun", most)
 	}
 }

@@ -88,19 +88,20 @@ func (d *Device) watch() {
 		// (up to its shortest period): without a spin, parks follow every burst of work.
 		d.waker.Park()
 		if d.peekRegisters() {
-			d.waker.Unpark()
+			_, _ = d.waker.Unpark()
 			continue
 		}
 		d.stats.sleeps.Add(1)
 		idle.park(d)
 		select {
 		case <-d.stop:
-			d.waker.Unpark()
+			_, _ = d.waker.Unpark()
 			idle.unpark(d)
 			return
 		case <-d.wake:
 		}
-		spin = spinAfterWake(spin, d.scanned.Swap(false), d.waker.Unpark())
+		poked, scanned := d.waker.Unpark() // the scanner Claims the parks it ends
+		spin = spinAfterWake(spin, scanned, poked)
 		idle.unpark(d) // woken by a kick or a poke: leave the scanner's list (no-op when it woke us)
 		lastActive = time.Now()
 	}
@@ -109,7 +110,8 @@ func (d *Device) watch() {
 // spinAfterWake is how long the watcher spins once idle after a wake, given the spin before
 // it: a wake by the scanner (a doorbell nobody announced) calls for the spin, a poke (the
 // writer wakes the device) for none, and a kick (work of the device's own) keeps what the
-// doorbells' latest wake chose. A scanner's wake wins over a poke that raced it.
+// doorbells' latest wake chose. One park ends by one of the scanner and a poke at most
+// (mlx5.UARWaker.Claim).
 func spinAfterWake(prev time.Duration, scanned, poked bool) time.Duration {
 	switch {
 	case scanned:
