@@ -100,6 +100,7 @@ type Device struct {
 // counters are the device's activity counters.
 type counters struct {
 	passes, sleeps, idleLooks    atomic.Uint64
+	pokeWakes                    atomic.Uint64
 	sqDoorbells, cqDoorbells     atomic.Uint64
 	strayDoorbells, wqesExecuted atomic.Uint64
 	cqesWritten, rxPackets       atomic.Uint64
@@ -111,6 +112,7 @@ type Stats struct {
 	Passes         uint64 // doorbell polling passes (the watcher's, and the idle scanner's empty looks)
 	IdleLooks      uint64 // of the passes, the idle scanner's empty looks at the parked device
 	Sleeps         uint64 // times the watcher went idle (parked with the idle scanner)
+	PokeWakes      uint64 // of those parks, the ones a doorbell's poke ended (mlx5.UARWaker)
 	SQDoorbells    uint64 // send doorbells consumed
 	CQDoorbells    uint64 // CQ arm doorbells consumed
 	StrayDoorbells uint64 // send doorbells naming a QP that does not own the register
@@ -204,7 +206,7 @@ func (d *Device) Port(n int) *Port {
 func (d *Device) Stats() Stats {
 	s := &d.stats
 	return Stats{
-		Passes: s.passes.Load(), IdleLooks: s.idleLooks.Load(), Sleeps: s.sleeps.Load(),
+		Passes: s.passes.Load(), IdleLooks: s.idleLooks.Load(), Sleeps: s.sleeps.Load(), PokeWakes: s.pokeWakes.Load(),
 		SQDoorbells: s.sqDoorbells.Load(), CQDoorbells: s.cqDoorbells.Load(),
 		StrayDoorbells: s.strayDoorbells.Load(), WQEsExecuted: s.wqesExecuted.Load(),
 		CQEsWritten: s.cqesWritten.Load(), RxPackets: s.rxPackets.Load(), RxNoQP: s.rxNoQP.Load(),

@@ -101,6 +101,9 @@ func (d *Device) watch() {
 		case <-d.wake:
 		}
 		poked, scanned := d.waker.Unpark() // the scanner Claims the parks it ends
+		if poked {
+			d.stats.pokeWakes.Add(1)
+		}
 		spin = spinAfterWake(spin, scanned, poked)
 		idle.unpark(d) // woken by a kick or a poke: leave the scanner's list (no-op when it woke us)
 		lastActive = time.Now()
