@@ -345,8 +345,7 @@ func (q *QP) fetchMissingRKeysLocked() (released, again, good bool) {
 		return false, false, false
 	}
 	bs := q.cs()
-	miss, good := q.missingDefRKeysLocked(bs.dev, nil)
-	good = good && len(miss) == 0
+	miss, good := q.missingDefRKeysLocked(bs.dev, nil) // good: none missing, none refused
 	if q.mach.repostState() == RepostChain {
 		q.fifoMu.Lock()
 		for i := range q.bkLog {
